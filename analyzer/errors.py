@@ -1,0 +1,15 @@
+"""The one error type the library raises for bad input or bad usage."""
+from __future__ import annotations
+
+
+class AuditError(Exception):
+    """Base class: the CLI turns it into a one-line message and exit code 2."""
+
+
+class InputError(AuditError):
+    """A whole input cannot be read; names the file and what was expected."""
+
+    def __init__(self, source: str, reason: str) -> None:
+        super().__init__(f"{source}: {reason}")
+        self.source = source
+        self.reason = reason

@@ -1,0 +1,255 @@
+"""The canonical Arrow tables every ingester produces (documented in schemas/canonical-tables.md).
+
+Rules never know the input format: HAR, proxy JSONL and later pcap all end up
+as the same four tables.  ``Builder`` is the one place that turns parsed
+records into rows, so redaction, digests and JSON-RPC extraction happen the
+same way for every format.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import pyarrow as pa
+
+from . import jsonrpc, redact
+from .anomalies import AnomalyLog
+
+TS = pa.timestamp("us", tz="UTC")
+
+EXCHANGES = pa.schema(
+    [
+        ("source", pa.string()),  # input path as given
+        ("xid", pa.int64()),  # exchange ordinal within the source, in request-start (capture) order
+        ("conn", pa.string()),  # connection id, unique within the source
+        ("location", pa.string()),  # "line 12" / "entry 3": where the request record is
+        ("started", TS),
+        ("ended", TS),
+        ("method", pa.string()),
+        ("url", pa.string()),
+        ("status", pa.int32()),  # null: no response seen (aborted before headers)
+        ("req_session_id", pa.string()),
+        ("resp_session_id", pa.string()),
+        ("last_event_id", pa.string()),  # request Last-Event-ID header
+        ("protocol_version", pa.string()),  # request MCP-Protocol-Version header
+        ("content_type", pa.string()),  # response media type, lower case, no parameters
+        ("replay_epoch", pa.string()),  # response X-MCP-Replay-Epoch
+        ("end_reason", pa.string()),  # complete | eof | reset | error | aborted | open
+        ("end_by", pa.string()),  # client | server | null
+        ("body_recorded", pa.bool_()),  # false: the response body (its events) is unknown, not empty
+        ("request_body", pa.string()),
+        ("req_headers", pa.string()),  # JSON object, lower-case names, secrets redacted
+        ("resp_headers", pa.string()),
+    ]
+)
+
+EVENTS = pa.schema(
+    [
+        ("source", pa.string()),
+        ("xid", pa.int64()),
+        ("ordinal", pa.int32()),  # position in the exchange's stream, from 0, every recorded block counts
+        ("location", pa.string()),
+        ("ts", TS),  # null when the producer keeps no per-event time (HAR)
+        ("id", pa.string()),  # the block's own id field ("" = reset); null = none
+        ("cursor", pa.string()),  # last-event-ID buffer after the block: what the client would resume from
+        ("event", pa.string()),
+        ("data", pa.string()),
+        ("retry", pa.int64()),
+        ("fate", pa.string()),  # dispatched | no_data | cut_off
+        ("digest", pa.string()),  # sha256 hex of "<id>:" + data
+    ]
+)
+
+MESSAGES = pa.schema(
+    [
+        ("source", pa.string()),
+        ("xid", pa.int64()),
+        ("origin", pa.string()),  # request_body | response_body | sse
+        ("ordinal", pa.int32()),  # the SSE event's ordinal; null for bodies
+        ("direction", pa.string()),  # client_to_server | server_to_client
+        ("kind", pa.string()),  # request | notification | response | error
+        ("rpc_id", pa.string()),  # JSON text of the id
+        ("method", pa.string()),
+        ("error_code", pa.int64()),
+        ("error_message", pa.string()),
+        ("protocol_version", pa.string()),
+    ]
+)
+
+SSE_MEDIA = "text/event-stream"
+
+
+def digest(event_id: str | None, data: str) -> str:
+    """The reference's semantic digest: sha256 of ``<id>:`` followed by the payload."""
+    return hashlib.sha256(f"{event_id or ''}:".encode() + data.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def media_type(content_type: str | None) -> str | None:
+    if not content_type:
+        return None
+    return content_type.split(";", 1)[0].strip().lower() or None
+
+
+@dataclass
+class Ingested:
+    """What one ingester returns for one input."""
+
+    source: str
+    format: str
+    records: int
+    exchanges: pa.Table
+    events: pa.Table
+    messages: pa.Table
+    anomalies: pa.Table
+    rejected: int
+    notes: list[str] = field(default_factory=list)
+
+
+class Builder:
+    """Accumulates canonical rows for one source."""
+
+    def __init__(self, source: str, log: AnomalyLog, redact_secrets: bool = True) -> None:
+        self.source = source
+        self.log = log
+        self.redact = redact_secrets
+        self.exchanges: list[dict] = []
+        self.events: list[dict] = []
+        self.messages: list[dict] = []
+
+    # -- exchanges -------------------------------------------------------
+    def exchange(
+        self,
+        *,
+        conn: str,
+        location: str,
+        started: datetime | None,
+        method: str | None,
+        url: str | None,
+        req_headers: dict[str, str],
+        request_body: str | None,
+    ) -> dict:
+        """Open an exchange; the caller fills the response fields on the returned row."""
+        row = {
+            "source": self.source,
+            "xid": len(self.exchanges),
+            "conn": conn,
+            "location": location,
+            "started": started,
+            "ended": None,
+            "method": (method or "").upper() or None,
+            "url": redact.url(url, self.redact),
+            "status": None,
+            "req_session_id": req_headers.get("mcp-session-id"),
+            "resp_session_id": None,
+            "last_event_id": req_headers.get("last-event-id"),
+            "protocol_version": req_headers.get("mcp-protocol-version"),
+            "content_type": None,
+            "replay_epoch": None,
+            "end_reason": "open",
+            "end_by": None,
+            "body_recorded": True,
+            "request_body": request_body,
+            "req_headers": json.dumps(redact.headers(req_headers, self.redact), sort_keys=True, ensure_ascii=False),
+            "resp_headers": None,
+        }
+        self.exchanges.append(row)
+        if request_body:
+            self._messages(row["xid"], "request_body", None, "client_to_server", request_body, location)
+        return row
+
+    def response(self, row: dict, status: int | None, headers: dict[str, str]) -> None:
+        row["status"] = status
+        row["resp_session_id"] = headers.get("mcp-session-id")
+        row["content_type"] = media_type(headers.get("content-type"))
+        row["replay_epoch"] = headers.get("x-mcp-replay-epoch")
+        row["resp_headers"] = json.dumps(redact.headers(headers, self.redact), sort_keys=True, ensure_ascii=False)
+
+    def body(self, row: dict, text: str, location: str) -> None:
+        """A non-SSE response body (JSON-RPC responses of a POST answered with application/json)."""
+        if row["content_type"] in ("application/json", None) or (row["content_type"] or "").endswith("+json"):
+            self._messages(row["xid"], "response_body", None, "server_to_client", text, location)
+
+    # -- events ------------------------------------------------------------
+    def event(
+        self,
+        row: dict,
+        *,
+        location: str,
+        ts: datetime | None,
+        event_id: str | None,
+        event_type: str | None,
+        data: str,
+        retry: int | None,
+        fate: str,
+    ) -> None:
+        ordinal = row.setdefault("_ordinal", 0)
+        row["_ordinal"] = ordinal + 1
+        # The client's last-event-ID buffer: starts at what it resumed from and
+        # changes only when a block carries an id field (WHATWG: it persists).
+        cursor = row.get("_cursor", row["last_event_id"] or "")
+        if event_id is not None:
+            cursor = event_id
+        row["_cursor"] = cursor
+        self.events.append(
+            {
+                "source": self.source,
+                "xid": row["xid"],
+                "ordinal": ordinal,
+                "location": location,
+                "ts": ts,
+                "id": event_id,
+                "cursor": cursor,
+                "event": event_type or "message",
+                "data": data,
+                "retry": retry,
+                "fate": fate,
+                "digest": digest(event_id, data),
+            }
+        )
+        if fate == "dispatched":
+            self._messages(row["xid"], "sse", ordinal, "server_to_client", data, location)
+
+    def _messages(self, xid: int, origin: str, ordinal: int | None, direction: str, text: str, location: str) -> None:
+        try:
+            found = jsonrpc.extract(text)
+        except jsonrpc.NotJsonRpc as exc:
+            self.log.add("jsonrpc_invalid", location, str(exc))
+            return
+        for m in found:
+            self.messages.append(
+                {
+                    "source": self.source,
+                    "xid": xid,
+                    "origin": origin,
+                    "ordinal": ordinal,
+                    "direction": direction,
+                    "kind": m.kind,
+                    "rpc_id": m.rpc_id,
+                    "method": m.method,
+                    "error_code": m.error_code,
+                    "error_message": m.error_message,
+                    "protocol_version": m.protocol_version,
+                }
+            )
+
+    def finish(self, fmt: str, records: int, notes: list[str] | None = None) -> Ingested:
+        for row in self.exchanges:
+            row.pop("_ordinal", None)
+            row.pop("_cursor", None)
+        return Ingested(
+            source=self.source,
+            format=fmt,
+            records=records,
+            exchanges=pa.Table.from_pylist(self.exchanges, schema=EXCHANGES),
+            events=pa.Table.from_pylist(self.events, schema=EVENTS),
+            messages=pa.Table.from_pylist(self.messages, schema=MESSAGES),
+            anomalies=self.log.table(),
+            rejected=self.log.rejected,
+            notes=notes or [],
+        )
+
+
+def empty(schema: pa.Schema) -> pa.Table:
+    return schema.empty_table()
