@@ -1,0 +1,111 @@
+"""The mcp-sse-audit command: a thin click layer over analyzer.pipeline."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from . import __version__, pipeline, report
+from .errors import AuditError
+
+EXAMPLES = """
+\b
+Examples:
+  mcp-sse-audit analyze sample_logs/
+  mcp-sse-audit analyze capture.har proxy.jsonl.gz --json findings.json --html report.html
+  mcp-sse-audit analyze /archive/2026-11/ --json - --fail-on critical | jq .summary
+\b
+Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it;
+2 usage error or no input readable.
+"""
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="mcp-sse-audit")
+def main() -> None:
+    """Find MCP Streamable HTTP sessions whose SSE stream "resumed" but silently diverged."""
+
+
+@main.command(epilog=EXAMPLES)
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=True, readable=True))
+@click.option("--json", "json_out", metavar="FILE|-", help="Write the findings JSON here ('-' = stdout).")
+@click.option("--html", "html_out", metavar="FILE", type=click.Path(dir_okay=False, writable=True), help="Write the HTML incident report here.")
+@click.option(
+    "--fail-on",
+    type=click.Choice(pipeline.FAIL_LEVELS),
+    default="error",
+    show_default=True,
+    help="Exit 1 when a finding of this severity or worse exists.",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["auto", "jsonl", "har"]), default="auto", show_default=True,
+    help="Input format; auto recognises each file by its content.",
+)
+@click.option("--no-redact", is_flag=True, help="Keep Authorization, Cookie, API keys and token query parameters in the outputs.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress and no summary; only errors.")
+def analyze(paths, json_out, html_out, fail_on, fmt, no_redact, quiet):
+    """Analyze captured MCP traffic (HAR, proxy JSONL; directories are walked, .gz is read).
+
+    Rebuilds every session, stream and reconnect, judges each reconnect
+    (continuous, gap, replay_reset, epoch_change, session_invalid,
+    unverifiable, ...), prints a summary and writes the findings JSON and the
+    HTML report.
+    """
+    progress = None
+    if not quiet and sys.stderr.isatty():
+        progress = lambda msg: click.echo(msg, err=True)  # noqa: E731
+    try:
+        result = pipeline.run(list(paths), fmt=fmt, redact_secrets=not no_redact, progress=progress)
+    except AuditError as exc:
+        raise click.ClickException(str(exc)) from None
+    for exc in result.errors:
+        click.echo(f"error: {exc}", err=True)
+    if result.readable == 0:
+        click.echo("error: no input was readable; nothing to analyze (give HAR or proxy JSONL files or directories)", err=True)
+        sys.exit(2)
+    doc = result.document
+    if json_out:
+        text = json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+        if json_out == "-":
+            sys.stdout.write(text)
+        else:
+            _write(json_out, text)
+    if html_out:
+        _write(html_out, report.render(doc))
+    if not quiet:
+        click.echo(summary_text(doc), err=(json_out == "-"))
+    sys.exit(1 if result.fails(fail_on) else 0)
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {path}: {exc.strerror}") from None
+
+
+def summary_text(doc: dict) -> str:
+    s = doc["summary"]
+    lines = [
+        f"inputs: {s['inputs']} ({s['records']} records, {s['rejected']} rejected, {s['inputs_unreadable']} unreadable)",
+        f"sessions: {s['sessions']}  exchanges: {s['exchanges']}  events: {s['events']}  reconnects: {s['boundaries']}",
+    ]
+    if s["boundaries"]:
+        lines.append("reconnect verdicts: " + ", ".join(f"{v} {n}" for v, n in s["verdicts"].items() if n))
+    sev = s["findings_by_severity"]
+    lines.append("findings: " + ", ".join(f"{n} {k}" for k, n in sev.items()))
+    for f in doc["findings"][:10]:
+        sid = f["session_id"] or "(no session)"
+        lines.append(f"  [{f['severity']}] {f['rule']} session {sid[:16]}: {f['message']}")
+    if len(doc["findings"]) > 10:
+        lines.append(f"  … {len(doc['findings']) - 10} more in the JSON/HTML output")
+    if doc["anomalies"]:
+        lines.append(f"input anomalies: {len(doc['anomalies'])} (see the JSON/HTML output)")
+    return "\n".join(_safe(line) for line in lines)
+
+
+def _safe(text: str) -> str:
+    """Log content is hostile: no terminal control characters reach the user's terminal."""
+    return "".join(ch if ch.isprintable() or ch == " " else f"\\x{ord(ch):02x}" for ch in text)

@@ -1,0 +1,226 @@
+"""Boundaries and history checks become the findings document (schemas/findings.schema.json).
+
+This is the edge where frames turn into plain JSON values: collect once here,
+never inside a rule.
+"""
+from __future__ import annotations
+
+import polars as pl
+
+from . import history
+from .streams import Frames
+from .verdicts import VERDICT_ORDER
+
+SEVERITIES = ["critical", "error", "warning", "info"]
+SEV_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+EVIDENCE_EVENTS = 3
+DATA_PREVIEW = 400
+TS_FMT = "%Y-%m-%dT%H:%M:%S%.6fZ"
+
+
+def _iso(col: str) -> pl.Expr:
+    return pl.col(col).dt.to_string(TS_FMT)
+
+
+def _event_preview(events: pl.DataFrame) -> pl.DataFrame:
+    return events.select(
+        "gx",
+        "ordinal",
+        pl.struct(
+            "id",
+            "event",
+            pl.when(pl.col("data").str.len_chars() > DATA_PREVIEW)
+            .then(pl.col("data").str.slice(0, DATA_PREVIEW) + "…")
+            .otherwise(pl.col("data"))
+            .alias("data"),
+            pl.col("digest").str.slice(0, 16).alias("digest"),
+            "fate",
+            _iso("ts").alias("ts"),
+            "source",
+            "location",
+        ).alias("ev"),
+    )
+
+
+def _boundary_evidence(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
+    prev = _event_preview(f.events.filter(pl.col("visible")).join(b.select(pl.col("resumed_gx").alias("gx")).unique(), on="gx"))
+    before = (
+        prev.sort(["gx", "ordinal"])
+        .group_by("gx")
+        .agg(pl.col("ev").tail(EVIDENCE_EVENTS))
+        .rename({"gx": "resumed_gx", "ev": "events_before"})
+    )
+    cut = (
+        _event_preview(f.events.filter(~pl.col("visible")).join(b.select(pl.col("resumed_gx").alias("gx")).unique(), on="gx"))
+        .sort(["gx", "ordinal"])
+        .group_by("gx")
+        .agg(pl.col("ev"))
+        .rename({"gx": "resumed_gx", "ev": "cut_off_before"})
+    )
+    after = (
+        _event_preview(f.events.join(b.select("gx"), on="gx"))
+        .sort(["gx", "ordinal"])
+        .group_by("gx")
+        .agg(pl.col("ev").head(EVIDENCE_EVENTS))
+        .rename({"ev": "events_after"})
+    )
+    x = f.exchanges.select(
+        pl.col("gx").alias("resumed_gx"),
+        pl.struct(pl.col("source"), pl.col("location")).alias("resumed_ref"),
+    )
+    return (
+        b.join(before, on="resumed_gx", how="left")
+        .join(cut, on="resumed_gx", how="left")
+        .join(after, on="gx", how="left")
+        .join(x, on="resumed_gx", how="left")
+    )
+
+
+def _boundary_records(f: Frames, b: pl.DataFrame) -> list[dict]:
+    b = _boundary_evidence(f, b).with_columns(boundary_id=pl.format("b{}", pl.int_range(1, pl.len() + 1)))
+    stream_ids = f.exchanges.select("gx", "stream")
+    rows = b.join(stream_ids.rename({"stream": "_s"}), on="gx", how="left").select(
+        "boundary_id",
+        pl.col("session").alias("session_id"),
+        pl.format("s{}", pl.col("stream")).alias("stream"),
+        pl.struct("source", "location").alias("request"),
+        pl.col("resumed_ref").alias("resumes"),
+        pl.col("header").alias("last_event_id"),
+        "last_before",
+        "first_event_id_after",
+        "verdict",
+        "reason",
+        "severity",
+        "lost_event_ids",
+        "lost_count",
+        "duplicated_event_ids",
+        "duplicated_count",
+        "handled_correctly",
+        "id_scheme",
+        pl.col("overlap").alias("boundary_event_resent"),
+        _iso("started").alias("started"),
+        pl.struct(
+            "method",
+            "status",
+            pl.col("req_session_id").alias("request_session_id"),
+            pl.col("resp_session_id").alias("response_session_id"),
+            pl.col("protocol_version"),
+            "content_type",
+            pl.col("epoch_before").alias("replay_epoch_before"),
+            pl.col("replay_epoch").alias("replay_epoch_after"),
+            pl.col("end_reason"),
+        ).alias("http"),
+        "events_before",
+        "events_after",
+        "cut_off_before",
+        "next_use",
+    )
+    out = rows.to_dicts()
+    for r in out:
+        for k in ("events_before", "events_after", "cut_off_before"):
+            r[k] = r[k] or []
+    return out
+
+
+def _boundary_findings(records: list[dict]) -> list[dict]:
+    out = []
+    for r in records:  # one finding per non-continuous boundary: a loop over boundaries at the edge, not over events
+        use = r.pop("next_use")
+        if r["verdict"] == "continuous":
+            continue
+        handled = {True: "the client re-initialized before using the session again",
+                   False: f"the client used the old session again ({use and use['location']}) without re-initializing",
+                   None: "the capture ends before the client re-initialized or used the session again"}[r["handled_correctly"]]
+        ev = [r["request"]] + ([r["resumes"]] if r["resumes"] else []) + [
+            {"source": e["source"], "location": e["location"]} for e in (r["events_before"][-1:] + r["events_after"][:1])
+        ]
+        out.append(
+            {
+                "rule": r["verdict"],
+                "severity": r["severity"],
+                "session_id": r["session_id"],
+                "boundary": r["boundary_id"],
+                "message": f"{r['reason']}; {handled}.",
+                "effect": history.EFFECTS[r["verdict"]],
+                "evidence": ev,
+            }
+        )
+    return out
+
+
+def build_document(f: Frames, b: pl.DataFrame) -> dict:
+    boundaries = _boundary_records(f, b)
+    hist = pl.concat(
+        [history.id_order(f), history.digest_conflicts(f), history.cursor_claims(b)], how="vertical_relaxed"
+    ).sort("pos")
+    findings = _boundary_findings(boundaries) + [
+        {k: v for k, v in r.items() if k != "pos"} for r in hist.to_dicts()
+    ]
+    findings.sort(key=lambda r: (SEV_RANK[r["severity"]], r["session_id"] or "", r.get("boundary") or "~", r["rule"], r["message"]))
+    for i, r in enumerate(findings, start=1):
+        r["id"] = f"f{i}"
+
+    x = f.exchanges
+    verdicts = b.group_by("session").agg(pl.col("verdict"))
+    worst = {row["session"]: row["verdict"] for row in verdicts.to_dicts()}
+    sess = (
+        x.group_by("session")
+        .agg(
+            first_pos=pl.col("pos").min(),
+            first_seen=pl.col("started").min(),
+            last_seen=pl.coalesce(pl.col("ended"), pl.col("started")).max(),
+            exchanges=pl.len(),
+            streams=pl.col("stream").filter(pl.col("content_type") == "text/event-stream").n_unique(),
+            events=pl.col("n_events").sum(),
+            protocol_version=pl.col("protocol_version").drop_nulls().first(),
+            id_scheme=pl.col("id_scheme").first(),
+            sources=pl.col("source").unique().sort(),
+        )
+        .sort("first_pos")
+    )
+    inits = f.messages.filter(
+        (pl.col("direction") == "server_to_client") & (pl.col("kind") == "response") & pl.col("protocol_version").is_not_null()
+    ).group_by("session").agg(pl.col("protocol_version").first().alias("negotiated"), pl.len().alias("initialize_results"))
+    sess = sess.join(inits, on="session", how="left").with_columns(pl.col("initialize_results").fill_null(0))
+    sessions = []
+    for s in sess.to_dicts():
+        vs = worst.get(s["session"], [])
+        counts = {v: vs.count(v) for v in VERDICT_ORDER if v in vs}
+        sessions.append(
+            {
+                "session_id": s["session"],
+                "protocol_version": s["negotiated"] or s["protocol_version"],
+                "id_scheme": s["id_scheme"],
+                "first_seen": s["first_seen"].strftime("%Y-%m-%dT%H:%M:%S.%fZ") if s["first_seen"] else None,
+                "last_seen": s["last_seen"].strftime("%Y-%m-%dT%H:%M:%S.%fZ") if s["last_seen"] else None,
+                "exchanges": s["exchanges"],
+                "streams": s["streams"],
+                "events": s["events"],
+                "boundaries": len(vs),
+                "verdicts": counts,
+                "initialize_results": s["initialize_results"],
+                "sources": s["sources"],
+            }
+        )
+    exchanges = x.select(
+        pl.format("x{}", pl.col("pos") + 1).alias("exchange_id"),
+        pl.col("session").alias("session_id"),
+        pl.format("s{}", pl.col("stream")).alias("stream"),
+        "source",
+        "location",
+        "conn",
+        _iso("started").alias("started"),
+        _iso("ended").alias("ended"),
+        "method",
+        "url",
+        "status",
+        "content_type",
+        pl.col("last_event_id"),
+        "end_reason",
+        "body_recorded",
+        pl.col("n_events").alias("events"),
+        pl.col("n_cut_off").alias("cut_off_events"),
+        "first_id",
+        "last_id",
+    ).to_dicts()
+    return {"sessions": sessions, "exchanges": exchanges, "boundaries": boundaries, "findings": findings}

@@ -1,0 +1,162 @@
+"""Proxy JSONL ingester (format: schemas/proxy-jsonl.schema.json).
+
+One JSON object per line; records of one connection are tied together by
+``conn``.  A ``request`` record opens an exchange on its connection (several
+per connection with keep-alive); response/sse/body/close records attach to the
+connection's current exchange.  Every line is read or rejected with its line
+number: a bad line never costs the lines around it.
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import BinaryIO
+
+from .anomalies import AnomalyLog
+from .tables import Builder, Ingested
+
+CLOSE_REASONS = {"eof", "reset", "error", "capture_end"}
+
+
+def parse_ts(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        ts = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if ts.tzinfo is None:  # naive times are taken as UTC, as the format requires UTC
+        ts = ts.replace(tzinfo=timezone.utc)
+    return ts.astimezone(timezone.utc)
+
+
+def _headers(value: object) -> dict[str, str] | None:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        return None
+    out: dict[str, str] = {}
+    for k, v in value.items():
+        if isinstance(v, list):  # repeated headers, as some proxies write them
+            v = ", ".join(str(x) for x in v)
+        out[str(k).lower()] = str(v)
+    return out
+
+
+def _opt_str(rec: dict, key: str) -> tuple[bool, str | None]:
+    v = rec.get(key)
+    return (v is None or isinstance(v, str)), v
+
+
+def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested:
+    log = AnomalyLog(source)
+    b = Builder(source, log, redact_secrets)
+    current: dict[str, dict] = {}  # conn -> its open exchange row
+    records = 0
+    for lineno, raw in enumerate(stream, start=1):
+        if not raw.strip():
+            continue
+        records += 1
+        where = f"line {lineno}"
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            log.add("jsonl_invalid_utf8", where, f"byte {exc.start}")
+            text = raw.decode("utf-8", "replace")
+        try:
+            rec = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            log.add("jsonl_bad_line", where, str(exc)[:120])
+            continue
+        if not isinstance(rec, dict):
+            log.add("jsonl_bad_line", where, f"a JSON {type(rec).__name__}, not an object")
+            continue
+        kind = rec.get("kind")
+        conn = rec.get("conn")
+        if isinstance(conn, int) and not isinstance(conn, bool):
+            conn = str(conn)
+        if not isinstance(kind, str) or not isinstance(conn, str):
+            log.add("jsonl_bad_record", where, "`kind` and `conn` must be strings")
+            continue
+        ts = parse_ts(rec.get("ts"))
+        if ts is None and rec.get("ts") is not None:
+            log.add("jsonl_bad_timestamp", where, repr(rec.get("ts"))[:60])
+
+        if kind == "request":
+            headers = _headers(rec.get("headers"))
+            ok_body, body = _opt_str(rec, "body")
+            if headers is None or not ok_body or not isinstance(rec.get("method"), str):
+                log.add("jsonl_bad_record", where, "request needs `method` (string), `headers` (object), `body` (string or null)")
+                continue
+            prev = current.get(conn)
+            if prev is not None and prev["end_reason"] == "open" and prev["status"] is not None:
+                prev["end_reason"] = "complete"  # keep-alive: the next request ends the previous exchange
+            current[conn] = b.exchange(
+                conn=conn,
+                location=where,
+                started=ts,
+                method=rec["method"],
+                url=rec.get("url") if isinstance(rec.get("url"), str) else None,
+                req_headers=headers,
+                request_body=body,
+            )
+            continue
+
+        if kind not in ("response", "sse", "body", "close"):
+            log.add("jsonl_unknown_kind", where, repr(kind)[:40])
+            continue
+        row = current.get(conn)
+        if row is None:
+            log.add("jsonl_orphan_record", where, f"conn {conn!r}")
+            continue
+
+        if kind == "response":
+            headers = _headers(rec.get("headers"))
+            status = rec.get("status")
+            if headers is None or not isinstance(status, int) or isinstance(status, bool):
+                log.add("jsonl_bad_record", where, "response needs `status` (integer) and `headers` (object)")
+                continue
+            b.response(row, status, headers)
+        elif kind == "sse":
+            ok_id, eid = _opt_str(rec, "id")
+            ok_ev, etype = _opt_str(rec, "event")
+            data = rec.get("data")
+            retry = rec.get("retry")
+            if not (ok_id and ok_ev and (data is None or isinstance(data, str))) or (
+                retry is not None and (not isinstance(retry, int) or isinstance(retry, bool) or retry < 0)
+            ):
+                log.add("jsonl_bad_record", where, "sse needs `data` (string), `id`/`event` (string or null), `retry` (integer or null)")
+                continue
+            if rec.get("truncated") is True:
+                fate = "cut_off"
+                log.add("sse_unterminated_event", where)
+            elif rec.get("dispatched") is False or data is None:
+                fate = "no_data"
+            else:
+                fate = "dispatched"
+            if eid is not None and "\x00" in eid:
+                log.add("sse_id_contains_nul", where)
+                eid = None
+            b.event(row, location=where, ts=ts, event_id=eid, event_type=etype, data=data or "", retry=retry, fate=fate)
+        elif kind == "body":
+            data = rec.get("data")
+            if not isinstance(data, str):
+                log.add("jsonl_bad_record", where, "body needs `data` (string)")
+                continue
+            b.body(row, data, where)
+        else:  # close
+            reason = rec.get("reason")
+            if reason not in CLOSE_REASONS:
+                log.add("jsonl_bad_record", where, f"close `reason` must be one of {sorted(CLOSE_REASONS)}")
+                reason = "error"
+            row["end_reason"] = reason
+            row["ended"] = ts
+            by = rec.get("by")
+            row["end_by"] = by if by in ("client", "server") else None
+            current.pop(conn, None)
+    for row in current.values():
+        if row["end_reason"] == "open" and row["status"] is not None and row["content_type"] != "text/event-stream":
+            row["end_reason"] = "complete"
+    if records == 0:
+        log.add("input_empty", "file")
+    return b.finish("jsonl", records)

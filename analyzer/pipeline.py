@@ -1,0 +1,121 @@
+"""inputs → canonical tables → sessions/streams/boundaries → findings document."""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable
+
+import polars as pl
+
+from . import __version__, findings, inputs, streams, verdicts
+from .anomalies import SCHEMA as ANOMALY_SCHEMA
+from .errors import InputError
+from .findings import SEVERITIES
+
+SCHEMA_VERSION = "1"
+FAIL_LEVELS = ["critical", "error", "warning", "never"]
+
+
+@dataclass
+class Result:
+    document: dict
+    readable: int  # inputs that yielded records
+    errors: list[InputError] = field(default_factory=list)
+
+    def worst_severity(self) -> str | None:
+        for s in SEVERITIES:
+            if self.document["summary"]["findings_by_severity"].get(s):
+                return s
+        return None
+
+    def fails(self, fail_on: str) -> bool:
+        if fail_on == "never":
+            return False
+        limit = SEVERITIES.index(fail_on)
+        return any(self.document["summary"]["findings_by_severity"].get(s) for s in SEVERITIES[: limit + 1])
+
+
+def _generated_at() -> str:
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    when = datetime.fromtimestamp(int(epoch), timezone.utc) if epoch and epoch.isdigit() else datetime.now(timezone.utc)
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def run(
+    paths: list[str],
+    fmt: str = "auto",
+    redact_secrets: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> Result:
+    collected = inputs.collect(paths)
+    parts = []
+    errors: list[InputError] = []
+    input_rows = []
+    for n, path in enumerate(collected.files, start=1):
+        if progress:
+            progress(f"[{n}/{len(collected.files)}] reading {path}")
+        try:
+            got = inputs.read_one(path, fmt, redact_secrets)
+        except InputError as exc:
+            errors.append(exc)
+            input_rows.append({"path": path, "format": "unknown", "records": 0, "rejected": 0, "error": exc.reason, "notes": []})
+            continue
+        parts.append(got)
+        input_rows.append(
+            {
+                "path": path,
+                "format": got.format,
+                "records": got.records,
+                "rejected": got.rejected,
+                "error": None,
+                "notes": got.notes,
+            }
+        )
+    tables = inputs.concat(parts)
+    frames, links = streams.build(tables)
+    b = verdicts.judge(frames, links)
+    body = findings.build_document(frames, b)
+
+    anomalies = pl.from_arrow(tables["anomalies"]) if tables["anomalies"].num_rows else pl.from_arrow(ANOMALY_SCHEMA.empty_table())
+    anomaly_rows = anomalies.to_dicts()
+    for exc in errors:
+        anomaly_rows.append(
+            {"source": exc.source, "location": "file", "code": "input_unreadable", "severity": "error", "message": exc.reason}
+        )
+    by_sev = {s: 0 for s in SEVERITIES}
+    for fnd in body["findings"]:
+        by_sev[fnd["severity"]] += 1
+    verdict_counts = {v: 0 for v in verdicts.VERDICT_ORDER}
+    for bd in body["boundaries"]:
+        verdict_counts[bd["verdict"]] += 1
+    readable = sum(1 for p in parts if p.records > p.rejected or p.records == 0)
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "mcp-sse-audit", "version": __version__},
+        "generated_at": _generated_at(),
+        "summary": {
+            "inputs": len(input_rows),
+            "inputs_unreadable": len(errors),
+            "records": sum(r["records"] for r in input_rows),
+            "rejected": sum(r["rejected"] for r in input_rows),
+            "sessions": len(body["sessions"]),
+            "exchanges": len(body["exchanges"]),
+            "events": int(tables["events"].num_rows),
+            "messages": int(tables["messages"].num_rows),
+            "boundaries": len(body["boundaries"]),
+            "verdicts": verdict_counts,
+            "findings_by_severity": by_sev,
+            "anomalies": len(anomaly_rows),
+        },
+        "inputs": input_rows,
+        "skipped": collected.skipped,
+        **body,
+        "anomalies": anomaly_rows,
+    }
+    return Result(doc, readable, errors)
+
+
+def eprint(msg: str) -> None:
+    print(msg, file=sys.stderr)

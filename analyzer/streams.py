@@ -1,0 +1,160 @@
+"""Sessions, streams and reconnect boundaries, rebuilt from the canonical tables.
+
+Everything here is a Polars expression over whole tables.  Vocabulary:
+
+- *session*: ``Mcp-Session-Id`` sent on the request, else the one the response
+  issued (that is how the ``initialize`` POST joins the session it created).
+- *position* (``pos``): the order of requests in the merged history.
+- *visible event*: an event the client processed or at least parsed to its end
+  (``fate != cut_off``); a cut-off event is evidence, not delivery.
+- *boundary*: a request that resumes a stream.  It carries ``Last-Event-ID``,
+  or it is a GET that reopens a session whose earlier GET stream exists.
+- *resumed exchange*: the connection that delivered the event named by
+  ``Last-Event-ID`` (latest one before the boundary), else the session's
+  previous SSE connection (DESIGN.md, "Boundaries and verdicts").
+- *stream*: the chain of connections linked by resumptions; its id is the
+  position of the chain's first connection.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+SSE = "text/event-stream"
+INT_ID = r"^[0-9]{1,18}$"  # fits in Int64; longer digit strings are treated as opaque
+MAX_CHAIN = 64  # pointer jumping halves the chain each round: 64 rounds cover any real chain
+
+
+@dataclass(frozen=True)
+class Frames:
+    exchanges: pl.DataFrame  # + gx, pos, session, stream, n_events, first_id, last_cursor
+    events: pl.DataFrame  # + gx, pos, session, stream, visible, id_int
+    messages: pl.DataFrame  # + gx, pos, session
+
+
+def _ordered_exchanges(x: pl.DataFrame) -> pl.DataFrame:
+    """Global position: by request start time; a missing time keeps the record's place in its source."""
+    return (
+        x.with_row_index("gx")
+        .with_columns(
+            pl.col("gx").cast(pl.Int64),
+            pl.col("started").forward_fill().over("source").alias("_t"),
+            pl.coalesce("req_session_id", "resp_session_id").fill_null("").alias("session"),
+        )
+        .sort(["_t", "gx"], nulls_last=False)
+        .with_row_index("pos")
+        .with_columns(pl.col("pos").cast(pl.Int64))
+        .drop("_t")
+    )
+
+
+def _resume_links(x: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
+    """One row per boundary: gx of the request and gx of the exchange it resumes."""
+    deliveries = ev.filter(pl.col("visible") & pl.col("has_id")).select(
+        "session", pl.col("id").alias("last_event_id"), pl.col("gx").alias("by_id_gx"), pl.col("pos").alias("by_id_pos")
+    )
+    with_header = x.filter(pl.col("last_event_id").is_not_null() & (pl.col("last_event_id") != ""))
+    by_id = (
+        with_header.select("gx", "pos", "session", "last_event_id")
+        .join(deliveries, on=["session", "last_event_id"], how="inner")
+        .filter(pl.col("by_id_pos") < pl.col("pos"))
+        .group_by("gx")
+        .agg(pl.col("by_id_gx").sort_by("by_id_pos").last())
+    )
+    sse_prev = (
+        x.filter((pl.col("content_type") == SSE) & pl.col("status").is_between(200, 299))
+        .select("session", pl.col("pos").alias("prev_pos"), pl.col("gx").alias("prev_gx"), pl.col("method").alias("prev_method"))
+        .sort("prev_pos")
+    )
+    get_reopen = (pl.col("method") == "GET") & pl.col("last_event_id").is_null() & (pl.col("session") != "")
+    candidates = x.filter(pl.col("last_event_id").is_not_null() | get_reopen).sort("pos")
+    prev_any = candidates.select("gx", "pos", "session").join_asof(
+        sse_prev.select("session", "prev_pos", "prev_gx"), left_on="pos", right_on="prev_pos", by="session",
+        strategy="backward", allow_exact_matches=False, check_sortedness=False,
+    )
+    prev_get = candidates.select("gx", "pos", "session").join_asof(
+        sse_prev.filter(pl.col("prev_method") == "GET").select("session", pl.col("prev_pos").alias("g_pos"), pl.col("prev_gx").alias("get_gx")),
+        left_on="pos", right_on="g_pos", by="session", strategy="backward", allow_exact_matches=False, check_sortedness=False,
+    )
+    links = (
+        candidates.select("gx", "last_event_id", "method")
+        .join(by_id, on="gx", how="left")
+        .join(prev_any.select("gx", "prev_gx"), on="gx", how="left")
+        .join(prev_get.select("gx", "get_gx"), on="gx", how="left")
+        .with_columns(
+            has_header=pl.col("last_event_id").is_not_null(),
+            id_found=pl.col("by_id_gx").is_not_null(),
+        )
+        # a GET without Last-Event-ID is a boundary only when it reopens an earlier GET stream
+        .filter(pl.col("has_header") | pl.col("get_gx").is_not_null())
+        .with_columns(
+            resumed_gx=pl.when(pl.col("has_header"))
+            .then(pl.coalesce("by_id_gx", "prev_gx"))
+            .otherwise(pl.col("get_gx"))
+        )
+        .select("gx", "resumed_gx", "id_found")
+    )
+    return links
+
+
+def _stream_roots(x: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
+    """stream = first connection of each resumption chain (pointer jumping, whole-table joins)."""
+    parent = x.select("gx").join(links.select("gx", "resumed_gx"), on="gx", how="left").select(
+        "gx", pl.coalesce("resumed_gx", "gx").alias("root")
+    )
+    for _ in range(MAX_CHAIN):
+        hop = parent.join(parent.rename({"gx": "root", "root": "next"}), on="root", how="left").select(
+            "gx", pl.coalesce("next", "root").alias("root")
+        )
+        if hop.sort("gx").equals(parent.sort("gx")):
+            break
+        parent = hop
+    return parent
+
+
+def build(tables: dict) -> tuple[Frames, pl.DataFrame]:
+    """Frames with sessions and streams, and the links table (one row per boundary)."""
+    x = _ordered_exchanges(pl.from_arrow(tables["exchanges"]))
+    keys = x.select("source", "xid", "gx", "pos", "session")
+    ev = (
+        pl.from_arrow(tables["events"])
+        .join(keys, on=["source", "xid"], how="inner")
+        .with_columns(
+            visible=pl.col("fate") != "cut_off",
+            has_id=pl.col("id").is_not_null() & (pl.col("id") != ""),
+        )
+        .with_columns(
+            id_int=pl.when(pl.col("has_id") & pl.col("id").str.contains(INT_ID)).then(pl.col("id").cast(pl.Int64, strict=False))
+        )
+        .sort(["pos", "ordinal"])
+    )
+    msgs = pl.from_arrow(tables["messages"]).join(keys, on=["source", "xid"], how="inner")
+    links = _resume_links(x, ev)
+    roots = _stream_roots(x, links)
+    stream_pos = x.select(pl.col("gx").alias("root"), pl.col("pos").alias("stream"))
+    x = x.join(roots, on="gx", how="left").join(stream_pos, on="root", how="left").drop("root")
+
+    per_x = ev.group_by("gx").agg(
+        n_events=pl.len(),
+        n_visible=pl.col("visible").sum(),
+        first_id=pl.col("id").filter(pl.col("visible") & pl.col("has_id")).first(),
+        last_id=pl.col("id").filter(pl.col("visible") & pl.col("has_id")).last(),
+        last_cursor=pl.col("cursor").filter(pl.col("visible")).last(),
+        n_cut_off=(~pl.col("visible")).sum(),
+    )
+    x = (
+        x.join(per_x, on="gx", how="left")
+        .with_columns(
+            pl.col("n_events", "n_visible", "n_cut_off").fill_null(0),
+            pl.coalesce(pl.col("last_cursor"), pl.col("last_event_id")).alias("last_cursor"),
+        )
+        .sort("pos")
+    )
+    ev = ev.join(x.select("gx", "stream"), on="gx", how="left")
+    # scheme per session: integers only when every id the session ever used is a (short) digit string
+    schemes = ev.filter(pl.col("has_id")).group_by("session").agg(
+        pl.when(pl.col("id_int").is_not_null().all()).then(pl.lit("integer")).otherwise(pl.lit("opaque")).alias("id_scheme")
+    )
+    x = x.join(schemes, on="session", how="left").with_columns(pl.col("id_scheme").fill_null("none"))
+    return Frames(x, ev, msgs), links

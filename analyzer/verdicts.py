@@ -1,0 +1,269 @@
+"""The verdict at every reconnect boundary (DESIGN.md, "Boundaries and verdicts").
+
+The reference's four cases, made exact and extended:
+
+- Its digest branch is dead (``first == last`` is rejected as a replay reset
+  before the digest is compared).  Here the comparison comes first: a first
+  event that repeats the cursor's id *with the same digest* is the boundary
+  event re-sent (a benign overlap the client must de-duplicate); the same id
+  with a *different* digest is a reset.
+- "Last processed" is what history shows the client processed on the resumed
+  stream, not only the ``Last-Event-ID`` it claims: a stale claim (the client
+  resumed from an older point) yields duplicates, and the analyzer sees them.
+  For integers the cursor is max(claim, last delivered) so that events a
+  capture missed never look like a gap.
+- Integer continuity is checked for every event of the resumed connection
+  (case 4: "continue to validate every subsequent event"); the verdict is the
+  nature of the first break.
+- Opaque ids are judged by history: an id the stream already delivered is a
+  reset; otherwise the boundary is ``unverifiable``.
+"""
+from __future__ import annotations
+
+import polars as pl
+
+from .streams import SSE, Frames
+
+LIST_CAP = 1000  # ids listed per boundary; the counts stay exact
+
+VERDICT_ORDER = [
+    "session_invalid",
+    "session_resurrected",
+    "epoch_change",
+    "replay_reset",
+    "cross_stream_replay",
+    "gap",
+    "unverifiable",
+    "continuous",
+]
+
+
+def _boundaries(f: Frames, links: pl.DataFrame) -> pl.DataFrame:
+    x = f.exchanges
+    prev = x.select(
+        pl.col("gx").alias("resumed_gx"),
+        pl.col("pos").alias("prev_pos"),
+        pl.col("replay_epoch").alias("epoch_before"),
+        pl.col("last_cursor").alias("last_before"),
+        pl.col("body_recorded").alias("prev_body_recorded"),
+        pl.col("content_type").alias("prev_content_type"),
+    )
+    unrecorded = x.group_by("session").agg(session_has_unrecorded=(~pl.col("body_recorded")).any())
+    return (
+        links.join(x, on="gx", how="inner")
+        .join(prev, on="resumed_gx", how="left")
+        .join(unrecorded, on="session", how="left")
+        .with_columns(
+            header=pl.col("last_event_id"),
+            last_before=pl.when(pl.col("last_before") != "").then(pl.col("last_before")),
+        )
+        .with_columns(
+            cursor_int=pl.max_horizontal(
+                pl.col("header").cast(pl.Int64, strict=False),
+                pl.col("last_before").cast(pl.Int64, strict=False),
+            ),
+            cursor_str=pl.coalesce(pl.when(pl.col("header") != "").then(pl.col("header")), pl.col("last_before")),
+        )
+        .sort("pos")
+    )
+
+
+def _after_events(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
+    """Id-bearing events the client saw on each boundary's connection, with the overlap flag."""
+    before_digest = (
+        f.events.filter(pl.col("visible") & pl.col("has_id"))
+        .select(pl.col("gx").alias("resumed_gx"), pl.col("id").alias("cursor_str"), pl.col("digest").alias("before_digest"))
+        .unique(["resumed_gx", "cursor_str"], keep="last")
+    )
+    ev = (
+        f.events.filter(pl.col("visible") & pl.col("has_id"))
+        .join(b.select("gx", "resumed_gx", "cursor_str", "cursor_int", pl.col("pos").alias("b_pos"), "stream"), on="gx")
+        .join(before_digest, on=["resumed_gx", "cursor_str"], how="left")
+        .sort(["gx", "ordinal"])
+        .with_columns(k=pl.int_range(pl.len()).over("gx"))
+        .with_columns(
+            # the dead branch of the reference, made live: the boundary event itself, re-sent unchanged
+            overlap=(pl.col("k") == 0) & (pl.col("id") == pl.col("cursor_str")) & (pl.col("digest") == pl.col("before_digest")).fill_null(False)
+        )
+    )
+    return ev
+
+
+def _integer_checks(after: pl.DataFrame) -> pl.DataFrame:
+    """Reference cases 2-4 over every event of the resumed connection, for integer ids."""
+    seq = (
+        after.filter(~pl.col("overlap"))
+        .with_columns(prev=pl.col("id_int").shift(1).over("gx"))
+        .with_columns(prev=pl.coalesce("prev", "cursor_int"))
+        .with_columns(
+            step=pl.col("id_int") - pl.col("prev"),
+            running_max=pl.max_horizontal(pl.col("cursor_int"), pl.col("id_int").cum_max().shift(1).over("gx")),
+        )
+        .with_columns(
+            brk=pl.when(pl.col("step") <= 0).then(pl.lit("replay_reset")).when(pl.col("step") > 1).then(pl.lit("gap")),
+            lost=pl.when(pl.col("step") > 1).then(
+                pl.int_ranges(pl.col("prev") + 1, pl.min_horizontal(pl.col("id_int"), pl.col("prev") + 1 + LIST_CAP))
+            ),
+            dup=pl.col("id_int") <= pl.col("running_max"),
+        )
+    )
+    return seq.group_by("gx").agg(
+        first_break=pl.col("brk").drop_nulls().first(),
+        break_prev=pl.col("prev").filter(pl.col("brk").is_not_null()).first(),
+        break_id=pl.col("id").filter(pl.col("brk").is_not_null()).first(),
+        lost_ids=pl.col("lost").drop_nulls().list.explode(keep_nulls=False, empty_as_null=False).head(LIST_CAP).cast(pl.String),
+        lost_count=pl.when(pl.col("step") > 1).then(pl.col("step") - 1).otherwise(0).sum(),
+        dup_ids=pl.col("id").filter(pl.col("dup")).head(LIST_CAP),
+        dup_count=pl.col("dup").sum(),
+    )
+
+
+def _opaque_checks(f: Frames, after: pl.DataFrame) -> pl.DataFrame:
+    """History instead of arithmetic: ids the stream already delivered, delivered again.
+
+    Proving continuity for opaque ids needs a second view of the same stream
+    (a server-side log showing which event followed the cursor); that comes
+    with merging captures by session.  Until then an opaque resume without
+    repeats is ``unverifiable``.
+    """
+    delivered = f.events.filter(pl.col("visible") & pl.col("has_id")).select(
+        "stream", "id", pl.col("pos").alias("d_pos"), pl.col("gx").alias("d_gx")
+    )
+    seen_before = (
+        after.filter(~pl.col("overlap"))
+        .join(delivered, on=["stream", "id"], how="inner")
+        .filter(pl.col("d_pos") < pl.col("b_pos"))
+        .select("gx", "ordinal", "id")
+        .unique()
+    )
+    repeated_here = after.filter(~pl.col("overlap") & pl.col("id").is_duplicated().over("gx")).select("gx", "ordinal", "id")
+    dups = (
+        pl.concat([seen_before, repeated_here])
+        .unique()
+        .sort(["gx", "ordinal"])
+        .group_by("gx")
+        .agg(dup_ids=pl.col("id").head(LIST_CAP), dup_count=pl.len())
+    )
+    return dups
+
+
+
+def _handled(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
+    """Did the client start a new session (initialize without the old id) before using the old one again?"""
+    inits = (
+        f.messages.filter(
+            (pl.col("direction") == "client_to_server") & (pl.col("kind") == "request") & (pl.col("method") == "initialize")
+        )
+        .join(f.exchanges.select("gx", "req_session_id"), on="gx")
+        .filter(pl.col("req_session_id").is_null())
+        .select(pl.col("pos").alias("init_pos"))
+        .unique()
+        .sort("init_pos")
+    )
+    uses = (
+        f.exchanges.filter(pl.col("req_session_id").is_not_null() & (pl.col("method") != "DELETE"))
+        .select(
+            pl.col("req_session_id").alias("session"),
+            pl.col("pos").alias("use_pos"),
+            pl.struct("source", "location").alias("next_use"),
+        )
+        .sort("use_pos")
+    )
+    left = b.select("gx", "pos", "session").sort("pos")
+    out = left.join_asof(inits, left_on="pos", right_on="init_pos", strategy="forward", allow_exact_matches=False)
+    out = out.join_asof(uses, left_on="pos", right_on="use_pos", by="session", strategy="forward", allow_exact_matches=False, check_sortedness=False)
+    return out.select(
+        "gx",
+        "init_pos",
+        "use_pos",
+        "next_use",
+        handled=pl.when(pl.col("init_pos").is_not_null() & (pl.col("use_pos").is_null() | (pl.col("init_pos") < pl.col("use_pos"))))
+        .then(True)
+        .when(pl.col("use_pos").is_not_null())
+        .then(False),
+    )
+
+
+def judge(f: Frames, links: pl.DataFrame) -> pl.DataFrame:
+    """One row per boundary with its verdict, reason, ids and handling."""
+    b = _boundaries(f, links)
+    after = _after_events(f, b)
+    ints = _integer_checks(after.filter(pl.col("cursor_int").is_not_null() & pl.col("id_int").is_not_null()))
+    opq = _opaque_checks(f, after)
+    first = after.group_by("gx").agg(
+        first_event_id_after=pl.col("id").first(),
+        overlap=pl.col("overlap").any(),
+        n_after=(~pl.col("overlap")).sum(),
+    )
+    b = (
+        b.join(first, on="gx", how="left")
+        .join(ints, on="gx", how="left")
+        .join(opq.rename({"dup_ids": "o_dup_ids", "dup_count": "o_dup_count"}), on="gx", how="left")
+        .join(_handled(f, b), on="gx", how="left")
+        .with_columns(pl.col("n_after").fill_null(0), pl.col("overlap").fill_null(False))
+    )
+    integer = pl.col("id_scheme") == "integer"
+    status_ok = pl.col("status").is_between(200, 299)
+    other_session = pl.col("resp_session_id").is_not_null() & (pl.col("resp_session_id") != pl.col("session"))
+    epoch_changed = pl.col("epoch_before").ne_missing(pl.col("replay_epoch")) & (
+        pl.col("epoch_before").is_not_null() | pl.col("replay_epoch").is_not_null()
+    )
+    not_sse = pl.col("content_type") != SSE
+    verdict_reason = (
+        pl.when(pl.col("status").is_null())
+        .then(pl.struct(v=pl.lit("unverifiable"), r=pl.lit("the reconnect got no response (aborted or connection failed)")))
+        .when(~status_ok)
+        .then(pl.struct(v=pl.lit("session_invalid"), r=pl.format("the reconnect was answered HTTP {}", pl.col("status"))))
+        .when(other_session)
+        .then(pl.struct(v=pl.lit("session_invalid"), r=pl.format("the reconnect was answered with another Mcp-Session-Id ({})", pl.col("resp_session_id"))))
+        .when(epoch_changed)
+        .then(pl.struct(v=pl.lit("epoch_change"), r=pl.format("the replay epoch changed from {} to {}", pl.col("epoch_before").fill_null("(none)"), pl.col("replay_epoch").fill_null("(none)"))))
+        .when(not_sse)
+        .then(pl.struct(v=pl.lit("unverifiable"), r=pl.format("the reconnect was answered {} {}, not an event stream", pl.col("status"), pl.col("content_type").fill_null("(no content type)"))))
+        .when(~pl.col("body_recorded"))
+        .then(pl.struct(v=pl.lit("unverifiable"), r=pl.lit("the capture did not record the reconnect's body, so its events are unknown")))
+        .when(pl.col("n_after") == 0)
+        .then(pl.struct(v=pl.lit("unverifiable"), r=pl.lit("no event with an id arrived after the reconnect, so nothing shows the stream resumed")))
+        .when(integer & pl.col("cursor_int").is_null())
+        .then(pl.struct(v=pl.lit("unverifiable"), r=pl.lit("the client sent no Last-Event-ID and the earlier stream delivered no id to compare with")))
+        .when(integer & (pl.col("first_break") == "replay_reset"))
+        .then(pl.struct(v=pl.lit("replay_reset"), r=pl.format("event id {} came after {}: ids went back, {} event(s) already processed were delivered again", pl.col("break_id"), pl.col("break_prev"), pl.col("dup_count"))))
+        .when(integer & (pl.col("first_break") == "gap"))
+        .then(pl.struct(v=pl.lit("gap"), r=pl.format("event id {} came after {}: {} event id(s) were never delivered", pl.col("break_id"), pl.col("break_prev"), pl.col("lost_count"))))
+        .when(integer)
+        .then(pl.struct(v=pl.lit("continuous"), r=pl.format("event ids continue from the cursor {} without a gap or a repeat", pl.col("cursor_int"))))
+        .when(pl.col("o_dup_count").fill_null(0) > 0)
+        .then(pl.struct(v=pl.lit("replay_reset"), r=pl.format("{} event id(s) this stream had already delivered were delivered again", pl.col("o_dup_count"))))
+        .otherwise(pl.struct(v=pl.lit("unverifiable"), r=pl.lit("ids are opaque and no capture shows which event came after the cursor")))
+    )
+    b = b.with_columns(_vr=verdict_reason).with_columns(
+        verdict=pl.col("_vr").struct.field("v"),
+        reason=pl.when(pl.col("overlap"))
+        .then(pl.format("{} (the server first re-sent event {} unchanged: the client must drop that duplicate)", pl.col("_vr").struct.field("r"), pl.col("cursor_str")))
+        .otherwise(pl.col("_vr").struct.field("r")),
+    )
+    is_int_verdict = integer & pl.col("verdict").is_in(["gap", "replay_reset", "continuous"])
+    b = b.with_columns(
+        lost_event_ids=pl.when(is_int_verdict).then(pl.col("lost_ids")).otherwise(pl.lit([], dtype=pl.List(pl.String))),
+        lost_count=pl.when(is_int_verdict).then(pl.col("lost_count")).otherwise(0),
+        duplicated_event_ids=pl.when(is_int_verdict)
+        .then(pl.col("dup_ids"))
+        .otherwise(pl.col("o_dup_ids"))
+        .fill_null(pl.lit([], dtype=pl.List(pl.String))),
+        duplicated_count=pl.when(is_int_verdict).then(pl.col("dup_count")).otherwise(pl.col("o_dup_count")).fill_null(0),
+        handled_correctly=pl.when(pl.col("verdict") == "continuous").then(True).otherwise(pl.col("handled")),
+    )
+    b = b.with_columns(
+        pl.col("lost_event_ids").fill_null(pl.lit([], dtype=pl.List(pl.String))),
+        pl.col("lost_count").fill_null(0),
+        severity=pl.when(pl.col("verdict") == "continuous")
+        .then(pl.lit(None, dtype=pl.String))
+        .when(pl.col("verdict") == "unverifiable")
+        .then(pl.lit("warning"))
+        .when(pl.col("handled_correctly") == True)  # noqa: E712 (polars expression)
+        .then(pl.lit("warning"))
+        .when(pl.col("handled_correctly") == False)  # noqa: E712
+        .then(pl.lit("critical"))
+        .otherwise(pl.lit("error")),
+    )
+    return b.drop("_vr").sort("pos")

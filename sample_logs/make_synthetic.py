@@ -1,0 +1,222 @@
+"""Writes the synthetic sample logs: one scenario per verdict, each as proxy JSONL and as HAR.
+
+    python sample_logs/make_synthetic.py        # rewrites sample_logs/synthetic/*
+
+Deterministic (fixed clock, fixed ids).  Each scenario is a list of exchanges
+written by two independent writers, so the JSONL and HAR of one scenario
+describe the same traffic and must give the same verdicts.
+"""
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+OUT = Path(__file__).parent / "synthetic"
+URL = "http://127.0.0.1:8765/mcp"
+T0 = datetime(2026, 11, 13, 9, 0, 0, tzinfo=timezone.utc)
+PV = "2025-06-18"
+
+
+@dataclass
+class Ex:
+    method: str
+    headers: dict
+    body: str | None = None
+    status: int | None = 200
+    resp_headers: dict = field(default_factory=dict)
+    events: list = field(default_factory=list)  # (id | None, data) or (id, data, "cut")
+    json_body: str | None = None
+    end: str = "eof"  # eof | reset | aborted
+    at: float = 0.0  # seconds after T0
+
+
+def ts(sec: float) -> str:
+    return (T0 + timedelta(seconds=sec)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def sse_headers(sid: str | None = None, **extra) -> dict:
+    h = {"content-type": "text/event-stream", "cache-control": "no-cache"}
+    if sid:
+        h["mcp-session-id"] = sid
+    h.update(extra)
+    return h
+
+
+def init(sid: str, at: float, rid: int = 0) -> list[Ex]:
+    return [
+        Ex("POST", {"content-type": "application/json", "accept": "application/json, text/event-stream"},
+           body=json.dumps({"jsonrpc": "2.0", "id": rid, "method": "initialize",
+                            "params": {"protocolVersion": PV, "capabilities": {}, "clientInfo": {"name": "demo", "version": "1"}}}),
+           resp_headers={"content-type": "application/json", "mcp-session-id": sid},
+           json_body=json.dumps({"jsonrpc": "2.0", "id": rid, "result": {"protocolVersion": PV, "capabilities": {}, "serverInfo": {"name": "demo", "version": "1"}}}),
+           at=at),
+        Ex("POST", {"content-type": "application/json", "mcp-session-id": sid, "mcp-protocol-version": PV},
+           body=json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}), status=202,
+           resp_headers={}, at=at + 0.05),
+    ]
+
+
+def note(n: int) -> str:
+    return json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": f"tick {n}"}})
+
+
+def get(sid: str, at: float, last: str | None = None, events=(), end="reset", status=200, resp=None, auth=True) -> Ex:
+    h = {"accept": "text/event-stream", "mcp-session-id": sid, "mcp-protocol-version": PV}
+    if auth:
+        h["authorization"] = "Bearer sk-live-SECRET-do-not-leak"
+    if last is not None:
+        h["last-event-id"] = last
+    return Ex("GET", h, status=status, resp_headers=resp if resp is not None else sse_headers(), events=list(events), end=end, at=at)
+
+
+def tool_call(sid: str, rid: int, at: float) -> Ex:
+    return Ex("POST", {"content-type": "application/json", "mcp-session-id": sid, "mcp-protocol-version": PV},
+              body=json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "echo", "arguments": {"x": rid}}}),
+              resp_headers={"content-type": "application/json"},
+              json_body=json.dumps({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "ok"}]}}), at=at)
+
+
+S1, S2 = "a1b2c3d4e5f60718293a4b5c6d7e8f90", "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+
+
+def scenarios() -> dict[str, list[Ex]]:
+    ints = lambda a, b: [(str(i), note(i)) for i in range(a, b + 1)]  # noqa: E731
+    sc: dict[str, list[Ex]] = {}
+    sc["continuous"] = init(S1, 0) + [
+        get(S1, 1, events=ints(1, 5)),
+        get(S1, 3, last="5", events=ints(6, 8), end="eof"),
+        tool_call(S1, 1, 4),
+    ]
+    # reference signature 1 seen by one client: ids jump after the resume (events 6-8 lost);
+    # the client goes on using the session -> not handled -> critical
+    sc["gap"] = init(S1, 0) + [
+        get(S1, 1, events=ints(1, 5)),
+        get(S1, 3, last="5", events=ints(9, 11), end="eof"),
+        tool_call(S1, 1, 4),
+    ]
+    # reference signature 3: another replica treats the unknown Last-Event-ID as "start fresh" and
+    # emits from 1; the client notices and re-initializes -> handled -> warning
+    sc["replay_reset"] = init(S1, 0) + [
+        get(S1, 1, events=ints(1039, 1041)),
+        get(S1, 3, last="1041", events=ints(1, 3), end="eof"),
+    ] + init(S2, 4, rid=10) + [tool_call(S2, 11, 5)]
+    # the server advertises a new replay epoch with continuous-looking ids
+    sc["epoch_change"] = init(S1, 0) + [
+        get(S1, 1, events=ints(1, 4), resp=sse_headers(**{"x-mcp-replay-epoch": "e-7f3a"})),
+        get(S1, 3, last="4", events=ints(5, 6), end="eof", resp=sse_headers(**{"x-mcp-replay-epoch": "e-91c2"})),
+        tool_call(S1, 1, 4),
+    ]
+    # the session was evicted: 404 on the resume; the client starts a new session (handled)
+    sc["session_invalid"] = init(S1, 0) + [
+        get(S1, 1, events=ints(1, 3)),
+        Ex("GET", {"accept": "text/event-stream", "mcp-session-id": S1, "last-event-id": "3", "mcp-protocol-version": PV},
+           status=404, resp_headers={"content-type": "application/json"},
+           json_body=json.dumps({"jsonrpc": "2.0", "id": "server-error", "error": {"code": -32600, "message": "Session not found"}}), at=3),
+    ] + init(S2, 4, rid=10) + [get(S2, 5, events=ints(1, 2), end="eof")]
+    # uuid ids (python-sdk example event store): nothing in one capture proves continuity
+    u = [f"6f1c2a7e-0b4d-4c8e-9a51-{i:012x}" for i in range(1, 7)]
+    sc["unverifiable"] = init(S1, 0) + [
+        get(S1, 1, events=[(u[i], note(i)) for i in range(0, 3)]),
+        get(S1, 3, last=u[2], events=[(u[i], note(i)) for i in range(3, 6)], end="eof"),
+        tool_call(S1, 1, 4),
+    ]
+    # opaque ids replayed: the resume delivers again ids the stream already delivered (stale cursor too)
+    sc["opaque_replay"] = init(S1, 0) + [
+        get(S1, 1, events=[(u[i], note(i)) for i in range(0, 4)]),
+        get(S1, 3, last=u[1], events=[(u[i], note(i)) for i in range(2, 6)], end="eof"),
+        tool_call(S1, 1, 4),
+    ]
+    # history checks inside one connection: an id going back, the same id with two payloads, and an
+    # event cut off by the disconnect; the resume itself is continuous and re-sends the boundary event unchanged
+    sc["history"] = init(S1, 0) + [
+        get(S1, 1, events=[("1", note(1)), ("2", note(2)), ("3", note(3)), ("2", note(99)), ("3", note(3)), ("4", note(4), "cut")]),
+        get(S1, 3, last="3", events=[("3", note(3)), ("4", note(4)), ("5", note(5))], end="eof"),
+        tool_call(S1, 1, 4),
+    ]
+    return sc
+
+
+def sse_text(events) -> str:
+    out = []
+    for ev in events:
+        eid, data = ev[0], ev[1]
+        block = (f"id: {eid}\n" if eid is not None else "") + "".join(f"data: {line}\n" for line in data.split("\n"))
+        out.append(block if len(ev) > 2 else block + "\n")
+    return "".join(out)
+
+
+def write_jsonl(name: str, exs: list[Ex]) -> None:
+    lines = []
+    for n, ex in enumerate(exs):
+        conn = f"c{n + 1}"
+        t = ex.at
+        lines.append({"kind": "request", "ts": ts(t), "conn": conn, "method": ex.method, "url": URL, "headers": ex.headers, "body": ex.body})
+        if ex.status is not None:
+            lines.append({"kind": "response", "ts": ts(t + 0.01), "conn": conn, "status": ex.status, "headers": ex.resp_headers})
+        for i, ev in enumerate(ex.events):
+            rec = {"kind": "sse", "ts": ts(t + 0.1 + 0.1 * i), "conn": conn, "id": ev[0], "event": None, "data": ev[1], "retry": None}
+            if len(ev) > 2:
+                rec["truncated"] = True
+            lines.append(rec)
+        if ex.json_body is not None:
+            lines.append({"kind": "body", "ts": ts(t + 0.02), "conn": conn, "data": ex.json_body})
+        end_t = t + 0.1 + 0.1 * len(ex.events) + 0.05
+        reason = {"eof": "eof", "reset": "reset", "aborted": "error"}[ex.end]
+        lines.append({"kind": "close", "ts": ts(end_t), "conn": conn, "reason": reason, "by": "server" if ex.end != "aborted" else "client"})
+    (OUT / f"{name}.jsonl").write_text("".join(json.dumps(rec) + "\n" for rec in lines))
+
+
+def write_har(name: str, exs: list[Ex]) -> None:
+    entries = []
+    for n, ex in enumerate(exs):
+        duration = (0.1 + 0.1 * len(ex.events) + 0.05) * 1000
+        content: dict = {"size": 0, "mimeType": ex.resp_headers.get("content-type", "x-unknown")}
+        if ex.events:
+            text = sse_text(ex.events)
+            # exercise the base64 variant (mitmproxy writes it for non-UTF-8 bodies) on every other entry
+            if n % 2:
+                content.update(text=base64.b64encode(text.encode()).decode(), encoding="base64", size=len(text.encode()))
+            else:
+                content.update(text=text, size=len(text.encode()))
+        elif ex.json_body is not None:
+            content.update(text=ex.json_body, size=len(ex.json_body))
+        entry = {
+            "startedDateTime": ts(ex.at),
+            "time": duration,
+            "request": {
+                "method": ex.method, "url": URL, "httpVersion": "HTTP/1.1", "cookies": [], "queryString": [],
+                "headers": [{"name": k.title(), "value": v} for k, v in ex.headers.items()],
+                "headersSize": -1, "bodySize": len(ex.body or ""),
+                **({"postData": {"mimeType": "application/json", "text": ex.body}} if ex.body else {}),
+            },
+            "response": {
+                "status": ex.status or 0, "statusText": "", "httpVersion": "HTTP/1.1", "cookies": [],
+                "headers": [{"name": k.title(), "value": v} for k, v in ex.resp_headers.items()],
+                "content": content, "redirectURL": "", "headersSize": -1, "bodySize": content["size"],
+            },
+            "cache": {},
+            "timings": {"send": 0, "wait": 10, "receive": duration - 10},
+            "connection": str(n + 1),
+        }
+        if ex.end == "reset":
+            entry["_error"] = "net::ERR_CONNECTION_RESET"
+        entries.append(entry)
+    # browsers write entries when they complete: long streams come last
+    entries.sort(key=lambda e: (datetime.fromisoformat(e["startedDateTime"]) + timedelta(milliseconds=e["time"])))
+    har = {"log": {"version": "1.2", "creator": {"name": "make_synthetic.py", "version": "1"}, "pages": [], "entries": entries}}
+    (OUT / f"{name}.har").write_text(json.dumps(har, indent=1) + "\n")
+
+
+def main() -> None:
+    OUT.mkdir(exist_ok=True)
+    for name, exs in scenarios().items():
+        write_jsonl(name, exs)
+        write_har(name, exs)
+        print(f"wrote {OUT / name}.jsonl and .har ({len(exs)} exchanges)")
+
+
+if __name__ == "__main__":
+    main()

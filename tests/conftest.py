@@ -1,0 +1,97 @@
+"""Shared helpers: tiny proxy-JSONL captures written in the test itself."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from analyzer import pipeline
+
+ROOT = Path(__file__).resolve().parent.parent
+SID = "sess-A"
+SID2 = "sess-B"
+
+
+class Capture:
+    """Builds a proxy JSONL capture one exchange at a time; times advance by 1 s per exchange."""
+
+    def __init__(self) -> None:
+        self.lines: list[dict] = []
+        self.n = 0
+
+    def _ts(self, extra: float = 0.0) -> str:
+        sec = self.n + extra
+        return f"2026-11-13T09:{int(sec) // 60:02d}:{int(sec) % 60:02d}.{int((sec % 1) * 1e6):06d}Z"
+
+    def exchange(self, method="GET", headers=None, body=None, status=200, resp_headers=None, events=(), json_body=None, close="eof"):
+        self.n += 1
+        conn = f"c{self.n}"
+        self.lines.append({"kind": "request", "ts": self._ts(), "conn": conn, "method": method, "url": "http://127.0.0.1:9/mcp", "headers": headers or {}, "body": body})
+        if status is not None:
+            self.lines.append({"kind": "response", "ts": self._ts(0.01), "conn": conn, "status": status, "headers": resp_headers or {}})
+        for i, ev in enumerate(events):
+            eid, data = ev[0], ev[1]
+            rec = {"kind": "sse", "ts": self._ts(0.1 + i / 1000), "conn": conn, "id": eid, "event": None, "data": data, "retry": None}
+            if len(ev) > 2 and ev[2] == "cut":
+                rec["truncated"] = True
+            self.lines.append(rec)
+        if json_body is not None:
+            self.lines.append({"kind": "body", "ts": self._ts(0.02), "conn": conn, "data": json_body})
+        if close:
+            self.lines.append({"kind": "close", "ts": self._ts(0.5), "conn": conn, "reason": close})
+        return self
+
+    def initialize(self, sid=SID, rid=0):
+        self.exchange(
+            "POST", {"content-type": "application/json"},
+            body=json.dumps({"jsonrpc": "2.0", "id": rid, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}),
+            resp_headers={"content-type": "application/json", "mcp-session-id": sid},
+            json_body=json.dumps({"jsonrpc": "2.0", "id": rid, "result": {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "s", "version": "0"}}}),
+        )
+        return self
+
+    def stream(self, sid=SID, last=None, ids=(), status=200, resp_headers=None, close="reset", data=None, events=None):
+        headers = {"accept": "text/event-stream", "mcp-session-id": sid}
+        if last is not None:
+            headers["last-event-id"] = last
+        rh = {"content-type": "text/event-stream"} if resp_headers is None else resp_headers
+        evs = events if events is not None else [(str(i), data(i) if data else json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"n": i}})) for i in ids]
+        return self.exchange("GET", headers, status=status, resp_headers=rh, events=evs, close=close)
+
+    def call(self, sid=SID, rid=1):
+        return self.exchange(
+            "POST", {"content-type": "application/json", "mcp-session-id": sid},
+            body=json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "x"}}),
+            resp_headers={"content-type": "application/json"},
+            json_body=json.dumps({"jsonrpc": "2.0", "id": rid, "result": {}}),
+        )
+
+    def text(self) -> str:
+        return "".join(json.dumps(r) + "\n" for r in self.lines)
+
+    def write(self, path: Path) -> Path:
+        path.write_text(self.text())
+        return path
+
+
+@pytest.fixture
+def capture():
+    return Capture()
+
+
+@pytest.fixture
+def analyze(tmp_path):
+    """Write a Capture (or raw text) to a file and run the whole pipeline on it."""
+
+    def run(cap, name="cap.jsonl"):
+        p = tmp_path / name
+        if isinstance(cap, Capture):
+            cap.write(p)
+        elif isinstance(cap, bytes):
+            p.write_bytes(cap)
+        else:
+            p.write_text(cap)
+        return pipeline.run([str(p)]).document
+
+    return run

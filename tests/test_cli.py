@@ -1,0 +1,89 @@
+"""The command line: exit codes, stdout/stderr, --json -, --help."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+from click.testing import CliRunner
+
+from analyzer.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+SYN = ROOT / "sample_logs" / "synthetic"
+SCHEMA = json.loads((ROOT / "schemas" / "findings.schema.json").read_text())
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_help_has_an_example():
+    r = run("analyze", "--help")
+    assert r.exit_code == 0
+    assert "mcp-sse-audit analyze sample_logs/" in r.output and "Exit codes" in r.output
+
+
+def test_clean_capture_exits_0_and_prints_summary():
+    r = run("analyze", str(SYN / "continuous.jsonl"))
+    assert r.exit_code == 0, r.output
+    assert "reconnect verdicts: continuous 1" in r.stdout
+    assert r.stderr == ""
+
+
+def test_critical_finding_exits_1_and_fail_on_never_exits_0():
+    assert run("analyze", str(SYN / "gap.jsonl")).exit_code == 1
+    assert run("analyze", str(SYN / "gap.jsonl"), "--fail-on", "never").exit_code == 0
+
+
+def test_fail_on_thresholds():
+    # unverifiable is a warning: fails only with --fail-on warning
+    assert run("analyze", str(SYN / "unverifiable.har")).exit_code == 0
+    assert run("analyze", str(SYN / "unverifiable.har"), "--fail-on", "warning").exit_code == 1
+    # replay_reset handled by re-initializing is a warning; critical threshold passes it
+    assert run("analyze", str(SYN / "replay_reset.jsonl"), "--fail-on", "critical").exit_code == 0
+
+
+def test_json_to_stdout_is_valid_and_summary_moves_to_stderr():
+    r = run("analyze", str(SYN / "gap.har"), "--json", "-")
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["boundaries"][0]["verdict"] == "gap"
+    assert "reconnect verdicts: gap 1" in r.stderr
+
+
+def test_html_and_json_files(tmp_path):
+    r = run("analyze", str(SYN), "--json", str(tmp_path / "f.json"), "--html", str(tmp_path / "r.html"))
+    assert r.exit_code == 1
+    assert json.loads((tmp_path / "f.json").read_text())["summary"]["boundaries"] == 16
+    assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
+
+
+def test_unreadable_only_input_exits_2_with_one_line_naming_the_file(tmp_path):
+    bad = tmp_path / "capture.har"
+    bad.write_text('{"log": {"entries": [')
+    r = run("analyze", str(bad))
+    assert r.exit_code == 2
+    assert r.stderr.splitlines()[0].startswith(f"error: {bad}: not a complete HAR document")
+    assert "Traceback" not in r.output
+
+
+def test_one_bad_file_among_good_ones_is_reported_and_the_rest_analyzed(tmp_path):
+    bad = tmp_path / "junk.jsonl"
+    bad.write_text("hello\n")
+    r = run("analyze", str(bad), str(SYN / "continuous.jsonl"))
+    assert r.exit_code == 0
+    assert f"error: {bad}: not a proxy JSONL log or a HAR file" in r.stderr
+    assert "1 unreadable" in r.stdout
+
+
+def test_missing_path_is_a_usage_error():
+    r = run("analyze", "/nonexistent/capture.har")
+    assert r.exit_code == 2 and "does not exist" in r.stderr
+
+
+def test_terminal_summary_escapes_control_characters(tmp_path, capture):
+    capture.initialize(sid="evil\x1b[2Jsid").stream(sid="evil\x1b[2Jsid", ids=[1]).stream(sid="evil\x1b[2Jsid", last="1", ids=[5])
+    p = capture.write(tmp_path / "e.jsonl")
+    r = run("analyze", str(p))
+    assert "\x1b" not in r.stdout and "\\x1b" in r.stdout

@@ -1,0 +1,103 @@
+"""Golden findings for every sample log, read by a person before each commit.
+
+Regenerate after an intended change, then read every diff:
+
+    python tests/test_golden.py --regenerate
+
+The golden file is a projection of the findings document that a person can
+check against the capture: per boundary the verdict and the ids that decided
+it, per finding its rule and sentence, per input its counts and anomalies.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from analyzer import pipeline  # noqa: E402
+
+GOLDEN = ROOT / "tests" / "golden"
+SAMPLES = sorted(
+    p for p in (ROOT / "sample_logs").rglob("*")
+    if p.is_file() and p.suffix in (".jsonl", ".har", ".gz") and "recording" not in p.parts
+)
+SCHEMA = json.loads((ROOT / "schemas" / "findings.schema.json").read_text())
+
+
+def project(doc: dict) -> dict:
+    return {
+        "inputs": [{k: i[k] for k in ("format", "records", "rejected")} for i in doc["inputs"]],
+        "sessions": [{k: s[k] for k in ("session_id", "protocol_version", "id_scheme", "exchanges", "streams", "events", "boundaries")} for s in doc["sessions"]],
+        "boundaries": [
+            {
+                k: b[k]
+                for k in (
+                    "boundary_id", "session_id", "last_event_id", "last_before", "first_event_id_after", "verdict", "reason",
+                    "lost_event_ids", "duplicated_event_ids", "handled_correctly", "severity",
+                )
+            }
+            | {"request": b["request"]["location"], "resumes": b["resumes"] and b["resumes"]["location"], "status": b["http"]["status"]}
+            for b in doc["boundaries"]
+        ],
+        "findings": [{k: f[k] for k in ("severity", "rule", "session_id", "boundary", "message")} for f in doc["findings"]],
+        "anomalies": [{k: a[k] for k in ("code", "location")} for a in doc["anomalies"]],
+    }
+
+
+def golden_path(sample: Path) -> Path:
+    rel = sample.relative_to(ROOT / "sample_logs")
+    return GOLDEN / (str(rel).replace("/", "__") + ".findings.json")
+
+
+def analyze(sample: Path) -> dict:
+    doc = pipeline.run([str(sample.relative_to(ROOT))]).document
+    jsonschema.validate(doc, SCHEMA)
+    return doc
+
+
+@pytest.fixture(autouse=True)
+def _cwd(monkeypatch):
+    monkeypatch.chdir(ROOT)  # sources are named relative to the repository, as in the README
+
+
+def test_every_sample_has_a_golden_file():
+    assert SAMPLES, "no sample logs found"
+    missing = [str(s) for s in SAMPLES if not golden_path(s).exists()]
+    assert not missing, f"no golden file for {missing}; run python tests/test_golden.py --regenerate and read it"
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=lambda p: str(p.relative_to(ROOT / "sample_logs")))
+def test_golden(sample):
+    want = json.loads(golden_path(sample).read_text())
+    got = json.loads(json.dumps(project(analyze(sample))))
+    assert got == want
+
+
+def test_har_and_jsonl_twins_agree():
+    """Each synthetic scenario is written as JSONL and HAR from one description: same verdicts."""
+    synthetic = ROOT / "sample_logs" / "synthetic"
+    names = sorted(p.stem for p in synthetic.glob("*.jsonl"))
+    assert names
+    for name in names:
+        a = analyze(synthetic / f"{name}.jsonl")
+        b = analyze(synthetic / f"{name}.har")
+        key = lambda d: [(x["verdict"], x["last_event_id"], x["first_event_id_after"], x["lost_event_ids"], x["duplicated_event_ids"], x["handled_correctly"]) for x in d["boundaries"]]  # noqa: E731
+        assert key(a) == key(b), name
+
+
+if __name__ == "__main__":
+    if "--regenerate" not in sys.argv:
+        sys.exit("usage: python tests/test_golden.py --regenerate")
+    import os
+
+    os.chdir(ROOT)
+    GOLDEN.mkdir(parents=True, exist_ok=True)
+    for s in SAMPLES:
+        out = golden_path(s)
+        out.write_text(json.dumps(project(analyze(s)), indent=1, ensure_ascii=False) + "\n")
+        print(f"wrote {out.relative_to(ROOT)} — read it before committing")
