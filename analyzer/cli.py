@@ -81,6 +81,7 @@ def analyze(paths, json_out, html_out, fail_on, fmt, no_redact, quiet):
 
 def _write(path: str, text: str) -> None:
     try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(text, encoding="utf-8")
     except OSError as exc:
         raise click.ClickException(f"cannot write {path}: {exc.strerror}") from None

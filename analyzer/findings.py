@@ -81,9 +81,12 @@ def _boundary_records(f: Frames, b: pl.DataFrame) -> list[dict]:
     stream_ids = f.exchanges.select("gx", "stream")
     rows = b.join(stream_ids.rename({"stream": "_s"}), on="gx", how="left").select(
         "boundary_id",
-        pl.col("session").alias("session_id"),
+        "session",
+        "session_id",
         pl.format("s{}", pl.col("stream")).alias("stream"),
         pl.struct("source", "location").alias("request"),
+        pl.format("x{}", pl.col("pos") + 1).alias("request_exchange"),
+        pl.format("x{}", pl.col("prev_pos") + 1).alias("resumes_exchange"),
         pl.col("resumed_ref").alias("resumes"),
         pl.col("header").alias("last_event_id"),
         "last_before",
@@ -114,6 +117,7 @@ def _boundary_records(f: Frames, b: pl.DataFrame) -> list[dict]:
         "events_after",
         "cut_off_before",
         "next_use",
+        pl.col("pos").alias("_pos"),
     )
     out = rows.to_dicts()
     for r in out:
@@ -126,6 +130,7 @@ def _boundary_findings(records: list[dict]) -> list[dict]:
     out = []
     for r in records:  # one finding per non-continuous boundary: a loop over boundaries at the edge, not over events
         use = r.pop("next_use")
+        pos = r.pop("_pos")
         if r["verdict"] == "continuous":
             continue
         handled = {True: "the client re-initialized before using the session again",
@@ -138,11 +143,13 @@ def _boundary_findings(records: list[dict]) -> list[dict]:
             {
                 "rule": r["verdict"],
                 "severity": r["severity"],
+                "session": r["session"],
                 "session_id": r["session_id"],
                 "boundary": r["boundary_id"],
                 "message": f"{r['reason']}; {handled}.",
                 "effect": history.EFFECTS[r["verdict"]],
                 "evidence": ev,
+                "pos": pos,
             }
         )
     return out
@@ -153,10 +160,9 @@ def build_document(f: Frames, b: pl.DataFrame) -> dict:
     hist = pl.concat(
         [history.id_order(f), history.digest_conflicts(f), history.cursor_claims(b)], how="vertical_relaxed"
     ).sort("pos")
-    findings = _boundary_findings(boundaries) + [
-        {k: v for k, v in r.items() if k != "pos"} for r in hist.to_dicts()
-    ]
-    findings.sort(key=lambda r: (SEV_RANK[r["severity"]], r["session_id"] or "", r.get("boundary") or "~", r["rule"], r["message"]))
+    findings = _boundary_findings(boundaries) + hist.to_dicts()
+    # worst first, then in the order the capture shows them
+    findings.sort(key=lambda r: (SEV_RANK[r["severity"]], r.pop("pos"), r["rule"], r["message"]))
     for i, r in enumerate(findings, start=1):
         r["id"] = f"f{i}"
 
@@ -166,6 +172,7 @@ def build_document(f: Frames, b: pl.DataFrame) -> dict:
     sess = (
         x.group_by("session")
         .agg(
+            session_id=pl.col("session_id").first(),
             first_pos=pl.col("pos").min(),
             first_seen=pl.col("started").min(),
             last_seen=pl.coalesce(pl.col("ended"), pl.col("started")).max(),
@@ -182,13 +189,19 @@ def build_document(f: Frames, b: pl.DataFrame) -> dict:
         (pl.col("direction") == "server_to_client") & (pl.col("kind") == "response") & pl.col("protocol_version").is_not_null()
     ).group_by("session").agg(pl.col("protocol_version").first().alias("negotiated"), pl.len().alias("initialize_results"))
     sess = sess.join(inits, on="session", how="left").with_columns(pl.col("initialize_results").fill_null(0))
+    # "S<n>": the key of one session in this document (the same Mcp-Session-Id in two
+    # unrelated inputs is two sessions); sessions are numbered in history order.
+    key = {k: f"S{n}" for n, k in enumerate(sess["session"].to_list(), start=1)}
+    for rec in boundaries + findings:
+        rec["session"] = key.get(rec["session"])
     sessions = []
     for s in sess.to_dicts():
         vs = worst.get(s["session"], [])
         counts = {v: vs.count(v) for v in VERDICT_ORDER if v in vs}
         sessions.append(
             {
-                "session_id": s["session"],
+                "session": key[s["session"]],
+                "session_id": s["session_id"],
                 "protocol_version": s["negotiated"] or s["protocol_version"],
                 "id_scheme": s["id_scheme"],
                 "first_seen": s["first_seen"].strftime("%Y-%m-%dT%H:%M:%S.%fZ") if s["first_seen"] else None,
@@ -204,7 +217,8 @@ def build_document(f: Frames, b: pl.DataFrame) -> dict:
         )
     exchanges = x.select(
         pl.format("x{}", pl.col("pos") + 1).alias("exchange_id"),
-        pl.col("session").alias("session_id"),
+        pl.col("session").replace_strict(key, return_dtype=pl.String).alias("session"),
+        "session_id",
         pl.format("s{}", pl.col("stream")).alias("stream"),
         "source",
         "location",

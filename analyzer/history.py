@@ -11,7 +11,7 @@ import polars as pl
 from .streams import Frames
 
 REF = pl.Struct({"source": pl.String, "location": pl.String})
-FINDING_COLS = ["rule", "severity", "session_id", "boundary", "message", "effect", "evidence", "pos"]
+FINDING_COLS = ["rule", "severity", "session", "session_id", "boundary", "message", "effect", "evidence", "pos"]
 
 EFFECTS = {
     "session_invalid": "The server no longer knows the session: the client must start a new one with initialize "
@@ -45,7 +45,8 @@ def _frame(df: pl.DataFrame, rule: str, severity: str) -> pl.DataFrame:
     return df.select(
         pl.lit(rule).alias("rule"),
         pl.lit(severity).alias("severity"),
-        pl.col("session").alias("session_id"),
+        pl.col("session"),
+        pl.col("session_id"),
         pl.lit(None, dtype=pl.String).alias("boundary"),
         pl.col("message"),
         pl.lit(EFFECTS[rule]).alias("effect"),
@@ -59,25 +60,45 @@ def _ref(source: str = "source", location: str = "location") -> pl.Expr:
 
 
 def id_order(f: Frames) -> pl.DataFrame:
-    """Reference case 4, 'continue to validate every subsequent event': ids inside one connection."""
+    """Reference case 4, 'continue to validate every subsequent event': ids inside one connection.
+
+    Integer ids must rise: an id not above every earlier id of the connection
+    went backwards or repeated.  Opaque ids must not repeat.  One finding per
+    connection (a restarted counter would otherwise give thousands), naming
+    the first offence and counting the rest.
+    """
     ev = (
         f.events.filter(pl.col("visible") & pl.col("has_id"))
         .join(f.exchanges.select("gx", "id_scheme"), on="gx")
         .sort(["gx", "ordinal"])
         .with_columns(
-            prev_int=pl.col("id_int").shift(1).over("gx"),
-            prev_id=pl.col("id").shift(1).over("gx"),
+            high=pl.col("id_int").cum_max().shift(1).over("gx"),
             prev_loc=pl.col("location").shift(1).over("gx"),
+            prev_id=pl.col("id").shift(1).over("gx"),
             seen=pl.int_range(pl.len()).over(["gx", "id"]),
         )
+        .with_columns(
+            bad=pl.when(pl.col("id_scheme") == "integer").then(pl.col("id_int") <= pl.col("high")).otherwise(pl.col("seen") > 0)
+        )
+        .filter(pl.col("bad"))
     )
-    backwards = ev.filter((pl.col("id_scheme") == "integer") & (pl.col("id_int") <= pl.col("prev_int"))).with_columns(
-        message=pl.format("event id {} follows {} on the same connection", pl.col("id"), pl.col("prev_id")),
-        evidence=pl.concat_list(_ref("source", "prev_loc"), _ref()),
+    per_conn = ev.group_by("gx").agg(
+        session=pl.col("session").first(),
+        session_id=pl.col("session_id").first(),
+        pos=pl.col("pos").first(),
+        integer=(pl.col("id_scheme") == "integer").first(),
+        n=pl.len(),
+        first_id=pl.col("id").first(),
+        after=pl.col("prev_id").first(),
+        source=pl.col("source").first(),
+        prev_loc=pl.col("prev_loc").first(),
+        refs=_ref().head(5),
+    ).with_columns(evidence=pl.concat_list(_ref("source", "prev_loc"), pl.col("refs")))
+    backwards = per_conn.filter(pl.col("integer")).with_columns(
+        message=pl.format("{} event id(s) on one connection were not above an earlier id (first: {} after {})", pl.col("n"), pl.col("first_id"), pl.col("after"))
     )
-    repeated = ev.filter((pl.col("id_scheme") != "integer") & (pl.col("seen") > 0)).with_columns(
-        message=pl.format("event id {} delivered again on the same connection", pl.col("id")),
-        evidence=pl.concat_list(_ref()),
+    repeated = per_conn.filter(~pl.col("integer")).with_columns(
+        message=pl.format("{} event id(s) were delivered again on the same connection (first: {})", pl.col("n"), pl.col("first_id"))
     )
     return pl.concat([_frame(backwards, "id_not_monotonic", "error"), _frame(repeated, "id_repeated", "error")])
 
@@ -90,11 +111,12 @@ def digest_conflicts(f: Frames) -> pl.DataFrame:
     per-stream counter that the spec forbids ("globally unique across all
     streams within that session"): a Last-Event-ID then cannot name its stream.
     """
-    ev = f.events.filter(pl.col("has_id") & (pl.col("session") != ""))
+    ev = f.events.filter(pl.col("has_id") & (pl.col("session_id") != ""))
     per_stream = ev.group_by("session", "stream", "id").agg(in_stream=pl.col("digest").n_unique())
     grouped = (
         ev.group_by("session", "id")
         .agg(
+            session_id=pl.col("session_id").first(),
             n=pl.col("digest").n_unique(),
             streams=pl.col("stream").n_unique(),
             evidence=pl.struct("source", "location").unique(maintain_order=True).head(6),

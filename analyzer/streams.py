@@ -40,8 +40,11 @@ def _ordered_exchanges(x: pl.DataFrame) -> pl.DataFrame:
         .with_columns(
             pl.col("gx").cast(pl.Int64),
             pl.col("started").forward_fill().over("source").alias("_t"),
-            pl.coalesce("req_session_id", "resp_session_id").fill_null("").alias("session"),
+            pl.coalesce("req_session_id", "resp_session_id").fill_null("").alias("session_id"),
         )
+        # The grouping key.  Until captures of one incident are merged by session id,
+        # each input is its own history: the same id in two inputs is two sessions.
+        .with_columns((pl.col("source") + "\x1f" + pl.col("session_id")).alias("session"))
         .sort(["_t", "gx"], nulls_last=False)
         .with_row_index("pos")
         .with_columns(pl.col("pos").cast(pl.Int64))
@@ -67,7 +70,7 @@ def _resume_links(x: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
         .select("session", pl.col("pos").alias("prev_pos"), pl.col("gx").alias("prev_gx"), pl.col("method").alias("prev_method"))
         .sort("prev_pos")
     )
-    get_reopen = (pl.col("method") == "GET") & pl.col("last_event_id").is_null() & (pl.col("session") != "")
+    get_reopen = (pl.col("method") == "GET") & pl.col("last_event_id").is_null() & (pl.col("session_id") != "")
     candidates = x.filter(pl.col("last_event_id").is_not_null() | get_reopen).sort("pos")
     prev_any = candidates.select("gx", "pos", "session").join_asof(
         sse_prev.select("session", "prev_pos", "prev_gx"), left_on="pos", right_on="prev_pos", by="session",
@@ -116,7 +119,7 @@ def _stream_roots(x: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
 def build(tables: dict) -> tuple[Frames, pl.DataFrame]:
     """Frames with sessions and streams, and the links table (one row per boundary)."""
     x = _ordered_exchanges(pl.from_arrow(tables["exchanges"]))
-    keys = x.select("source", "xid", "gx", "pos", "session")
+    keys = x.select("source", "xid", "gx", "pos", "session", "session_id")
     ev = (
         pl.from_arrow(tables["events"])
         .join(keys, on=["source", "xid"], how="inner")
@@ -147,7 +150,8 @@ def build(tables: dict) -> tuple[Frames, pl.DataFrame]:
         x.join(per_x, on="gx", how="left")
         .with_columns(
             pl.col("n_events", "n_visible", "n_cut_off").fill_null(0),
-            pl.coalesce(pl.col("last_cursor"), pl.col("last_event_id")).alias("last_cursor"),
+            # what the client had processed when this connection ended; unknown when the body was not recorded
+            pl.when(pl.col("body_recorded")).then(pl.coalesce(pl.col("last_cursor"), pl.col("last_event_id"))).alias("last_cursor"),
         )
         .sort("pos")
     )

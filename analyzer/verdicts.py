@@ -156,21 +156,21 @@ def _handled(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
         )
         .join(f.exchanges.select("gx", "req_session_id"), on="gx")
         .filter(pl.col("req_session_id").is_null())
-        .select(pl.col("pos").alias("init_pos"))
+        .select("source", pl.col("pos").alias("init_pos"))
         .unique()
         .sort("init_pos")
     )
     uses = (
         f.exchanges.filter(pl.col("req_session_id").is_not_null() & (pl.col("method") != "DELETE"))
         .select(
-            pl.col("req_session_id").alias("session"),
+            "session",
             pl.col("pos").alias("use_pos"),
             pl.struct("source", "location").alias("next_use"),
         )
         .sort("use_pos")
     )
-    left = b.select("gx", "pos", "session").sort("pos")
-    out = left.join_asof(inits, left_on="pos", right_on="init_pos", strategy="forward", allow_exact_matches=False)
+    left = b.select("gx", "pos", "session", "source").sort("pos")
+    out = left.join_asof(inits, left_on="pos", right_on="init_pos", by="source", strategy="forward", allow_exact_matches=False, check_sortedness=False)
     out = out.join_asof(uses, left_on="pos", right_on="use_pos", by="session", strategy="forward", allow_exact_matches=False, check_sortedness=False)
     return out.select(
         "gx",
@@ -204,7 +204,7 @@ def judge(f: Frames, links: pl.DataFrame) -> pl.DataFrame:
     )
     integer = pl.col("id_scheme") == "integer"
     status_ok = pl.col("status").is_between(200, 299)
-    other_session = pl.col("resp_session_id").is_not_null() & (pl.col("resp_session_id") != pl.col("session"))
+    other_session = pl.col("resp_session_id").is_not_null() & (pl.col("resp_session_id") != pl.col("session_id"))
     epoch_changed = pl.col("epoch_before").ne_missing(pl.col("replay_epoch")) & (
         pl.col("epoch_before").is_not_null() | pl.col("replay_epoch").is_not_null()
     )

@@ -9,6 +9,7 @@ describe the same traffic and must give the same verdicts.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -83,34 +84,44 @@ S1, S2 = "a1b2c3d4e5f60718293a4b5c6d7e8f90", "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
 
 
 def scenarios() -> dict[str, list[Ex]]:
+    global S1, S2
+    out = {}
+    for name, build in _SCENARIOS.items():
+        # every scenario has its own session ids, so analyzing the whole folder never mixes two scenarios
+        S1, S2 = hashlib.md5(f"{name}/1".encode()).hexdigest(), hashlib.md5(f"{name}/2".encode()).hexdigest()
+        out[name] = build()
+    return out
+
+
+def _all() -> dict[str, list[Ex]]:
     ints = lambda a, b: [(str(i), note(i)) for i in range(a, b + 1)]  # noqa: E731
-    sc: dict[str, list[Ex]] = {}
-    sc["continuous"] = init(S1, 0) + [
+    sc: dict = {}
+    sc["continuous"] = lambda: init(S1, 0) + [
         get(S1, 1, events=ints(1, 5)),
         get(S1, 3, last="5", events=ints(6, 8), end="eof"),
         tool_call(S1, 1, 4),
     ]
     # reference signature 1 seen by one client: ids jump after the resume (events 6-8 lost);
     # the client goes on using the session -> not handled -> critical
-    sc["gap"] = init(S1, 0) + [
+    sc["gap"] = lambda: init(S1, 0) + [
         get(S1, 1, events=ints(1, 5)),
         get(S1, 3, last="5", events=ints(9, 11), end="eof"),
         tool_call(S1, 1, 4),
     ]
     # reference signature 3: another replica treats the unknown Last-Event-ID as "start fresh" and
     # emits from 1; the client notices and re-initializes -> handled -> warning
-    sc["replay_reset"] = init(S1, 0) + [
+    sc["replay_reset"] = lambda: init(S1, 0) + [
         get(S1, 1, events=ints(1039, 1041)),
         get(S1, 3, last="1041", events=ints(1, 3), end="eof"),
     ] + init(S2, 4, rid=10) + [tool_call(S2, 11, 5)]
     # the server advertises a new replay epoch with continuous-looking ids
-    sc["epoch_change"] = init(S1, 0) + [
+    sc["epoch_change"] = lambda: init(S1, 0) + [
         get(S1, 1, events=ints(1, 4), resp=sse_headers(**{"x-mcp-replay-epoch": "e-7f3a"})),
         get(S1, 3, last="4", events=ints(5, 6), end="eof", resp=sse_headers(**{"x-mcp-replay-epoch": "e-91c2"})),
         tool_call(S1, 1, 4),
     ]
     # the session was evicted: 404 on the resume; the client starts a new session (handled)
-    sc["session_invalid"] = init(S1, 0) + [
+    sc["session_invalid"] = lambda: init(S1, 0) + [
         get(S1, 1, events=ints(1, 3)),
         Ex("GET", {"accept": "text/event-stream", "mcp-session-id": S1, "last-event-id": "3", "mcp-protocol-version": PV},
            status=404, resp_headers={"content-type": "application/json"},
@@ -118,25 +129,28 @@ def scenarios() -> dict[str, list[Ex]]:
     ] + init(S2, 4, rid=10) + [get(S2, 5, events=ints(1, 2), end="eof")]
     # uuid ids (python-sdk example event store): nothing in one capture proves continuity
     u = [f"6f1c2a7e-0b4d-4c8e-9a51-{i:012x}" for i in range(1, 7)]
-    sc["unverifiable"] = init(S1, 0) + [
+    sc["unverifiable"] = lambda: init(S1, 0) + [
         get(S1, 1, events=[(u[i], note(i)) for i in range(0, 3)]),
         get(S1, 3, last=u[2], events=[(u[i], note(i)) for i in range(3, 6)], end="eof"),
         tool_call(S1, 1, 4),
     ]
     # opaque ids replayed: the resume delivers again ids the stream already delivered (stale cursor too)
-    sc["opaque_replay"] = init(S1, 0) + [
+    sc["opaque_replay"] = lambda: init(S1, 0) + [
         get(S1, 1, events=[(u[i], note(i)) for i in range(0, 4)]),
         get(S1, 3, last=u[1], events=[(u[i], note(i)) for i in range(2, 6)], end="eof"),
         tool_call(S1, 1, 4),
     ]
     # history checks inside one connection: an id going back, the same id with two payloads, and an
     # event cut off by the disconnect; the resume itself is continuous and re-sends the boundary event unchanged
-    sc["history"] = init(S1, 0) + [
+    sc["history"] = lambda: init(S1, 0) + [
         get(S1, 1, events=[("1", note(1)), ("2", note(2)), ("3", note(3)), ("2", note(99)), ("3", note(3)), ("4", note(4), "cut")]),
         get(S1, 3, last="3", events=[("3", note(3)), ("4", note(4)), ("5", note(5))], end="eof"),
         tool_call(S1, 1, 4),
     ]
     return sc
+
+
+_SCENARIOS = _all()
 
 
 def sse_text(events) -> str:
