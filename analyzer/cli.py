@@ -98,8 +98,9 @@ def summary_text(doc: dict) -> str:
     sev = s["findings_by_severity"]
     lines.append("findings: " + ", ".join(f"{n} {k}" for k, n in sev.items()))
     for f in doc["findings"][:10]:
-        sid = f["session_id"] or "(no session)"
-        lines.append(f"  [{f['severity']}] {f['rule']} session {sid[:16]}: {f['message']}")
+        sid = f["session_id"] or "(no session id)"
+        where = f["evidence"][0]
+        lines.append(f"  [{f['severity']}] {f['rule']} at {where['source']} {where['location']} (session {sid[:12]}): {f['message']}")
     if len(doc["findings"]) > 10:
         lines.append(f"  … {len(doc['findings']) - 10} more in the JSON/HTML output")
     if doc["anomalies"]:
