@@ -50,6 +50,46 @@ CATALOG: dict[str, Kind] = {
         "warning", False,
         "the stream ended inside an event: the server emitted it, the client never processed it",
     ),
+    # --- pcap / pcapng (analyzer.capture, analyzer.tcp, analyzer.http1, analyzer.ingest_pcap)
+    "pcap_truncated_record": Kind(
+        "error", True, "the file ends inside a packet record (the capture was cut while being written); reading stopped, every packet before it is kept",
+    ),
+    "pcap_bad_record": Kind("error", True, "a record header with an impossible length: the file is corrupt from here; reading stopped"),
+    "pcapng_corrupt_block": Kind(
+        "error", True,
+        "a pcapng block with a bad length, a trailer length that does not match, or fields that do not fit; "
+        "reading resumed at the next valid block (or stopped when none followed)",
+    ),
+    "pcap_unsupported_linktype": Kind("warning", True, "packets on a link type this version cannot decode"),
+    "pcap_bad_timestamp": Kind("warning", False, "a packet time outside the years 1-9999 (a corrupt timestamp); kept without a time"),
+    "pcap_snaplen_truncated": Kind(
+        "warning", False, "the capture kept only the start of a packet (snaplen); its missing TCP bytes are treated as a gap",
+    ),
+    "packet_malformed": Kind("error", True, "a frame whose link, IP or TCP header cannot be decoded"),
+    "ip_fragment": Kind("warning", False, "an IP fragment: fragments are not reassembled, so the TCP bytes it carries become a gap"),
+    "tcp_seq_gap": Kind(
+        "error", False,
+        "TCP bytes the capture lost (the next data is beyond the expected sequence number and nothing filled the hole): "
+        "what they carried is unknown; parsing resumes after them where the framing allows",
+    ),
+    "tcp_overlap_conflict": Kind(
+        "error", False, "a retransmission carried different bytes for the same sequence numbers; the first copy was kept",
+    ),
+    "tls_not_decrypted": Kind("warning", False, "a TLS connection: its HTTP is encrypted and this tool reads plain HTTP only"),
+    "http_parse_error": Kind(
+        "error", False, "bytes that are not HTTP/1.1 where a message was expected; that direction of the connection is not parsed further",
+    ),
+    "http_head_cut_off": Kind("warning", False, "the connection ended inside a message's start line or headers: the message is not analyzed"),
+    "http_midstream": Kind(
+        "warning", False,
+        "the connection was already open when the capture started: bytes of a message whose start was not captured cannot be framed and were skipped",
+    ),
+    "http_response_without_request": Kind(
+        "warning", False,
+        "a response to no request in the capture (the connection was already open when the capture started, "
+        "or what the client sent was not a request); it is not analyzed",
+    ),
+    "http_body_not_kept": Kind("info", False, "a non-SSE response body over 32 MiB was not kept: JSON-RPC messages in it are not analyzed"),
     # --- JSON-RPC
     "jsonrpc_invalid": Kind("info", False, "a body or SSE data field that should hold JSON-RPC does not parse as it"),
 }

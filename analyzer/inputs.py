@@ -19,7 +19,7 @@ from typing import BinaryIO, Callable
 
 import pyarrow as pa
 
-from . import ingest_har, ingest_jsonl
+from . import ingest_har, ingest_jsonl, ingest_pcap
 from .anomalies import AnomalyLog
 from .errors import InputError
 from .tables import Ingested
@@ -28,6 +28,7 @@ CAPTURE_SUFFIXES = (".jsonl", ".ndjson", ".json", ".har", ".log", ".pcap", ".pca
 READERS: dict[str, Callable[[str, BinaryIO, bool], Ingested]] = {
     "jsonl": ingest_jsonl.read,
     "har": ingest_har.read,
+    "pcap": ingest_pcap.read,
 }
 _HAR_HEAD = re.compile(rb'^\s*\{\s*"log"\s*:|"entries"\s*:', re.S)
 PCAP_MAGIC = (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d", b"\x0a\x0d\x0d\x0a")
@@ -37,6 +38,7 @@ PCAP_MAGIC = (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\
 class Collected:
     files: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    walked: set[str] = field(default_factory=set)  # files found by walking a directory (not named by the user)
 
 
 def collect(paths: list[str]) -> Collected:
@@ -51,6 +53,7 @@ def collect(paths: list[str]) -> Collected:
                     stem = name[:-3] if name.endswith(".gz") else name
                     if stem.lower().endswith(CAPTURE_SUFFIXES):
                         out.files.append(full)
+                        out.walked.add(full)
                     else:
                         out.skipped.append(full)
         else:
@@ -101,8 +104,6 @@ def read_one(source: str, fmt: str = "auto", redact_secrets: bool = True) -> Ing
         except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
             raise InputError(source, f"cannot decompress: {exc}") from None
         kind = sniff(source, head) if fmt == "auto" else fmt
-        if kind == "pcap":
-            raise InputError(source, "a pcap/pcapng capture: this version reads proxy JSONL and HAR only")
         if not head.strip():
             log = AnomalyLog(source)
             log.add("input_empty", "file")

@@ -1,0 +1,581 @@
+"""pcap / pcapng ingester: packets -> TCP flows -> HTTP/1.1 exchanges -> canonical tables.
+
+The layers, each its own module: :mod:`analyzer.capture` (container),
+:mod:`analyzer.tcp` (link/IP/TCP decoding, reassembly), :mod:`analyzer.http1`
+(framing), :mod:`analyzer.sse` (events).  This module joins them and maps
+the result onto the same rows the HAR and JSONL ingesters make:
+
+* one exchange per HTTP request; ``conn`` = ``client->server#n`` (n-th request
+  on the connection; ``~k`` after the server port when the 5-tuple was reused);
+  ``location`` = the packet that carried the request's first byte;
+* SSE events carry the time and number of the packet that completed them
+  (their terminating blank line), so pcap gives exact per-event times.  Each
+  piece of a reassembled stream travels with the time and number of the
+  segment that carried it (the per-byte-range (offset, ts, packet) record,
+  without a lookup), and the SSE parser is fed piece by piece, so an event
+  returned by a feed was completed by that piece;
+* ``end_reason``: a response whose framing completed is "complete"; otherwise
+  the TCP ending of the server's direction: FIN "eof", RST "reset", the
+  capture's end "capture_end"; ``end_by`` is the side that closed first / reset.
+
+Which flows become exchanges is decided by content, not by port: a flow is
+MCP when any of its messages carries ``Mcp-Session-Id``, a
+``text/event-stream`` response or a JSON-RPC body -- or, with ``ports``,
+exactly the flows whose server port is listed.  Other HTTP flows are counted
+in a note; TLS flows get one ``tls_not_decrypted`` row each.
+"""
+from __future__ import annotations
+
+import gc
+import re
+from collections import deque
+from datetime import datetime, timedelta, timezone
+from typing import BinaryIO
+
+from . import http1, tcp
+from .anomalies import CATALOG, AnomalyLog
+from .capture import CaptureReader
+from .http1 import Body, BodyGap, Done, Head, MessageParser, Skipped, Stop
+from .sse import SSEParser
+from .tables import SSE_MEDIA, Builder, Ingested, media_type
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MIN_NS, _MAX_NS = -62_135_596_800 * 10**9, 253_402_300_799 * 10**9  # years 1 .. 9999
+MAX_BODY = 1 << 25  # non-SSE bodies kept up to 32 MiB (JSON-RPC results); longer ones are not kept
+PER_PACKET_ROWS = 100  # per-packet anomaly codes: rows for the first 100, then one summary row
+_BLANK_LINE = re.compile(rb"(?:\r\n|\r|\n)(?:\r\n|\r|\n)")
+_TLS_RECORD = re.compile(rb"[\x14-\x17]\x03[\x00-\x04]")
+_PER_PACKET = ("pcap_snaplen_truncated", "packet_malformed", "ip_fragment", "pcap_bad_timestamp")
+_LIMIT_KEYS = {"snaplen_gap": "tcp_seq_gap"}
+
+
+class _Exchange:
+    __slots__ = ("conv", "index", "req", "req_body", "req_size", "req_gap", "resp", "body", "body_size", "body_gap", "body_pkt",
+                 "keep", "sse", "resync", "carry", "events", "last_ts", "last_pkt", "end_reason", "end_by", "ended")
+
+    def __init__(self, conv: "_Conversation", index: int, req: Head) -> None:
+        self.conv, self.index, self.req = conv, index, req
+        self.req_body: list[bytes] = []
+        self.req_size = 0
+        self.req_gap = False
+        self.resp: Head | None = None
+        self.body: list[bytes] = []
+        self.body_size = 0
+        self.body_gap = False
+        self.body_pkt = req.pkt
+        self.keep = False  # keep the response body: JSON (or untyped), where JSON-RPC messages can be
+        self.sse: SSEParser | None = None
+        self.resync = False  # after a gap: skip to the next blank line before parsing events again
+        self.carry = b""
+        self.events: list[tuple] = []  # (SSEEvent, ts, pkt)
+        self.last_ts: int | None = req.ts
+        self.last_pkt = req.pkt
+        self.end_reason = "open"
+        self.end_by: str | None = None
+        self.ended: int | None = None
+
+    @property
+    def conn(self) -> str:
+        return f"{self.conv.name}#{self.index}"
+
+
+class _Conversation:
+    """One TCP flow's consumer (:class:`analyzer.tcp.App`): both directions through HTTP framing."""
+
+    def __init__(self, ing: "_Ingest", flow: tcp.Flow) -> None:
+        self.ing = ing
+        self.flow = flow
+        self.client: int | None = None
+        self.name = ""
+        self.req: MessageParser | None = None
+        self.resp: MessageParser | None = None
+        self.exchanges: list[_Exchange] = []
+        self.unanswered: deque[_Exchange] = deque()
+        self.sending: _Exchange | None = None  # request whose body is arriving
+        self.receiving: _Exchange | None = None  # exchange whose response body is arriving
+        self.ended = 0
+        self.dead = False
+        self.http = False  # at least one message parsed
+        self.not_http: tuple[int | None, str] | None = None
+        self.server_end: tuple[str, str | None, int | None] | None = None  # (reason, by, ts) once the server's side ended
+
+    # -- roles -------------------------------------------------------------------
+    def _roles(self, side: int, first: bytes | None) -> None:
+        f = self.flow
+        ports = self.ing.ports
+        if f.client is not None:
+            c = f.client
+        elif ports and (f.ports[0] in ports) != (f.ports[1] in ports):
+            c = 1 if f.ports[0] in ports else 0
+        elif first is not None and http1.starts_like_response(first):
+            c = 1 - side
+        elif first is not None and http1.starts_like_request(first):
+            c = side
+        else:
+            c = 1 if f.ports[0] < f.ports[1] else 0  # no SYN, no hint: the lower port is the server's
+        self.client = c
+        midstream = f.client is None
+        self.name = f.name(c)
+        if f.ordinal > 1:
+            self.name = f"{self.name}~{f.ordinal}"
+        self.req = MessageParser("request", midstream)
+        self.resp = MessageParser("response", midstream, self._request_pending)
+
+    @property
+    def server(self) -> tuple[bytes, int]:
+        s = 1 - self.client  # type: ignore[operator]
+        return self.flow.addrs[s], self.flow.ports[s]
+
+    def _request_pending(self) -> bool:
+        """A request that may answer to a response head just parsed is still coming (bounded: heads are at
+        most 64 KiB, held data at most tcp.HOLD_LIMIT before a gap is declared)."""
+        return self.req.partial_head or bool(self.flow.dirs[self.client].held)  # type: ignore[union-attr, index]
+
+    def side_name(self, side: int | None) -> str | None:
+        if side is None or self.client is None:
+            return None
+        return "client" if side == self.client else "server"
+
+    # -- tcp.App -----------------------------------------------------------------
+    def data(self, side: int, data: bytes, ts: int | None, pkt: int) -> None:
+        if self.dead:
+            return
+        if self.client is None:
+            if len(data) >= 3 and _TLS_RECORD.match(data):
+                self._tls(side, pkt)
+                return
+            self._roles(side, data)
+        if side == self.client:
+            self._requests(self.req.feed(data, ts, pkt))  # type: ignore[union-attr]
+        else:
+            self._responses(self.resp.feed(data, ts, pkt))  # type: ignore[union-attr]
+
+    def gap(self, side: int, nbytes: int, before: int | None, after: int | None, cause: str) -> None:
+        if self.dead:
+            return
+        if self.client is None:
+            self._roles(side, None)
+        parser = self.req if side == self.client else self.resp
+        at = after if after is not None else before
+        where = f"packet {at}" if at is not None else "file"
+        ex = self.sending if side == self.client else self.receiving
+        context = self._gap_context(side, parser, ex)
+        recs = parser.gap(nbytes, at)  # type: ignore[union-attr]
+        stop = next((r for r in recs if type(r) is Stop), None)
+        if stop is not None:
+            context = f", in {ex.conn}" if ex is not None else ""
+            context += f": {stop.detail}; this direction is not parsed further"
+        if cause == "lost":
+            around = f"after packet {before}" if after is None else f"between packet {before} and packet {after}"
+            self.ing.log.add("tcp_seq_gap", where, f"{nbytes} bytes missing in {self.flow.name(side)} {around}{context}")
+        elif context:  # cut by snaplen: the packet's own row says so; this one says what it hit
+            self.ing.note("tcp_seq_gap", where, f"{nbytes} bytes missing in {self.flow.name(side)} (cut by the capture's snaplen){context}", "snaplen_gap")
+        if side == self.client:
+            self._requests(recs)
+        else:
+            self._responses(recs)
+
+    def _gap_context(self, side: int, parser: MessageParser | None, ex: _Exchange | None) -> str:
+        if parser is None or parser.state == http1.STOPPED:
+            return ""
+        if ex is not None and side != self.client and ex.sse is not None:
+            return f", inside the SSE body of {ex.conn}: the event in progress is cut off, parsing resumes at the next blank line"
+        if ex is not None and parser.state in (http1.LENGTH, http1.CHUNK_DATA, http1.UNTIL_CLOSE):
+            part = "request" if side == self.client else "response"
+            return f", inside the {part} body of {ex.conn}"
+        return ""
+
+    def end(self, side: int, reason: str, by: int | None, ts: int | None, pkt: int | None) -> None:
+        if not self.dead:
+            if self.client is None:
+                self._roles(side, None)
+            if side == self.client:
+                self._requests(self.req.close())  # type: ignore[union-attr]
+                self._responses(self.resp.requests_done())  # type: ignore[union-attr]
+            else:
+                self._responses(self.resp.close())  # type: ignore[union-attr]
+                when = ts if ts is not None else self.ing.last_ts
+                self.server_end = (reason, self.side_name(by), when)
+                for ex in ([self.receiving] if self.receiving else []) + list(self.unanswered):
+                    self._finish(ex, *self.server_end)
+                self.receiving = None
+                self.unanswered.clear()
+        self.ended += 1
+        if self.ended == 2 and not self.dead:
+            self.dead = True
+            self.ing.conversation_done(self)
+
+    # -- records -----------------------------------------------------------------
+    def _requests(self, recs: list) -> None:
+        for r in recs:
+            t = type(r)
+            if t is Body:
+                ex = self.sending
+                if ex is not None and ex.req_size < MAX_BODY:
+                    ex.req_body.append(r.data)
+                    ex.req_size += len(r.data)
+            elif t is Head:
+                self.http = True
+                ex = _Exchange(self, len(self.exchanges) + 1, r)
+                self.exchanges.append(ex)
+                self.sending = ex
+                if self.server_end is not None:  # sent after the server's side had ended: no answer can come
+                    self._finish(ex, *self.server_end)
+                    continue
+                self.unanswered.append(ex)
+                self._responses(self.resp.expect(r.method, r.pkt))  # type: ignore[union-attr, arg-type]
+            elif t is Done:
+                self.sending = None
+            elif t is BodyGap:
+                if self.sending is not None:
+                    self.sending.req_gap = True
+            else:
+                self._problem(r, self.client)  # type: ignore[arg-type]
+                if t is Stop:
+                    self._responses(self.resp.requests_done())  # type: ignore[union-attr]
+
+    def _responses(self, recs: list) -> None:
+        for r in recs:
+            t = type(r)
+            if t is Body:
+                if self.receiving is not None:
+                    self._body(self.receiving, r.data, r.ts, r.pkt)
+            elif t is Head:
+                self.http = True
+                if r.interim:
+                    continue
+                if not r.paired:  # its body arrives while receiving is None: dropped
+                    self.ing.log.add("http_response_without_request", f"packet {r.pkt}",
+                                     f"{self.flow.name(1 - self.client)}: HTTP {r.status}; its body is skipped")  # type: ignore[operator]
+                    continue
+                if not self.unanswered:  # cannot happen while both parsers agree; never crash on it
+                    continue
+                ex = self.unanswered.popleft()
+                self._head(ex, r)
+            elif t is Done:
+                if self.receiving is not None:
+                    self._complete(self.receiving, r.ts, r.pkt)
+                    self.receiving = None
+            elif t is BodyGap:
+                ex = self.receiving
+                if ex is not None:
+                    if ex.sse is not None:
+                        self._sse_cut(ex)
+                        ex.sse, ex.resync, ex.carry = SSEParser(), True, b""
+                    else:
+                        ex.body_gap = True
+            else:
+                self._problem(r, 1 - self.client)  # type: ignore[operator]
+
+    def _problem(self, r: Skipped | Stop, side: int) -> None:
+        log = self.ing.log
+        if type(r) is Skipped:
+            found = "skipped to the next message start" if r.found else "no message start followed"
+            detail = f"{self.flow.name(side)}: {r.nbytes} bytes of a message begun before the capture could not be framed; {found}"
+            log.add("http_midstream", f"packet {r.pkt}", detail)
+            return
+        where = f"packet {r.pkt}" if r.pkt is not None else "file"
+        if r.kind == "parse":
+            if r.at_start and not self.http:
+                self.not_http = (r.pkt, f"{self.flow.name(side)}: {r.detail}")
+                self._retire()  # not HTTP at all: whether that is an error is decided at the end (see _build)
+                return
+            log.add("http_parse_error", where, f"{self.flow.name(side)}: {r.detail}; this direction is not parsed further")
+        elif r.kind == "gap":
+            pass  # told in the tcp_seq_gap row of the gap that caused it
+        elif r.kind == "cut":
+            log.add("http_head_cut_off", where, f"{self.flow.name(side)}: {r.detail}")
+        else:  # upgrade: the rest of the connection is another protocol; the 101 exchange itself is complete
+            if self.receiving is not None:
+                self._complete(self.receiving, self.receiving.last_ts, r.pkt)
+                self.receiving = None
+            self.ing.upgraded += 1
+            self._retire()
+
+    def _tls(self, side: int, pkt: int) -> None:
+        f = self.flow
+        a, b = tcp.endpoint(f.addrs[side], f.ports[side]), tcp.endpoint(f.addrs[1 - side], f.ports[1 - side])
+        self.ing.log.add("tls_not_decrypted", f"packet {pkt}", f"{a} ↔ {b}")
+        self._retire()
+
+    def _retire(self) -> None:
+        """Stop following the connection (TLS, not HTTP, protocol switch): reassembly drops it at its next packet."""
+        if self.dead:
+            return
+        self.dead = True
+        self.flow.ignored = True
+        self.ing.conversation_done(self)
+
+    # -- exchanges ---------------------------------------------------------------
+    def _head(self, ex: _Exchange, head: Head) -> None:
+        ex.resp = head  # (the server may answer before the request body ended, e.g. 413: both directions go on)
+        self.receiving = ex
+        status = head.status or 0
+        media = media_type(head.headers.get("content-type"))
+        if 200 <= status < 300 and media == SSE_MEDIA:
+            ex.sse = SSEParser()
+        ex.keep = media is None or media == "application/json" or media.endswith("+json")
+        ex.last_pkt, ex.last_ts = head.pkt, head.ts
+
+    def _body(self, ex: _Exchange, data: bytes, ts: int | None, pkt: int) -> None:
+        ex.last_pkt, ex.last_ts = pkt, ts
+        sse = ex.sse
+        if sse is None:
+            if ex.keep and ex.body_size < MAX_BODY:
+                ex.body.append(data)
+            ex.body_size += len(data)
+            ex.body_pkt = pkt
+            return
+        if ex.resync:
+            window = ex.carry + data
+            m = _BLANK_LINE.search(window)
+            if m is None:
+                ex.carry = window[-3:]  # a blank line is at most 4 bytes (CRLF CRLF)
+                return
+            data = window[m.end() :]
+            ex.resync, ex.carry = False, b""
+            if not data:
+                return
+        for ev in sse.feed(data):
+            self._event(ex, ev, ts, pkt)
+
+    def _event(self, ex: _Exchange, ev, ts: int | None, pkt: int) -> None:
+        where = f"packet {pkt}"
+        for code in ev.anomalies:
+            self.ing.log.add(code, where, ex.conn)
+        if ev.fate == "cut_off":
+            self.ing.log.add("sse_unterminated_event", where, ex.conn)
+        ex.events.append((ev, ts, pkt))
+
+    def _sse_cut(self, ex: _Exchange) -> None:
+        if ex.sse is not None and not ex.resync:
+            for ev in ex.sse.close():
+                self._event(ex, ev, ex.last_ts, ex.last_pkt)
+
+    def _complete(self, ex: _Exchange, ts: int | None, pkt: int | None) -> None:
+        self._sse_cut(ex)
+        ex.end_reason = "complete"
+        ex.ended = ts if ts is not None else ex.last_ts
+        if pkt is not None:
+            ex.body_pkt = pkt
+
+    def _finish(self, ex: _Exchange, reason: str, by: str | None, ts: int | None) -> None:
+        self._sse_cut(ex)
+        ex.end_reason = reason
+        ex.end_by = by
+        ex.ended = ts
+
+    def is_mcp(self) -> bool:
+        if self.ing.ports:
+            return True
+        for ex in self.exchanges:
+            h = ex.req.headers
+            if "mcp-session-id" in h or any(b'"jsonrpc"' in p for p in ex.req_body):
+                return True
+            if ex.resp is not None:
+                if "mcp-session-id" in ex.resp.headers or ex.sse is not None or media_type(ex.resp.headers.get("content-type")) == SSE_MEDIA:
+                    return True
+                if any(b'"jsonrpc"' in p for p in ex.body):
+                    return True
+        return False
+
+
+class _Ingest:
+    def __init__(self, source: str, log: AnomalyLog, ports: frozenset[int] | None) -> None:
+        self.source = source
+        self.log = log
+        self.ports = ports
+        self.last_ts: int | None = None
+        self.mcp: list[_Conversation] = []  # finished connections whose exchanges become rows
+        self.not_http: list[_Conversation] = []  # decided at the end: error on an HTTP endpoint, else a note
+        self.http_servers: set[tuple[bytes, int]] = set()
+        self.other_flows = self.other_requests = 0
+        self.counts = {"non_ip": 0, "non_tcp": 0, "other_ports": 0}
+        self.upgraded = 0
+        self.per_packet: dict[str, int] = {}
+        self.unsupported: dict[int, list[int]] = {}  # link type -> [first packet, count]
+
+    def on_flow(self, flow: tcp.Flow) -> _Conversation | None:
+        if self.ports and flow.ports[0] not in self.ports and flow.ports[1] not in self.ports:
+            self.counts["other_ports"] += 1
+            return None
+        return _Conversation(self, flow)
+
+    def conversation_done(self, conv: _Conversation) -> None:
+        """A connection is over: keep it if it is MCP, else only count it (its bodies are freed now)."""
+        if conv.http and conv.client is not None:
+            self.http_servers.add(conv.server)
+        if conv.not_http is not None:
+            self.not_http.append(conv)
+        if not conv.exchanges:
+            return
+        if conv.is_mcp():
+            self.mcp.append(conv)
+        else:
+            self.other_flows += 1
+            self.other_requests += len(conv.exchanges)
+            conv.exchanges = []
+
+    def note(self, code: str, where: str, detail: str = "", key: str | None = None) -> None:
+        """Anomalies that can occur once per packet: the first rows, then one summary row per code (or ``key``)."""
+        if code in _PER_PACKET or key:
+            key = key or code
+            n = self.per_packet.get(key, 0) + 1
+            self.per_packet[key] = n
+            if n > PER_PACKET_ROWS:
+                if CATALOG[code].rejects:
+                    self.log.rejected += 1
+                return
+        self.log.add(code, where, detail)
+
+    def summaries(self) -> None:
+        for key, n in self.per_packet.items():
+            code = _LIMIT_KEYS.get(key, key)
+            if n > PER_PACKET_ROWS:
+                more = n - PER_PACKET_ROWS
+                self.log.add(code, "file", f"{more} more packet(s) like the rows above (rows are kept for the first {PER_PACKET_ROWS})")
+                if CATALOG[code].rejects:
+                    self.log.rejected -= 1  # counted already, one by one
+        for lt, (first, n) in sorted(self.unsupported.items()):
+            self.log.add("pcap_unsupported_linktype", f"packet {first}", f"{n} packet(s) on link type {lt}")
+            self.log.rejected += n - 1
+
+
+def _dt(ns: int | None) -> datetime | None:
+    if ns is None or not _MIN_NS <= ns <= _MAX_NS:
+        return None
+    return EPOCH + timedelta(microseconds=ns // 1000)
+
+
+def read(source: str, stream: BinaryIO, redact_secrets: bool = True, ports: frozenset[int] | None = None) -> Ingested:
+    # Ingestion allocates millions of small acyclic objects (segments, events, rows) that all live until
+    # the tables are built; the cyclic garbage collector would rescan them again and again (over a
+    # quarter of the run time on a 100 MB capture) and can free none of them.  Paused, then restored.
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _read(source, stream, redact_secrets, ports)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _read(source: str, stream: BinaryIO, redact_secrets: bool, ports: frozenset[int] | None) -> Ingested:
+    log = AnomalyLog(source)
+    ing = _Ingest(source, log, ports)
+    reader = CaptureReader(source, stream, ing.note)
+    reasm = tcp.Reassembler(ing.on_flow, ing.note)
+    decode, segment = tcp.decode, reasm.segment
+    counts = ing.counts
+    last_ts = None
+    for pkt, ts, linktype, data, wirelen in reader.packets():
+        last_ts = ts if ts is not None else last_ts
+        seg = decode(linktype, data, wirelen)
+        if type(seg) is tuple:
+            if seg[8]:
+                detail = f"{len(data)} of {wirelen} bytes captured; {seg[8]} TCP payload bytes missing, treated as a gap"
+                ing.note("pcap_snaplen_truncated", f"packet {pkt}", detail)
+            ing.last_ts = last_ts
+            segment(seg, ts, pkt)
+        elif type(seg) is str:
+            if wirelen > len(data) and "cut short" in seg:
+                ing.note("packet_malformed", f"packet {pkt}", f"{seg} (the capture kept {len(data)} of {wirelen} bytes)")
+            else:
+                ing.note("packet_malformed", f"packet {pkt}", seg)
+        elif seg == tcp.NOT_TCP:
+            counts["non_tcp"] += 1
+        elif seg == tcp.NOT_IP:
+            counts["non_ip"] += 1
+        elif seg == tcp.FRAGMENT:
+            ing.note("ip_fragment", f"packet {pkt}", "IP fragments are not reassembled; the TCP bytes it carries become a gap")
+        else:  # UNSUPPORTED_LINK
+            got = ing.unsupported.setdefault(linktype, [pkt, 0])
+            got[1] += 1
+    ing.last_ts = last_ts
+    reasm.finish(last_ts)
+    ing.summaries()
+    return _build(source, log, ing, reader, redact_secrets)
+
+
+def _build(source: str, log: AnomalyLog, ing: _Ingest, reader: CaptureReader, redact_secrets: bool) -> Ingested:
+    b = Builder(source, log, redact_secrets)
+    not_http = 0
+    for conv in ing.not_http:
+        # Garbage towards an endpoint that spoke HTTP in other connections (or a selected port) is an
+        # error; another protocol on another endpoint (SSH, a database) is only counted.
+        if ing.ports or conv.server in ing.http_servers:
+            pkt, detail = conv.not_http  # type: ignore[misc]
+            log.add("http_parse_error", f"packet {pkt}" if pkt is not None else "file", f"{detail}; the connection is not parsed further")
+        else:
+            not_http += 1
+    mcp = [ex for conv in ing.mcp for ex in conv.exchanges]
+    mcp.sort(key=lambda ex: (ex.req.pkt, ex.conv.flow.first_pkt, ex.index))
+    for ex in mcp:
+        _emit(b, ex, ing.note)
+    notes = []
+    if ing.other_flows:
+        notes.append(
+            f"{ing.other_flows} HTTP connection(s) with {ing.other_requests} request(s) carried no MCP traffic "
+            "(no Mcp-Session-Id, event stream or JSON-RPC body) and were not analyzed."
+        )
+    if not_http:
+        notes.append(f"{not_http} TCP connection(s) did not speak HTTP/1.x and were not analyzed.")
+    if ing.counts["other_ports"]:
+        notes.append(f"{ing.counts['other_ports']} TCP connection(s) on ports not selected were skipped.")
+    if ing.counts["non_tcp"] or ing.counts["non_ip"]:
+        notes.append(f"{ing.counts['non_tcp']} non-TCP IP packet(s) and {ing.counts['non_ip']} non-IP frame(s) were ignored.")
+    if ing.upgraded:
+        notes.append(f"{ing.upgraded} connection(s) switched protocols (101 / CONNECT); what followed was not parsed.")
+    if reader.count == 0:
+        log.add("input_empty", "file")
+    return b.finish("pcap", reader.count, notes)
+
+
+def _text(parts: list[bytes]) -> str:
+    return b"".join(parts).decode("utf-8", "replace")
+
+
+def _emit(b: Builder, ex: _Exchange, note) -> None:
+    req = ex.req
+
+    last: list = [None, None]  # events of one segment share its time: convert once
+
+    def when(ns: int | None, where: str) -> datetime | None:
+        if ns == last[0]:
+            return last[1]
+        got = _dt(ns)
+        if got is None and ns is not None:
+            note("pcap_bad_timestamp", where, f"{ns} ns since 1970")
+        last[0], last[1] = ns, got
+        return got
+
+    host = req.headers.get("host")
+    target = req.target or ""
+    if target.startswith("/"):  # origin-form: the authority is the Host header (else the server's address)
+        url = f"http://{host or tcp.endpoint(*ex.conv.server)}{target}"
+    else:
+        url = target
+    where = f"packet {req.pkt}"
+    row = b.exchange(
+        conn=ex.conn,
+        location=where,
+        started=when(req.ts, where),
+        method=req.method,
+        url=url,
+        req_headers=req.headers,
+        request_body=_text(ex.req_body) if ex.req_body else None,
+    )
+    resp = ex.resp
+    if resp is not None:
+        b.response(row, resp.status, resp.headers)
+        if ex.sse is not None or ex.events:
+            for ev, ts, pkt in ex.events:
+                where = f"packet {pkt}"
+                b.event(row, location=where, ts=when(ts, where), event_id=ev.id, event_type=ev.event, data=ev.data, retry=ev.retry, fate=ev.fate)
+        elif ex.body and not ex.body_gap and ex.body_size <= MAX_BODY:
+            b.body(row, _text(ex.body), f"packet {ex.body_pkt}")
+        elif ex.keep and ex.body_size > MAX_BODY:
+            b.log.add("http_body_not_kept", f"packet {ex.body_pkt}", f"{ex.conn}: {ex.body_size} bytes")
+    row["end_reason"] = ex.end_reason if ex.end_reason != "open" else "capture_end"
+    row["end_by"] = ex.end_by
+    row["ended"] = _dt(ex.ended)
