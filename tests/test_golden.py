@@ -24,7 +24,7 @@ from analyzer import pipeline  # noqa: E402
 GOLDEN = ROOT / "tests" / "golden"
 SAMPLES = sorted(
     p for p in (ROOT / "sample_logs").rglob("*")
-    if p.is_file() and p.suffix in (".jsonl", ".har", ".gz") and "recording" not in p.parts
+    if p.is_file() and p.suffix in (".jsonl", ".har", ".pcap", ".pcapng", ".gz") and "recording" not in p.parts
 )
 SCHEMA = json.loads((ROOT / "schemas" / "findings.schema.json").read_text())
 

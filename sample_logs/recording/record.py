@@ -1,18 +1,26 @@
-"""Record real MCP Streamable HTTP traffic (python SDK server + client) as proxy JSONL and HAR.
+"""Record real MCP Streamable HTTP traffic (python SDK server + client) as proxy JSONL, HAR and pcap.
 
 For each scenario:
 
     client.py --> mitmdump A (analyzer/mitm_addon.py, streams SSE, writes JSONL)
               --> mitmdump B (har_keep_stream.py + hardump, writes HAR on exit)
               --> server.py (python SDK, 127.0.0.1)
+    tcpdump -i lo -s 0 -U 'tcp port <server port>'   (the B -> server leg only)
 
-runs the client once, stops everything (bounded waits, SIGINT first so mitmdump
-writes its HAR), and writes sample_logs/real-python-<scenario>.{jsonl,har}.
+starts tcpdump before the server, runs the client once, stops everything
+(bounded waits, SIGINT first so mitmdump writes its HAR and tcpdump flushes its
+file), and writes sample_logs/real-python-<scenario>.{jsonl,har,pcap}: one run,
+the same traffic seen by three recorders. The pcap holds every HTTP exchange
+once (B's upstream connections; the client -> A and A -> B legs are filtered
+out). Afterwards `editcap -F pcapng` (Wireshark's editcap) converts the pcap
+of `--pcapng-of` to .pcapng, and the pcap of `--gz-of` is gzipped to .pcap.gz.
 Everything listens on 127.0.0.1 only; every wait has a deadline.
 
     python3 sample_logs/recording/record.py                 # all scenarios
     python3 sample_logs/recording/record.py resume-dense    # one
+    python3 sample_logs/recording/record.py --no-pcap       # JSONL + HAR only (no tcpdump)
     REC_PYTHON=/work/rec-venv/bin/python MITMDUMP=/work/mitm-venv/bin/mitmdump  (defaults)
+    TCPDUMP=tcpdump EDITCAP=editcap  (defaults; tcpdump needs root or CAP_NET_RAW)
 
 `--har-mode` (default keep): `stream` = B streams SSE without the helper (HAR
 bodies stay empty), `buffer` = plain `hardump` (mitmproxy buffers SSE; shows
@@ -23,7 +31,9 @@ Needs only the standard library.
 from __future__ import annotations
 
 import argparse
+import gzip
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -37,6 +47,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 REC_PYTHON = os.environ.get("REC_PYTHON", "/work/rec-venv/bin/python")
 MITMDUMP = os.environ.get("MITMDUMP", "/work/mitm-venv/bin/mitmdump")
+TCPDUMP = os.environ.get("TCPDUMP", "tcpdump")
+EDITCAP = os.environ.get("EDITCAP", "editcap")
 HOST = "127.0.0.1"
 
 
@@ -100,6 +112,45 @@ def stop(proc: subprocess.Popen, first: int = signal.SIGINT, grace_s: float = 10
             continue
 
 
+def tcpdump_cmd(port: int, out: Path) -> list[str]:
+    # -s 0: whole packets; -U: write each packet as it arrives; -n: no name lookups;
+    # -Z root: Debian's tcpdump otherwise drops to user "tcpdump" before opening the
+    # output file, which then cannot be created in a root-owned sample_logs/.
+    cmd = [TCPDUMP, "-i", "lo", "-n", "-s", "0", "-U", "-w", str(out)]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd += ["-Z", "root"]
+    return [*cmd, f"tcp port {port}"]
+
+
+def start_tcpdump(port: int, out: Path, log: Path, deadline_s: float = 10.0) -> subprocess.Popen:
+    """Start tcpdump and wait (bounded) until it reports that it is capturing."""
+    if out.exists():
+        out.unlink()
+    proc = start(tcpdump_cmd(port, out), log)
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if "listening on" in log.read_text(errors="replace"):
+            return proc
+        if proc.poll() is not None:
+            raise RuntimeError(f"tcpdump exited with {proc.returncode} before capturing, see {log}")
+        time.sleep(0.05)
+    stop(proc)
+    raise RuntimeError(f"tcpdump did not report 'listening on' within {deadline_s}s, see {log}")
+
+
+def derive_pcapng(pcap: Path) -> Path:
+    out = pcap.with_suffix(".pcapng")
+    subprocess.run([EDITCAP, "-F", "pcapng", str(pcap), str(out)], check=True, timeout=30)
+    return out
+
+
+def derive_gz(pcap: Path) -> Path:
+    out = pcap.with_name(pcap.name + ".gz")
+    with pcap.open("rb") as src, open(out, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as dst:
+        shutil.copyfileobj(src, dst)
+    return out
+
+
 def server_cmd(sc: Scenario, port: int) -> list[str]:
     return [REC_PYTHON, "-u", "server.py", "--port", str(port), "--store", sc.store,
             "--retry-ms", str(sc.retry_ms), "--close-at", sc.close_at, "--interval", str(sc.interval)]
@@ -131,14 +182,15 @@ def watch_and_restart(sc: Scenario, server: list[subprocess.Popen], port: int, l
         time.sleep(0.02)
 
 
-def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path, har_mode: str) -> None:
+def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path, har_mode: str, pcap: bool = True) -> Path | None:
     log_dir.mkdir(parents=True, exist_ok=True)
     for old in log_dir.glob(f"{name}.*.log"):
         old.unlink()
     stem = f"real-python-{name}" + {"keep": "", "stream": ".mitm-streamed", "buffer": ".mitm-buffered"}[har_mode]
-    jsonl, har = out_dir / f"{stem}.jsonl", out_dir / f"{stem}.har"
+    jsonl, har, pcap_file = out_dir / f"{stem}.jsonl", out_dir / f"{stem}.har", out_dir / f"{stem}.pcap"
     s_port, b_port, a_port = free_port(), free_port(), free_port()
     s_log, b_log, a_log = (log_dir / f"{name}.{p}.log" for p in ("server", "mitm-har", "mitm-jsonl"))
+    t_log = log_dir / f"{name}.tcpdump.log"
     b_extra = ["--set", f"hardump={har}"]
     if har_mode == "keep":
         b_extra += ["-s", str(HERE / "har_keep_stream.py")]
@@ -146,10 +198,13 @@ def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path, har_mode: str)
         b_extra += ["--set", "stream_large_bodies=1"]
     a_extra = ["-s", str(REPO / "analyzer" / "mitm_addon.py"), "--set", f"mcp_jsonl={jsonl}"]
 
-    server = [start(server_cmd(sc, s_port), s_log)]
+    # tcpdump first: it must be capturing before the server accepts its first connection.
+    capture = start_tcpdump(s_port, pcap_file, t_log) if pcap else None
+    server: list[subprocess.Popen] = []
     procs: list[subprocess.Popen] = []
     stop_event = threading.Event()
     try:
+        server.append(start(server_cmd(sc, s_port), s_log))
         wait_port(s_port, server[0])
         procs.append(start(mitm_cmd(b_port, s_port, b_extra), b_log))
         wait_port(b_port, procs[-1])
@@ -180,9 +235,23 @@ def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path, har_mode: str)
         stop_event.set()
         for proc in reversed(procs):  # A first, then B (its HAR is written on exit)
             stop(proc)
-        stop(server[0])
-    sizes = ", ".join(f"{p.name} ({p.stat().st_size if p.exists() else 'missing'} B)" for p in (jsonl, har))
+        if server:
+            stop(server[0])
+        if capture is not None:
+            # Last, so B's closing FINs are in the file; SIGINT makes tcpdump flush and report its counts.
+            time.sleep(0.3)
+            stop(capture, grace_s=5.0)
+    written = (jsonl, har, pcap_file) if pcap else (jsonl, har)
+    sizes = ", ".join(f"{p.name} ({p.stat().st_size if p.exists() else 'missing'} B)" for p in written)
     print(f"[{name}] wrote {sizes}; logs in {log_dir}", flush=True)
+    if capture is not None:
+        counts = [ln.strip() for ln in t_log.read_text(errors="replace").splitlines() if "packets" in ln]
+        print(f"[{name}] tcpdump: {'; '.join(counts)}", flush=True)
+        dropped = [ln for ln in counts if ln.endswith("dropped by kernel") and not ln.startswith("0 ")]
+        if dropped:
+            print(f"[{name}] WARNING: tcpdump lost packets ({dropped[0]}): the pcap has holes, record again", flush=True)
+        return pcap_file
+    return None
 
 
 def main() -> int:
@@ -191,12 +260,22 @@ def main() -> int:
     parser.add_argument("--out-dir", type=Path, default=HERE.parent)
     parser.add_argument("--log-dir", type=Path, default=Path("/tmp/mcp-sse-audit-recording"))
     parser.add_argument("--har-mode", choices=("keep", "stream", "buffer"), default="keep")
+    parser.add_argument("--no-pcap", dest="pcap", action="store_false",
+                        help="do not run tcpdump (default: capture the B -> server leg to .pcap)")
+    parser.add_argument("--pcapng-of", default="resume-dense", metavar="SCENARIO",
+                        help="also convert this scenario's pcap to .pcapng with editcap (default %(default)s; '' = none)")
+    parser.add_argument("--gz-of", default="server-restart", metavar="SCENARIO",
+                        help="also gzip this scenario's pcap to .pcap.gz (default %(default)s; '' = none)")
     args = parser.parse_args()
     unknown = [n for n in args.scenarios if n not in SCENARIOS]
     if unknown:
         parser.error(f"unknown scenario(s) {unknown}; choose from {list(SCENARIOS)}")
     for name in args.scenarios or list(SCENARIOS):
-        record(name, SCENARIOS[name], args.out_dir.resolve(), args.log_dir, args.har_mode)
+        pcap = record(name, SCENARIOS[name], args.out_dir.resolve(), args.log_dir, args.har_mode, args.pcap)
+        if pcap is not None and args.har_mode == "keep" and name == args.pcapng_of:
+            print(f"[{name}] wrote {derive_pcapng(pcap).name} (editcap -F pcapng)", flush=True)
+        if pcap is not None and args.har_mode == "keep" and name == args.gz_of:
+            print(f"[{name}] wrote {derive_gz(pcap).name} (gzip)", flush=True)
     return 0
 
 
