@@ -1,0 +1,269 @@
+"""Record real MCP Streamable HTTP traffic from the official TypeScript SDK as proxy JSONL, HAR and pcap.
+
+For each scenario, in one run:
+
+    client.cjs --> mitmdump A (analyzer/mitm_addon.py, streams SSE, writes JSONL)
+               --> mitmdump B (../har_keep_stream.py + hardump, writes HAR on exit)
+               --> server.cjs (TS SDK, 127.0.0.1)
+    tcpdump -i lo -s 0 -U -w real-ts-<scenario>.pcap 'tcp port <server port>'   (B <-> server)
+
+then stops everything (bounded waits; SIGINT first so mitmdump writes its HAR and tcpdump
+flushes) and writes sample_logs/real-ts-<scenario>.{jsonl,har,pcap}.
+
+    python3 sample_logs/recording/ts/record_ts.py --install      # npm ci into /work/ts-rec (outside the repo)
+    python3 sample_logs/recording/ts/record_ts.py                # all scenarios
+    python3 sample_logs/recording/ts/record_ts.py get-stream-bug # one
+
+node_modules is never created inside the repo: `--install` copies package.json and
+package-lock.json to TS_REC_DIR (default /work/ts-rec) and runs `npm ci` there; server.cjs and
+client.cjs are CommonJS and run from this folder with NODE_PATH=TS_REC_DIR/node_modules.
+Environment: TS_REC_DIR, NODE (default node), NPM (default npm), MITMDUMP
+(default /work/mitm-venv/bin/mitmdump), TCPDUMP (default /usr/bin/tcpdump).
+Everything listens on 127.0.0.1 only; every wait has a deadline. Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RECORDING = HERE.parent
+REPO = RECORDING.parent.parent
+TS_REC_DIR = Path(os.environ.get("TS_REC_DIR", "/work/ts-rec"))
+NODE = os.environ.get("NODE", "node")
+NPM = os.environ.get("NPM", "npm")
+MITMDUMP = os.environ.get("MITMDUMP", "/work/mitm-venv/bin/mitmdump")
+TCPDUMP = os.environ.get("TCPDUMP", "/usr/bin/tcpdump")
+HOST = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    retry_ms: int
+    client_args: list[str]
+    keepalive_ms: int = 15000
+    store: str = "per-session"
+    restart_after_event: int | None = None  # SIGKILL the server after this `EVENT n` line, restart on the same port
+    client_timeout_s: int = 30
+
+
+SCENARIOS: dict[str, Scenario] = {
+    # tools/call slow_count: 6 steps 400 ms apart (progress + log each), server closes the POST stream
+    # after step 2 and the resumed GET stream after step 4: POST -> GET -> GET, retry 600 ms.
+    "resume": Scenario(retry_ms=600, client_args=["resume", "--steps", "6", "--interval-ms", "400", "--close-at", "2,4"]),
+    # broadcast: 8 server-initiated log notifications 300 ms apart on the standalone GET stream, the
+    # server closes that stream after #3; keep-alive comments every 1 s show the resumed GET stays open.
+    "get-stream-bug": Scenario(
+        retry_ms=500, keepalive_ms=1000,
+        client_args=["get-stream-bug", "--count", "8", "--close-after", "3", "--listen-ms", "4000"],
+    ),
+    # slow_count 6 x 300 ms; the client abandons its session after progress 2 (Client.close(), no DELETE),
+    # 2 s later a new session resumes the old call with the last token: the new session's own store
+    # (per-session, as in simpleStreamableHttp) has never seen it. keep-alive 1 s shows the empty
+    # resumed stream is held open.
+    "unknown-id": Scenario(
+        retry_ms=500, keepalive_ms=1000,
+        client_args=["unknown-id", "--steps", "6", "--interval-ms", "300", "--abandon-after", "2",
+                     "--gap-ms", "2000", "--resume-timeout-ms", "3500"],
+    ),
+    # The same client run against ONE event store shared by all sessions (as in ssePollingExample).
+    "cross-session": Scenario(
+        retry_ms=500, keepalive_ms=1000, store="shared",
+        client_args=["unknown-id", "--steps", "6", "--interval-ms", "300", "--abandon-after", "2",
+                     "--gap-ms", "2000", "--resume-timeout-ms", "3500"],
+    ),
+    # slow_count 6 x 300 ms; server SIGKILLed 0.15 s after step 2 and restarted on the same port (no
+    # sessions, empty store); retry 2000 ms so the client's reconnects reach the new process; the call
+    # times out after 6.5 s.
+    "server-restart": Scenario(
+        retry_ms=2000, keepalive_ms=1000, restart_after_event=2,
+        client_args=["server-restart", "--steps", "6", "--interval-ms", "300", "--call-timeout-ms", "6500"],
+    ),
+}
+
+
+def install() -> None:
+    TS_REC_DIR.mkdir(parents=True, exist_ok=True)
+    for name in ("package.json", "package-lock.json"):
+        shutil.copy2(HERE / name, TS_REC_DIR / name)
+    subprocess.run([NPM, "ci", "--no-audit", "--no-fund"], cwd=TS_REC_DIR, check=True, timeout=300)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, proc: subprocess.Popen, deadline_s: float = 20.0) -> None:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process {proc.args!r} exited with {proc.returncode} before listening on {port}")
+        with socket.socket() as s:
+            s.settimeout(0.5)
+            if s.connect_ex((HOST, port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listening on {HOST}:{port} after {deadline_s}s")
+
+
+def wait_text(path: Path, text: str, proc: subprocess.Popen, deadline_s: float = 10.0) -> None:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if path.exists() and text in path.read_text(errors="replace"):
+            return
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}, see {path}")
+        time.sleep(0.05)
+    raise RuntimeError(f"{text!r} not seen in {path} after {deadline_s}s")
+
+
+def start(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    out = open(log, "ab")  # noqa: SIM115 - closed with the process
+    return subprocess.Popen(cmd, cwd=HERE, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+
+
+def stop(proc: subprocess.Popen, first: int = signal.SIGINT, grace_s: float = 10.0) -> None:
+    """Signal our own process (by its pid), escalate after bounded waits."""
+    for sig, wait_s in ((first, grace_s), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        if proc.poll() is not None:
+            return
+        try:
+            os.kill(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def node_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["NODE_PATH"] = str(TS_REC_DIR / "node_modules")
+    return env
+
+
+def server_cmd(sc: Scenario, port: int) -> list[str]:
+    return [NODE, "server.cjs", "--port", str(port), "--retry-ms", str(sc.retry_ms),
+            "--keepalive-ms", str(sc.keepalive_ms), "--store", sc.store]
+
+
+def mitm_cmd(listen: int, upstream: int, extra: list[str]) -> list[str]:
+    return [MITMDUMP, "--mode", f"reverse:http://{HOST}:{upstream}", "--listen-host", HOST,
+            "--listen-port", str(listen), "--set", "connection_strategy=lazy",
+            "--set", "termlog_verbosity=info", "--set", "flow_detail=1", *extra]
+
+
+def watch_and_restart(sc: Scenario, server: list[subprocess.Popen], port: int, log: Path,
+                      stop_event: threading.Event) -> None:
+    """Scenario unknown-id: SIGKILL the server 0.15 s after `EVENT n`, start a fresh one on the same port."""
+    marker = f"EVENT {sc.restart_after_event}"
+    end = time.monotonic() + 30
+    while time.monotonic() < end and not stop_event.is_set():
+        if marker in log.read_text(errors="replace"):
+            time.sleep(0.15)  # let the step's events reach the wire
+            with log.open("a") as f:
+                f.write(f"--- record_ts.py: SIGKILL server pid {server[0].pid} at {time.time():.6f}\n")
+            server[0].kill()
+            server[0].wait(timeout=5)
+            server[0] = start(server_cmd(sc, port), log, node_env())
+            wait_port(port, server[0])
+            with log.open("a") as f:
+                f.write(f"--- record_ts.py: restarted server pid {server[0].pid} listening at {time.time():.6f}\n")
+            return
+        time.sleep(0.02)
+
+
+def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path) -> None:
+    if not (TS_REC_DIR / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
+        raise SystemExit(f"{TS_REC_DIR}/node_modules missing: run with --install first")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    for old in log_dir.glob(f"ts-{name}.*.log"):
+        old.unlink()
+    stem = f"real-ts-{name}"
+    jsonl, har, pcap = (out_dir / f"{stem}.{ext}" for ext in ("jsonl", "har", "pcap"))
+    s_port, b_port, a_port = free_port(), free_port(), free_port()
+    s_log, b_log, a_log, t_log = (log_dir / f"ts-{name}.{p}.log" for p in ("server", "mitm-har", "mitm-jsonl", "tcpdump"))
+    b_extra = ["--set", f"hardump={har}", "-s", str(RECORDING / "har_keep_stream.py")]
+    a_extra = ["-s", str(REPO / "analyzer" / "mitm_addon.py"), "--set", f"mcp_jsonl={jsonl}"]
+
+    procs: list[subprocess.Popen] = []  # tcpdump, B, A
+    server: list[subprocess.Popen] = []
+    stop_event = threading.Event()
+    watcher = None
+    try:
+        procs.append(start([TCPDUMP, "-i", "lo", "-n", "-s", "0", "-U", "-Z", "root", "-w", str(pcap),
+                            f"tcp port {s_port}"], t_log))
+        wait_text(t_log, "listening on", procs[-1])
+        server.append(start(server_cmd(sc, s_port), s_log, node_env()))
+        wait_port(s_port, server[0])
+        procs.append(start(mitm_cmd(b_port, s_port, b_extra), b_log))
+        wait_port(b_port, procs[-1])
+        procs.append(start(mitm_cmd(a_port, b_port, a_extra), a_log))
+        wait_port(a_port, procs[-1])
+        time.sleep(1.0)  # mitmdump listens before it reports script errors and exits
+        for proc, log in zip(procs[1:], (b_log, a_log), strict=True):
+            if proc.poll() is not None:
+                raise RuntimeError(f"mitmdump exited early ({proc.returncode}), see {log}")
+        if sc.restart_after_event is not None:
+            watcher = threading.Thread(target=watch_and_restart, args=(sc, server, s_port, s_log, stop_event))
+            watcher.start()
+        print(f"[ts-{name}] server :{s_port} <- HAR proxy :{b_port} <- JSONL proxy :{a_port} <- client "
+              f"(tcpdump on tcp port {s_port})", flush=True)
+        client = subprocess.run(
+            [NODE, "client.cjs", f"http://{HOST}:{a_port}/mcp", *sc.client_args, "--timeout", str(sc.client_timeout_s)],
+            cwd=HERE, capture_output=True, text=True, timeout=sc.client_timeout_s + 15, env=node_env(),
+        )
+        (log_dir / f"ts-{name}.client.log").write_text(client.stdout + client.stderr)
+        print(client.stdout + client.stderr, end="", flush=True)
+        print(f"[ts-{name}] client exit code {client.returncode}", flush=True)
+        time.sleep(0.5)  # let the proxies see the last connection closes
+    finally:
+        stop_event.set()
+        if watcher is not None:
+            watcher.join(timeout=35)
+        for proc in reversed(procs[1:]):  # A first, then B (its HAR is written on exit)
+            stop(proc)
+        for proc in server:
+            stop(proc)
+        if procs:
+            time.sleep(0.3)
+            stop(procs[0])  # tcpdump last: SIGINT flushes the pcap
+    sizes = ", ".join(f"{p.name} ({p.stat().st_size if p.exists() else 'missing'} B)" for p in (jsonl, har, pcap))
+    print(f"[ts-{name}] wrote {sizes}; logs in {log_dir}", flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scenarios", nargs="*", help=f"any of {list(SCENARIOS)} (default: all)")
+    parser.add_argument("--install", action="store_true", help=f"npm ci into {TS_REC_DIR} first")
+    parser.add_argument("--out-dir", type=Path, default=RECORDING.parent)
+    parser.add_argument("--log-dir", type=Path, default=Path("/tmp/mcp-sse-audit-recording"))
+    args = parser.parse_args()
+    unknown = [n for n in args.scenarios if n not in SCENARIOS]
+    if unknown:
+        parser.error(f"unknown scenario(s) {unknown}; choose from {list(SCENARIOS)}")
+    if args.install:
+        install()
+        if not args.scenarios:
+            return 0
+    for name in args.scenarios or list(SCENARIOS):
+        record(name, SCENARIOS[name], args.out_dir.resolve(), args.log_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
