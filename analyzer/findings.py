@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from . import history
+from . import eras, history, rpc
 from .streams import Frames
 from .verdicts import VERDICT_ORDER
 
@@ -117,6 +117,8 @@ def _boundary_records(f: Frames, b: pl.DataFrame) -> list[dict]:
         "events_after",
         "cut_off_before",
         "next_use",
+        "views",
+        pl.col("hist_refs").alias("_hist_refs"),
         pl.col("pos").alias("_pos"),
     )
     out = rows.to_dicts()
@@ -131,6 +133,7 @@ def _boundary_findings(records: list[dict]) -> list[dict]:
     for r in records:  # one finding per non-continuous boundary: a loop over boundaries at the edge, not over events
         use = r.pop("next_use")
         pos = r.pop("_pos")
+        hist_refs = r.pop("_hist_refs") or []
         if r["verdict"] == "continuous":
             continue
         handled = {True: "the client re-initialized before using the session again",
@@ -139,6 +142,8 @@ def _boundary_findings(records: list[dict]) -> list[dict]:
         ev = [r["request"]] + ([r["resumes"]] if r["resumes"] else []) + [
             {"source": e["source"], "location": e["location"]} for e in (r["events_before"][-1:] + r["events_after"][:1])
         ]
+        # every capture that saw this reconnect, and the records of other captures that proved a loss
+        ev += [v for v in r["views"] if v != r["request"]] + [h for h in hist_refs if h not in ev]
         out.append(
             {
                 "rule": r["verdict"],
@@ -155,10 +160,11 @@ def _boundary_findings(records: list[dict]) -> list[dict]:
     return out
 
 
-def build_document(f: Frames, b: pl.DataFrame) -> dict:
+def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame) -> dict:
     boundaries = _boundary_records(f, b)
     hist = pl.concat(
-        [history.id_order(f), history.digest_conflicts(f), history.cursor_claims(b)], how="vertical_relaxed"
+        [history.id_order(f), history.digest_conflicts(f), history.cursor_claims(b), history.cross_session(f, b),
+         history.ts_get_stream(b), rpc.history_findings(f), eras.findings(f, rev)], how="vertical_relaxed"
     ).sort("pos")
     findings = _boundary_findings(boundaries) + hist.to_dicts()
     # worst first, then in the order the capture shows them
@@ -188,7 +194,11 @@ def build_document(f: Frames, b: pl.DataFrame) -> dict:
     inits = f.messages.filter(
         (pl.col("direction") == "server_to_client") & (pl.col("kind") == "response") & pl.col("protocol_version").is_not_null()
     ).group_by("session").agg(pl.col("protocol_version").first().alias("negotiated"), pl.len().alias("initialize_results"))
-    sess = sess.join(inits, on="session", how="left").with_columns(pl.col("initialize_results").fill_null(0))
+    sess = (
+        sess.join(inits, on="session", how="left")
+        .join(rev, on="session", how="left")
+        .with_columns(pl.col("initialize_results").fill_null(0))
+    )
     # "S<n>": the key of one session in this document (the same Mcp-Session-Id in two
     # unrelated inputs is two sessions); sessions are numbered in history order.
     key = {k: f"S{n}" for n, k in enumerate(sess["session"].to_list(), start=1)}
@@ -202,7 +212,8 @@ def build_document(f: Frames, b: pl.DataFrame) -> dict:
             {
                 "session": key[s["session"]],
                 "session_id": s["session_id"],
-                "protocol_version": s["negotiated"] or s["protocol_version"],
+                "protocol_version": s["revision"],
+                "era": s["era"],
                 "id_scheme": s["id_scheme"],
                 "first_seen": s["first_seen"].strftime("%Y-%m-%dT%H:%M:%S.%fZ") if s["first_seen"] else None,
                 "last_seen": s["last_seen"].strftime("%Y-%m-%dT%H:%M:%S.%fZ") if s["last_seen"] else None,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from . import idschemes
 from .streams import Frames
 
 REF = pl.Struct({"source": pl.String, "location": pl.String})
@@ -34,6 +35,23 @@ EFFECTS = {
     "id_reused_across_streams": "The server numbers events per stream, although the spec requires ids unique "
     "across all streams of a session: a Last-Event-ID cannot say which stream to resume, and a server may replay "
     "the wrong one.",
+    "request_unanswered": "Unbounded latency: the client waits for a response that will never be sent, until it times out.",
+    "duplicate_response": "Duplicate side effects: a response processed twice (a tool result acted on twice).",
+    "duplicate_side_effect": "Duplicate side effects: a server request (sampling, elicitation, roots) was delivered and answered twice.",
+    "duplicate_server_request": "A server request (sampling, elicitation, roots) was delivered twice; answering it twice would run it twice.",
+    "response_without_request": "A response this session never asked for: another session's or another process's messages were replayed here.",
+    "stateless_server_minted_session": "Revision 2026-07-28 removed sessions: clients of that revision ignore the id, "
+    "so state the server keeps per session is state nobody can reach again.",
+    "stateless_server_honoured_resumption": "Revision 2026-07-28 removed resumption: clients re-issue the request instead, "
+    "so a replayed stream delivers its results a second time.",
+    "reissued_request_ran_twice": "Duplicate side effects: the client re-issued a call after a broken stream (as revision "
+    "2026-07-28 requires) but the server had not cancelled the first one.",
+    "last_event_id_of_other_session": "The client resumed with an event id of another session: a server that accepts it "
+    "may replay that session's events (responses, tool results) into this one.",
+    "cross_session_replay": "Another session's events were replayed into this one: its tool results and notifications "
+    "reach the wrong client (a data leak across sessions; fastmcp PR #4402, GHSA-84j6-jc92-77jm).",
+    "get_stream_resume_lost": "Server notifications after this reconnect are silently dropped while the stream looks "
+    "healthy (kept alive): list changes, log messages and progress never arrive.",
     "stale_last_event_id": "The client resumed from an older point than it had reached: already-processed events "
     "are replayed to it.",
     "unknown_last_event_id": "The resume names an event no capture shows being delivered: which stream it resumes "
@@ -69,16 +87,17 @@ def id_order(f: Frames) -> pl.DataFrame:
     """
     ev = (
         f.events.filter(pl.col("visible") & pl.col("has_id"))
-        .join(f.exchanges.select("gx", "id_scheme"), on="gx")
         .sort(["gx", "ordinal"])
         .with_columns(
-            high=pl.col("id_int").cum_max().shift(1).over("gx"),
+            contiguous=pl.col("id_scheme").is_in(idschemes.CONTIGUOUS),
+            # per stream prefix: a go/csharp connection may legitimately carry a replay of one stream only
+            high=pl.col("seq").cum_max().shift(1).over(["gx", "sprefix"]),
             prev_loc=pl.col("location").shift(1).over("gx"),
             prev_id=pl.col("id").shift(1).over("gx"),
             seen=pl.int_range(pl.len()).over(["gx", "id"]),
         )
         .with_columns(
-            bad=pl.when(pl.col("id_scheme") == "integer").then(pl.col("id_int") <= pl.col("high")).otherwise(pl.col("seen") > 0)
+            bad=pl.when(pl.col("contiguous")).then(pl.col("seq") <= pl.col("high")).otherwise(pl.col("seen") > 0)
         )
         .filter(pl.col("bad"))
     )
@@ -86,7 +105,7 @@ def id_order(f: Frames) -> pl.DataFrame:
         session=pl.col("session").first(),
         session_id=pl.col("session_id").first(),
         pos=pl.col("pos").first(),
-        integer=(pl.col("id_scheme") == "integer").first(),
+        integer=pl.col("contiguous").first(),
         n=pl.len(),
         first_id=pl.col("id").first(),
         after=pl.col("prev_id").first(),
@@ -154,3 +173,66 @@ def cursor_claims(b: pl.DataFrame) -> pl.DataFrame:
         evidence=evidence,
     )
     return pl.concat([_frame(stale, "stale_last_event_id", "warning"), _frame(unknown, "unknown_last_event_id", "warning")])
+
+
+def cross_session(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
+    """A reconnect naming another session's event, and streams replayed across sessions.
+
+    A shared event store keyed only by stream (fastmcp PR #4402, GHSA-84j6-jc92-77jm)
+    replays one session's events into another: the ids and payloads show it.
+    """
+    delivered = f.events.filter(pl.col("visible") & pl.col("has_id")).select(
+        "source", pl.col("session").alias("o_session"), pl.col("session_id").alias("o_session_id"), "id", "digest"
+    )
+    named = (
+        b.filter(pl.col("header").is_not_null() & (pl.col("header") != "") & ~pl.col("id_found"))
+        .join(delivered.rename({"id": "header"}).drop("digest"), on=["source", "header"])
+        .filter(pl.col("o_session") != pl.col("session"))
+        .unique("gx")
+        .with_columns(
+            message=pl.format("the reconnect sent Last-Event-ID {}, an event of session {}", pl.col("header"), pl.col("o_session_id")),
+            evidence=pl.concat_list(_ref()),
+        )
+    )
+    after = f.events.filter(pl.col("visible") & pl.col("has_id")).join(b.select("gx", "pos", pl.col("session").alias("b_session")), on="gx")
+    # the same event (id and payload), or an id naming a stream another session used (go, csharp, typescript ids)
+    same_event = after.join(delivered, on=["source", "id", "digest"])
+    prefixes = (
+        f.events.filter(pl.col("visible") & pl.col("sprefix").is_not_null() & (pl.col("sprefix") != ""))
+        .select("source", "sprefix", pl.col("session").alias("o_session"), pl.col("session_id").alias("o_session_id"))
+        .unique()
+    )
+    same_stream = after.filter(pl.col("sprefix").is_not_null() & (pl.col("sprefix") != "")).join(prefixes, on=["source", "sprefix"])
+    replayed = (
+        pl.concat([same_event.select(same_stream.columns), same_stream], how="vertical_relaxed")
+        .filter(pl.col("o_session") != pl.col("b_session"))
+        .group_by("gx")
+        .agg(
+            n=pl.col("id").n_unique(),
+            session=pl.col("b_session").first(),
+            session_id=pl.col("session_id").first(),
+            other=pl.col("o_session_id").first(),
+            pos=pl.col("pos").first(),
+            evidence=pl.struct("source", "location").head(4),
+        )
+        .with_columns(message=pl.format("{} event(s) delivered on this reconnect had been delivered in session {}", pl.col("n"), pl.col("other")))
+    )
+    return pl.concat([_frame(named, "last_event_id_of_other_session", "error"), _frame(replayed, "cross_session_replay", "critical")])
+
+
+def ts_get_stream(b: pl.DataFrame) -> pl.DataFrame:
+    """typescript-sdk example store: a resumed standalone GET stream is registered under the key ''
+    (``'_GET_stream_…'.split('_')[0]``), so later notifications go nowhere (#943, #2560)."""
+    hit = b.filter(
+        (pl.col("id_scheme") == "ts_stream_ms")
+        & pl.col("header").str.starts_with("_GET_stream_").fill_null(False)
+        & pl.col("status").is_between(200, 299)
+        & (pl.col("n_after") == 0)
+    ).with_columns(
+        message=pl.lit(
+            "the standalone GET stream was resumed with a _GET_stream_ id and nothing came after: the typescript-sdk "
+            "example event store registers such a resume under the wrong stream (issues #943, #2560)"
+        ),
+        evidence=pl.concat_list(_ref()),
+    )
+    return _frame(hit, "get_stream_resume_lost", "error")

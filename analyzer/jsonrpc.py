@@ -6,8 +6,11 @@ protocol revision 2025-03-26) yield one message per element.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
+
+META_VERSION = "io.modelcontextprotocol/protocolVersion"  # params._meta key of revision 2026-07-28
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,7 +20,8 @@ class Message:
     method: str | None
     error_code: int | None
     error_message: str | None
-    protocol_version: str | None  # initialize params/result protocolVersion
+    protocol_version: str | None  # initialize params/result protocolVersion, or params._meta (2026-07-28)
+    params_digest: str | None  # sha256 of the canonical JSON of params: the same call re-issued under a new id
 
 
 class NotJsonRpc(ValueError):
@@ -37,8 +41,16 @@ def _one(obj: object) -> Message:
         part = obj.get(holder)
         if isinstance(part, dict) and isinstance(part.get("protocolVersion"), str):
             version = part["protocolVersion"]
+    params = obj.get("params")
+    if version is None and isinstance(params, dict) and isinstance(params.get("_meta"), dict):
+        meta = params["_meta"].get(META_VERSION)
+        version = meta if isinstance(meta, str) else None
     if method is not None:
-        return Message("request" if "id" in obj else "notification", rpc_id, method, None, None, version)
+        digest = None
+        if params is not None:
+            canon = json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            digest = hashlib.sha256(canon.encode("utf-8", "surrogatepass")).hexdigest()
+        return Message("request" if "id" in obj else "notification", rpc_id, method, None, None, version, digest)
     if "error" in obj:
         err = obj["error"]
         code = err.get("code") if isinstance(err, dict) else None
@@ -50,9 +62,10 @@ def _one(obj: object) -> Message:
             code if isinstance(code, int) and not isinstance(code, bool) else None,
             msg if isinstance(msg, str) else None,
             None,
+            None,
         )
     if "result" in obj:
-        return Message("response", rpc_id, None, None, None, version)
+        return Message("response", rpc_id, None, None, None, version, None)
     raise NotJsonRpc("object has neither method, result nor error")
 
 

@@ -9,7 +9,7 @@ from typing import Callable
 
 import polars as pl
 
-from . import __version__, findings, inputs, streams, verdicts
+from . import __version__, eras, findings, inputs, streams, verdicts
 from .anomalies import SCHEMA as ANOMALY_SCHEMA
 from .errors import InputError
 from .findings import SEVERITIES
@@ -59,6 +59,10 @@ def run(
         try:
             got = inputs.read_one(path, fmt, redact_secrets)
         except InputError as exc:
+            if path in collected.walked and path.endswith(".json"):
+                # a .json met while walking a directory (package.json, a config) is not an error
+                collected.skipped.append(path)
+                continue
             errors.append(exc)
             input_rows.append({"path": path, "format": "unknown", "records": 0, "rejected": 0, "error": exc.reason, "notes": []})
             continue
@@ -75,8 +79,9 @@ def run(
         )
     tables = inputs.concat(parts)
     frames, links = streams.build(tables)
-    b = verdicts.judge(frames, links)
-    body = findings.build_document(frames, b)
+    rev = eras.revisions(frames)
+    b = verdicts.judge(frames, links, rev)
+    body = findings.build_document(frames, b, rev)
 
     anomalies = pl.from_arrow(tables["anomalies"]) if tables["anomalies"].num_rows else pl.from_arrow(ANOMALY_SCHEMA.empty_table())
     anomaly_rows = anomalies.to_dicts()

@@ -21,15 +21,16 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from . import idschemes, views
+
 SSE = "text/event-stream"
-INT_ID = r"^[0-9]{1,18}$"  # fits in Int64; longer digit strings are treated as opaque
 MAX_CHAIN = 64  # pointer jumping halves the chain each round: 64 rounds cover any real chain
 
 
 @dataclass(frozen=True)
 class Frames:
     exchanges: pl.DataFrame  # + gx, pos, session, stream, n_events, first_id, last_cursor
-    events: pl.DataFrame  # + gx, pos, session, stream, visible, id_int
+    events: pl.DataFrame  # + gx, pos, session, stream, visible, has_id, id_scheme, seq, sprefix
     messages: pl.DataFrame  # + gx, pos, session
 
 
@@ -54,8 +55,12 @@ def _ordered_exchanges(x: pl.DataFrame) -> pl.DataFrame:
 
 def _resume_links(x: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
     """One row per boundary: gx of the request and gx of the exchange it resumes."""
-    deliveries = ev.filter(pl.col("visible") & pl.col("has_id")).select(
-        "session", pl.col("id").alias("last_event_id"), pl.col("gx").alias("by_id_gx"), pl.col("pos").alias("by_id_pos")
+    # Several connections may have delivered the named id (per-stream counters repeat values):
+    # prefer one whose stream was still owed something (a GET stream, or a POST stream whose
+    # response had not come), then the latest.
+    deliveries = ev.filter(pl.col("visible") & pl.col("has_id")).join(x.select("gx", "finished"), on="gx").select(
+        "session", pl.col("id").alias("last_event_id"), pl.col("gx").alias("by_id_gx"), pl.col("pos").alias("by_id_pos"),
+        (~pl.col("finished")).alias("unfinished"),
     )
     with_header = x.filter(pl.col("last_event_id").is_not_null() & (pl.col("last_event_id") != ""))
     by_id = (
@@ -63,7 +68,7 @@ def _resume_links(x: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
         .join(deliveries, on=["session", "last_event_id"], how="inner")
         .filter(pl.col("by_id_pos") < pl.col("pos"))
         .group_by("gx")
-        .agg(pl.col("by_id_gx").sort_by("by_id_pos").last())
+        .agg(pl.col("by_id_gx").sort_by(["unfinished", "by_id_pos"]).last())
     )
     sse_prev = (
         x.filter((pl.col("content_type") == SSE) & pl.col("status").is_between(200, 299))
@@ -101,6 +106,18 @@ def _resume_links(x: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
     return links
 
 
+def _finished(msgs: pl.DataFrame) -> pl.DataFrame:
+    """Exchanges whose every request was answered on the exchange itself (nothing left to resume)."""
+    reqs = msgs.filter((pl.col("direction") == "client_to_server") & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null())
+    answers = msgs.filter((pl.col("direction") == "server_to_client") & pl.col("kind").is_in(["response", "error"]))
+    return (
+        reqs.select("gx", "rpc_id")
+        .join(answers.select("gx", "rpc_id", pl.lit(True).alias("ok")).unique(), on=["gx", "rpc_id"], how="left")
+        .group_by("gx")
+        .agg(finished=pl.col("ok").fill_null(False).all())
+    )
+
+
 def _stream_roots(x: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
     """stream = first connection of each resumption chain (pointer jumping, whole-table joins)."""
     parent = x.select("gx").join(links.select("gx", "resumed_gx"), on="gx", how="left").select(
@@ -127,12 +144,11 @@ def build(tables: dict) -> tuple[Frames, pl.DataFrame]:
             visible=pl.col("fate") != "cut_off",
             has_id=pl.col("id").is_not_null() & (pl.col("id") != ""),
         )
-        .with_columns(
-            id_int=pl.when(pl.col("has_id") & pl.col("id").str.contains(INT_ID)).then(pl.col("id").cast(pl.Int64, strict=False))
-        )
         .sort(["pos", "ordinal"])
     )
     msgs = pl.from_arrow(tables["messages"]).join(keys, on=["source", "xid"], how="inner")
+    x = x.join(_finished(msgs), on="gx", how="left").with_columns(pl.col("finished").fill_null(False))
+    x = views.fingerprint(x)
     links = _resume_links(x, ev)
     roots = _stream_roots(x, links)
     stream_pos = x.select(pl.col("gx").alias("root"), pl.col("pos").alias("stream"))
@@ -156,9 +172,14 @@ def build(tables: dict) -> tuple[Frames, pl.DataFrame]:
         .sort("pos")
     )
     ev = ev.join(x.select("gx", "stream"), on="gx", how="left")
-    # scheme per session: integers only when every id the session ever used is a (short) digit string
-    schemes = ev.filter(pl.col("has_id")).group_by("session").agg(
-        pl.when(pl.col("id_int").is_not_null().all()).then(pl.lit("integer")).otherwise(pl.lit("opaque")).alias("id_scheme")
-    )
+    schemes = idschemes.classify(ev)
     x = x.join(schemes, on="session", how="left").with_columns(pl.col("id_scheme").fill_null("none"))
+    ev = (
+        ev.join(schemes, on="session", how="left")
+        .with_columns(pl.col("id_scheme").fill_null("none"))
+        .with_columns(
+            seq=idschemes.seq(pl.col("id"), pl.col("id_scheme")),
+            sprefix=idschemes.prefix(pl.col("id"), pl.col("id_scheme")),
+        )
+    )
     return Frames(x, ev, msgs), links

@@ -75,6 +75,7 @@ MESSAGES = pa.schema(
         ("error_code", pa.int64()),
         ("error_message", pa.string()),
         ("protocol_version", pa.string()),
+        ("params_digest", pa.string()),  # sha256 of canonical JSON params (requests, notifications)
     ]
 )
 
@@ -231,6 +232,7 @@ class Builder:
                     "error_code": m.error_code,
                     "error_message": m.error_message,
                     "protocol_version": m.protocol_version,
+                    "params_digest": m.params_digest,
                 }
             )
 

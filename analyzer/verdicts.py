@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import polars as pl
 
+from . import eras, idschemes, rpc, views
 from .streams import SSE, Frames
 
 LIST_CAP = 1000  # ids listed per boundary; the counts stay exact
+MAX_EXPAND = 1_000_000  # missing ids checked one by one against other streams (shared counter)
 
 VERDICT_ORDER = [
     "session_invalid",
@@ -49,7 +51,8 @@ def _boundaries(f: Frames, links: pl.DataFrame) -> pl.DataFrame:
         pl.col("content_type").alias("prev_content_type"),
     )
     unrecorded = x.group_by("session").agg(session_has_unrecorded=(~pl.col("body_recorded")).any())
-    return (
+    scheme = pl.col("id_scheme")
+    b = (
         links.join(x, on="gx", how="inner")
         .join(prev, on="resumed_gx", how="left")
         .join(unrecorded, on="session", how="left")
@@ -58,14 +61,21 @@ def _boundaries(f: Frames, links: pl.DataFrame) -> pl.DataFrame:
             last_before=pl.when(pl.col("last_before") != "").then(pl.col("last_before")),
         )
         .with_columns(
-            cursor_int=pl.max_horizontal(
-                pl.col("header").cast(pl.Int64, strict=False),
-                pl.col("last_before").cast(pl.Int64, strict=False),
-            ),
+            h_seq=idschemes.seq(pl.col("header"), scheme),
+            h_prefix=idschemes.prefix(pl.col("header"), scheme),
+            l_seq=idschemes.seq(pl.col("last_before"), scheme),
+            l_prefix=idschemes.prefix(pl.col("last_before"), scheme),
             cursor_str=pl.coalesce(pl.when(pl.col("header") != "").then(pl.col("header")), pl.col("last_before")),
         )
-        .sort("pos")
     )
+    # For contiguous ids the cursor is max(claim, last delivered) on the same stream prefix:
+    # a stale claim then shows as the duplicates it causes, and a capture that missed
+    # events never invents a gap.
+    same_stream = pl.col("h_prefix").is_null() | pl.col("l_prefix").is_null() | (pl.col("h_prefix") == pl.col("l_prefix"))
+    return b.with_columns(
+        cursor_seq=pl.when(same_stream).then(pl.max_horizontal("h_seq", "l_seq")).otherwise(pl.col("h_seq")),
+        cursor_prefix=pl.coalesce("h_prefix", "l_prefix"),
+    ).sort("pos")
 
 
 def _after_events(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
@@ -77,44 +87,102 @@ def _after_events(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     )
     ev = (
         f.events.filter(pl.col("visible") & pl.col("has_id"))
-        .join(b.select("gx", "resumed_gx", "cursor_str", "cursor_int", pl.col("pos").alias("b_pos"), "stream"), on="gx")
+        .join(
+            b.select("gx", "resumed_gx", "cursor_str", "cursor_seq", "cursor_prefix", pl.col("pos").alias("b_pos"), "stream"),
+            on="gx",
+        )
         .join(before_digest, on=["resumed_gx", "cursor_str"], how="left")
         .sort(["gx", "ordinal"])
         .with_columns(k=pl.int_range(pl.len()).over("gx"))
         .with_columns(
             # the dead branch of the reference, made live: the boundary event itself, re-sent unchanged
-            overlap=(pl.col("k") == 0) & (pl.col("id") == pl.col("cursor_str")) & (pl.col("digest") == pl.col("before_digest")).fill_null(False)
+            overlap=(pl.col("k") == 0) & (pl.col("id") == pl.col("cursor_str")) & (pl.col("digest") == pl.col("before_digest")).fill_null(False),
+            # an id that names another stream than the cursor's (go, csharp, typescript ids carry their stream)
+            foreign=pl.col("cursor_prefix").is_not_null() & pl.col("sprefix").is_not_null() & (pl.col("sprefix") != pl.col("cursor_prefix")),
         )
     )
     return ev
 
 
-def _integer_checks(after: pl.DataFrame) -> pl.DataFrame:
-    """Reference cases 2-4 over every event of the resumed connection, for integer ids."""
+def _sequence_checks(f: Frames, after: pl.DataFrame) -> pl.DataFrame:
+    """Reference cases 2-4 over every event of the resumed connection, for contiguous id schemes.
+
+    With one counter shared by a session's streams (``integer_shared``) a jump is
+    only a gap for the ids that no other stream of the session delivered.
+    """
     seq = (
-        after.filter(~pl.col("overlap"))
-        .with_columns(prev=pl.col("id_int").shift(1).over("gx"))
-        .with_columns(prev=pl.coalesce("prev", "cursor_int"))
+        after.filter(~pl.col("overlap") & ~pl.col("foreign") & pl.col("seq").is_not_null() & pl.col("cursor_seq").is_not_null())
+        .with_columns(prev=pl.col("seq").shift(1).over("gx"))
+        .with_columns(prev=pl.coalesce("prev", "cursor_seq"))
         .with_columns(
-            step=pl.col("id_int") - pl.col("prev"),
-            running_max=pl.max_horizontal(pl.col("cursor_int"), pl.col("id_int").cum_max().shift(1).over("gx")),
+            step=pl.col("seq") - pl.col("prev"),
+            running_max=pl.max_horizontal(pl.col("cursor_seq"), pl.col("seq").cum_max().shift(1).over("gx")),
+        )
+        .with_row_index("rid")
+    )
+    shared = pl.col("id_scheme") == "integer_shared"
+    expand = pl.when(shared).then(pl.lit(MAX_EXPAND)).otherwise(pl.lit(LIST_CAP))
+    missing = (
+        seq.filter(pl.col("step") > 1)
+        .select("rid", "gx", "session", "stream", "id_scheme", "sprefix",
+                m=pl.int_ranges(pl.col("prev") + 1, pl.min_horizontal(pl.col("seq"), pl.col("prev") + 1 + expand)))
+        .explode("m")
+    )
+    elsewhere = (
+        f.events.filter(pl.col("visible") & (pl.col("id_scheme") == "integer_shared") & pl.col("seq").is_not_null())
+        .select("session", pl.col("stream").alias("o_stream"), pl.col("seq").alias("m"))
+        .unique()
+    )
+    taken = (
+        missing.filter(pl.col("id_scheme") == "integer_shared")
+        .join(elsewhere, on=["session", "m"], how="inner")
+        .filter(pl.col("o_stream") != pl.col("stream"))
+        .select("rid", "m")
+        .unique()
+    )
+    missing = missing.join(taken, on=["rid", "m"], how="anti")
+    per_row = missing.group_by("rid").agg(
+        n_missing_listed=pl.len(),
+        missing_ids=idschemes.format_ids(pl.col("sprefix"), pl.col("id_scheme"), pl.col("m")).head(LIST_CAP),
+    )
+    seq = (
+        seq.join(per_row, on="rid", how="left")
+        .with_columns(
+            # beyond the expansion cap nothing was subtracted: those ids count as missing
+            n_missing=pl.when(pl.col("step") <= 1)
+            .then(0)
+            .when(shared)
+            .then(pl.col("n_missing_listed").fill_null(0) + pl.max_horizontal(pl.col("step") - 1 - MAX_EXPAND, pl.lit(0)))
+            .otherwise(pl.col("step") - 1)
         )
         .with_columns(
-            brk=pl.when(pl.col("step") <= 0).then(pl.lit("replay_reset")).when(pl.col("step") > 1).then(pl.lit("gap")),
-            lost=pl.when(pl.col("step") > 1).then(
-                pl.int_ranges(pl.col("prev") + 1, pl.min_horizontal(pl.col("id_int"), pl.col("prev") + 1 + LIST_CAP))
-            ),
-            dup=pl.col("id_int") <= pl.col("running_max"),
+            brk=pl.when(pl.col("step") <= 0).then(pl.lit("replay_reset")).when(pl.col("n_missing") > 0).then(pl.lit("gap")),
+            dup=pl.col("seq") <= pl.col("running_max"),
         )
+        .sort("gx", "ordinal")
     )
     return seq.group_by("gx").agg(
         first_break=pl.col("brk").drop_nulls().first(),
         break_prev=pl.col("prev").filter(pl.col("brk").is_not_null()).first(),
         break_id=pl.col("id").filter(pl.col("brk").is_not_null()).first(),
-        lost_ids=pl.col("lost").drop_nulls().list.explode(keep_nulls=False, empty_as_null=False).head(LIST_CAP).cast(pl.String),
-        lost_count=pl.when(pl.col("step") > 1).then(pl.col("step") - 1).otherwise(0).sum(),
+        lost_ids=pl.col("missing_ids").drop_nulls().list.explode(keep_nulls=False, empty_as_null=False).head(LIST_CAP),
+        lost_count=pl.col("n_missing").sum(),
         dup_ids=pl.col("id").filter(pl.col("dup")).head(LIST_CAP),
         dup_count=pl.col("dup").sum(),
+    )
+
+
+def _foreign(after: pl.DataFrame) -> pl.DataFrame:
+    """Events whose id names another stream than the one resumed (the spec: MUST NOT replay those)."""
+    return (
+        after.filter(pl.col("foreign"))
+        .group_by("gx")
+        .agg(
+            foreign_count=pl.len(),
+            foreign_id=pl.col("id").first(),
+            foreign_prefix=pl.col("sprefix").first(),
+            cursor_prefix=pl.col("cursor_prefix").first(),
+        )
     )
 
 
@@ -184,11 +252,11 @@ def _handled(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def judge(f: Frames, links: pl.DataFrame) -> pl.DataFrame:
-    """One row per boundary with its verdict, reason, ids and handling."""
-    b = _boundaries(f, links)
+def judge(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
+    """One row per boundary with its verdict, reason, ids and handling; ``rev`` from eras.revisions."""
+    b = _boundaries(f, links).join(rev, on="session", how="left")
     after = _after_events(f, b)
-    ints = _integer_checks(after.filter(pl.col("cursor_int").is_not_null() & pl.col("id_int").is_not_null()))
+    seqs = _sequence_checks(f, after)
     opq = _opaque_checks(f, after)
     first = after.group_by("gx").agg(
         first_event_id_after=pl.col("id").first(),
@@ -197,55 +265,86 @@ def judge(f: Frames, links: pl.DataFrame) -> pl.DataFrame:
     )
     b = (
         b.join(first, on="gx", how="left")
-        .join(ints, on="gx", how="left")
+        .join(seqs, on="gx", how="left")
         .join(opq.rename({"dup_ids": "o_dup_ids", "dup_count": "o_dup_count"}), on="gx", how="left")
+        .join(_foreign(after).drop("cursor_prefix"), on="gx", how="left")
         .join(_handled(f, b), on="gx", how="left")
+        .join(rpc.boundary_signals(f, b), on="gx", how="left")
+        .join(eras.polling(f, b), on="gx", how="left")
+        .join(views.boundary_history(f, b, after), on="gx", how="left")
         .with_columns(pl.col("n_after").fill_null(0), pl.col("overlap").fill_null(False))
     )
-    integer = pl.col("id_scheme") == "integer"
+    contiguous = pl.col("id_scheme").is_in(idschemes.CONTIGUOUS)
     status_ok = pl.col("status").is_between(200, 299)
     other_session = pl.col("resp_session_id").is_not_null() & (pl.col("resp_session_id") != pl.col("session_id"))
     epoch_changed = pl.col("epoch_before").ne_missing(pl.col("replay_epoch")) & (
         pl.col("epoch_before").is_not_null() | pl.col("replay_epoch").is_not_null()
     )
     not_sse = pl.col("content_type") != SSE
+    rejected_why = pl.when(pl.col("error_message").is_not_null()).then(pl.format(" ({})", pl.col("error_message"))).otherwise(pl.lit(""))
+
+    def v(verdict: str, reason: pl.Expr) -> pl.Expr:
+        return pl.struct(v=pl.lit(verdict), r=reason)
+
     verdict_reason = (
         pl.when(pl.col("status").is_null())
-        .then(pl.struct(v=pl.lit("unverifiable"), r=pl.lit("the reconnect got no response (aborted or connection failed)")))
+        .then(v("unverifiable", pl.lit("the reconnect got no response (aborted or connection failed)")))
         .when(~status_ok)
-        .then(pl.struct(v=pl.lit("session_invalid"), r=pl.format("the reconnect was answered HTTP {}", pl.col("status"))))
+        .then(v("session_invalid", pl.format("the reconnect was answered HTTP {}{}", pl.col("status"), rejected_why)))
         .when(other_session)
-        .then(pl.struct(v=pl.lit("session_invalid"), r=pl.format("the reconnect was answered with another Mcp-Session-Id ({})", pl.col("resp_session_id"))))
+        .then(v("session_invalid", pl.format("the reconnect was answered with another Mcp-Session-Id ({})", pl.col("resp_session_id"))))
+        .when(pl.col("resurrected").is_not_null())
+        .then(v("session_resurrected", pl.col("resurrected")))
         .when(epoch_changed)
-        .then(pl.struct(v=pl.lit("epoch_change"), r=pl.format("the replay epoch changed from {} to {}", pl.col("epoch_before").fill_null("(none)"), pl.col("replay_epoch").fill_null("(none)"))))
+        .then(v("epoch_change", pl.format("the replay epoch changed from {} to {}", pl.col("epoch_before").fill_null("(none)"), pl.col("replay_epoch").fill_null("(none)"))))
         .when(not_sse)
-        .then(pl.struct(v=pl.lit("unverifiable"), r=pl.format("the reconnect was answered {} {}, not an event stream", pl.col("status"), pl.col("content_type").fill_null("(no content type)"))))
+        .then(v("unverifiable", pl.format("the reconnect was answered {} {}, not an event stream", pl.col("status"), pl.col("content_type").fill_null("(no content type)"))))
         .when(~pl.col("body_recorded"))
-        .then(pl.struct(v=pl.lit("unverifiable"), r=pl.lit("the capture did not record the reconnect's body, so its events are unknown")))
+        .then(v("unverifiable", pl.lit("the capture did not record the reconnect's body, so its events are unknown")))
+        .when(contiguous & (pl.col("first_break") == "replay_reset"))
+        .then(v("replay_reset", pl.format("event id {} came after {}: ids went back, {} event(s) already processed were delivered again", pl.col("break_id"), pl.col("break_prev"), pl.col("dup_count"))))
+        .when(~contiguous & (pl.col("o_dup_count").fill_null(0) > 0))
+        .then(v("replay_reset", pl.format("{} event id(s) this stream had already delivered were delivered again", pl.col("o_dup_count"))))
+        .when(pl.col("foreign_count").fill_null(0) > 0)
+        .then(v("cross_stream_replay", pl.format("{} event(s) carry ids of another stream (first: {}; the resumed stream is {})", pl.col("foreign_count"), pl.col("foreign_id"), pl.col("cursor_prefix"))))
+        .when(pl.col("rpc_cross").is_not_null())
+        .then(v("cross_stream_replay", pl.col("rpc_cross")))
+        .when(contiguous & (pl.col("first_break") == "gap"))
+        .then(v("gap", pl.format("event id {} came after {}: {} event id(s) were never delivered", pl.col("break_id"), pl.col("break_prev"), pl.col("lost_count"))))
+        .when(pl.col("hist_lost_count").fill_null(0) > 0)
+        .then(v("gap", pl.format(
+            "{} event(s) the server emitted on the resumed stream after the cursor never reached the client{} (shown by {})",
+            pl.col("hist_lost_count"),
+            pl.when(pl.col("hist_reused") > 0).then(pl.format("; {} of their ids were reused for other events", pl.col("hist_reused"))).otherwise(pl.lit("")),
+            pl.col("hist_sources").list.join(", "),
+        )))
+        .when((pl.col("n_after") == 0) & (pl.col("owed").fill_null(0) > 0))
+        .then(v("gap", pl.format("nothing was replayed, yet {} request(s) sent on the resumed stream never got their response ({})", pl.col("owed"), pl.col("owed_ids"))))
         .when(pl.col("n_after") == 0)
-        .then(pl.struct(v=pl.lit("unverifiable"), r=pl.lit("no event with an id arrived after the reconnect, so nothing shows the stream resumed")))
-        .when(integer & pl.col("cursor_int").is_null())
-        .then(pl.struct(v=pl.lit("unverifiable"), r=pl.lit("the client sent no Last-Event-ID and the earlier stream delivered no id to compare with")))
-        .when(integer & (pl.col("first_break") == "replay_reset"))
-        .then(pl.struct(v=pl.lit("replay_reset"), r=pl.format("event id {} came after {}: ids went back, {} event(s) already processed were delivered again", pl.col("break_id"), pl.col("break_prev"), pl.col("dup_count"))))
-        .when(integer & (pl.col("first_break") == "gap"))
-        .then(pl.struct(v=pl.lit("gap"), r=pl.format("event id {} came after {}: {} event id(s) were never delivered", pl.col("break_id"), pl.col("break_prev"), pl.col("lost_count"))))
-        .when(integer)
-        .then(pl.struct(v=pl.lit("continuous"), r=pl.format("event ids continue from the cursor {} without a gap or a repeat", pl.col("cursor_int"))))
-        .when(pl.col("o_dup_count").fill_null(0) > 0)
-        .then(pl.struct(v=pl.lit("replay_reset"), r=pl.format("{} event id(s) this stream had already delivered were delivered again", pl.col("o_dup_count"))))
-        .otherwise(pl.struct(v=pl.lit("unverifiable"), r=pl.lit("ids are opaque and no capture shows which event came after the cursor")))
+        .then(v("unverifiable", pl.lit("no event with an id arrived after the reconnect, so nothing shows the stream resumed")))
+        .when(contiguous & pl.col("cursor_seq").is_null())
+        .then(v("unverifiable", pl.lit("the client sent no Last-Event-ID and the earlier stream delivered no id to compare with")))
+        .when(contiguous)
+        .then(v("continuous", pl.format("event ids continue from the cursor {} without a gap or a repeat", pl.col("cursor_str"))))
+        .when(pl.col("successor_source").is_not_null())
+        .then(v("continuous", pl.format("{} shows that event {} came right after the cursor, and the reconnect starts with it", pl.col("successor_source"), pl.col("first_event_id_after"))))
+        .otherwise(v("unverifiable", pl.lit("ids are opaque and no capture shows which event came after the cursor")))
     )
     b = b.with_columns(_vr=verdict_reason).with_columns(
         verdict=pl.col("_vr").struct.field("v"),
-        reason=pl.when(pl.col("overlap"))
+        reason=pl.when((pl.col("_vr").struct.field("v") == "unverifiable") & pl.col("polling").fill_null(False))
+        .then(pl.format("{} (2025-11-25 polling: the server closed the connection after sending retry)", pl.col("_vr").struct.field("r")))
+        .when(pl.col("overlap"))
         .then(pl.format("{} (the server first re-sent event {} unchanged: the client must drop that duplicate)", pl.col("_vr").struct.field("r"), pl.col("cursor_str")))
         .otherwise(pl.col("_vr").struct.field("r")),
     )
-    is_int_verdict = integer & pl.col("verdict").is_in(["gap", "replay_reset", "continuous"])
+    is_int_verdict = contiguous & pl.col("verdict").is_in(["gap", "replay_reset", "continuous"]) & (pl.col("first_break").is_not_null() | (pl.col("verdict") != "gap"))
+    by_history = (
+        (pl.col("verdict") == "gap") & pl.col("hist_lost_count").is_not_null() & ~(contiguous & (pl.col("first_break") == "gap")).fill_null(False)
+    )
     b = b.with_columns(
-        lost_event_ids=pl.when(is_int_verdict).then(pl.col("lost_ids")).otherwise(pl.lit([], dtype=pl.List(pl.String))),
-        lost_count=pl.when(is_int_verdict).then(pl.col("lost_count")).otherwise(0),
+        lost_event_ids=pl.when(by_history).then(pl.col("hist_lost_ids")).when(is_int_verdict).then(pl.col("lost_ids")).otherwise(pl.lit([], dtype=pl.List(pl.String))),
+        lost_count=pl.when(by_history).then(pl.col("hist_lost_count")).when(is_int_verdict).then(pl.col("lost_count")).otherwise(0),
         duplicated_event_ids=pl.when(is_int_verdict)
         .then(pl.col("dup_ids"))
         .otherwise(pl.col("o_dup_ids"))
@@ -258,6 +357,8 @@ def judge(f: Frames, links: pl.DataFrame) -> pl.DataFrame:
         pl.col("lost_count").fill_null(0),
         severity=pl.when(pl.col("verdict") == "continuous")
         .then(pl.lit(None, dtype=pl.String))
+        .when((pl.col("verdict") == "unverifiable") & pl.col("polling").fill_null(False) & (pl.col("owed").fill_null(0) == 0))
+        .then(pl.lit("info"))
         .when(pl.col("verdict") == "unverifiable")
         .then(pl.lit("warning"))
         .when(pl.col("handled_correctly") == True)  # noqa: E712 (polars expression)
@@ -266,4 +367,4 @@ def judge(f: Frames, links: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("critical"))
         .otherwise(pl.lit("error")),
     )
-    return b.drop("_vr").sort("pos")
+    return views.dedupe(b.drop("_vr"), f)

@@ -162,7 +162,7 @@ def sse_text(events) -> str:
     return "".join(out)
 
 
-def write_jsonl(name: str, exs: list[Ex]) -> None:
+def write_jsonl(name: str, exs: list[Ex], out: Path = OUT) -> None:
     lines = []
     for n, ex in enumerate(exs):
         conn = f"c{n + 1}"
@@ -180,10 +180,10 @@ def write_jsonl(name: str, exs: list[Ex]) -> None:
         end_t = t + 0.1 + 0.1 * len(ex.events) + 0.05
         reason = {"eof": "eof", "reset": "reset", "aborted": "error"}[ex.end]
         lines.append({"kind": "close", "ts": ts(end_t), "conn": conn, "reason": reason, "by": "server" if ex.end != "aborted" else "client"})
-    (OUT / f"{name}.jsonl").write_text("".join(json.dumps(rec) + "\n" for rec in lines))
+    (out / f"{name}.jsonl").write_text("".join(json.dumps(rec) + "\n" for rec in lines))
 
 
-def write_har(name: str, exs: list[Ex]) -> None:
+def write_har(name: str, exs: list[Ex], out: Path = OUT) -> None:
     entries = []
     for n, ex in enumerate(exs):
         duration = (0.1 + 0.1 * len(ex.events) + 0.05) * 1000
@@ -221,7 +221,35 @@ def write_har(name: str, exs: list[Ex]) -> None:
     # browsers write entries when they complete: long streams come last
     entries.sort(key=lambda e: (datetime.fromisoformat(e["startedDateTime"]) + timedelta(milliseconds=e["time"])))
     har = {"log": {"version": "1.2", "creator": {"name": "make_synthetic.py", "version": "1"}, "pages": [], "entries": entries}}
-    (OUT / f"{name}.har").write_text(json.dumps(har, indent=1) + "\n")
+    (out / f"{name}.har").write_text(json.dumps(har, indent=1) + "\n")
+
+
+def three_captures() -> None:
+    """One incident, three captures (reference signature 1, "gap with continuous ids").
+
+    Replica A streams ids up to 1050 on the old GET; the load balancer had forwarded
+    only up to 1041 when the client's leg died.  A rolling restart sends the resume
+    (Last-Event-ID 1041) to replica B, whose persisted counter goes on at 1042 with
+    *new* events and an empty replay buffer.  The client sees 1041 -> 1042: continuous.
+
+    - client.har      the browser, recorded after a reload: only the resume and what followed
+    - lb-proxy.jsonl  the load balancer's client-facing legs: old GET (…1041) and the resume
+    - server-a.jsonl  replica A's own log of the connection it served: …1050
+
+    No capture alone shows the loss; the load balancer's and replica A's views of the
+    old GET together do (same session, method, no Last-Event-ID, same position), and
+    replica A's events 1042-1050 never reached the client, their ids reused by B.
+    """
+    global S1
+    S1 = hashlib.md5(b"three_captures/1").hexdigest()
+    folder = OUT / "three_captures"
+    folder.mkdir(exist_ok=True)
+    old = lambda n: json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "job-7", "progress": n, "from": "replica-a"}})  # noqa: E731
+    new = lambda n: json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "job-9", "progress": n, "from": "replica-b"}})  # noqa: E731
+    resume = get(S1, 3, last="1041", events=[(str(i), new(i)) for i in range(1042, 1047)], end="eof")
+    write_har("client", [resume, tool_call(S1, 1, 4)], folder)
+    write_jsonl("lb-proxy", init(S1, 0) + [get(S1, 1, events=[(str(i), old(i)) for i in range(1036, 1042)]), resume, tool_call(S1, 1, 4)], folder)
+    write_jsonl("server-a", init(S1, 0) + [get(S1, 1, events=[(str(i), old(i)) for i in range(1036, 1051)])], folder)
 
 
 def main() -> None:
@@ -230,6 +258,8 @@ def main() -> None:
         write_jsonl(name, exs)
         write_har(name, exs)
         print(f"wrote {OUT / name}.jsonl and .har ({len(exs)} exchanges)")
+    three_captures()
+    print(f"wrote {OUT / 'three_captures'}/client.har, lb-proxy.jsonl, server-a.jsonl")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+
+def rpc_result(rid, **result):
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "result": result})
+
+
+def rpc_note(n):
+    return json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": n}})
+
 import pytest
 
 from analyzer import pipeline
@@ -65,6 +73,14 @@ class Capture:
             body=json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "x"}}),
             resp_headers={"content-type": "application/json"},
             json_body=json.dumps({"jsonrpc": "2.0", "id": rid, "result": {}}),
+        )
+
+    def post_sse(self, sid=SID, rid=1, method="tools/call", events=(), close="eof", status=200):
+        """A POST whose request opens an SSE stream (the response, notifications, server requests come on it)."""
+        return self.exchange(
+            "POST", {"content-type": "application/json", "accept": "application/json, text/event-stream", "mcp-session-id": sid},
+            body=json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": {"name": "x"}}),
+            status=status, resp_headers={"content-type": "text/event-stream"}, events=events, close=close,
         )
 
     def text(self) -> str:

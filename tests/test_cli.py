@@ -55,7 +55,12 @@ def test_json_to_stdout_is_valid_and_summary_moves_to_stderr():
 def test_html_and_json_files(tmp_path):
     r = run("analyze", str(SYN), "--json", str(tmp_path / "f.json"), "--html", str(tmp_path / "r.html"))
     assert r.exit_code == 1
-    assert json.loads((tmp_path / "f.json").read_text())["summary"]["boundaries"] == 16
+    doc = json.loads((tmp_path / "f.json").read_text())
+    # 8 scenarios, each written as JSONL and HAR of the same traffic, and the three-capture
+    # incident (its reconnect is seen by the client's and the proxy's captures): the views of
+    # each reconnect are one boundary, and every capture that saw it is named
+    assert doc["summary"]["boundaries"] == 9
+    assert all(len(b["views"]) == 2 for b in doc["boundaries"])
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
 
 

@@ -1,0 +1,107 @@
+"""Which event-id scheme a session's server uses, and how to read one id.
+
+The official SDKs make very different ids (shared/reference/mcp-transport-facts.md §2):
+
+| scheme | example | made by | contiguous |
+|---|---|---|---|
+| ``integer`` | ``17`` | a store with a counter per stream | yes, per stream |
+| ``integer_shared`` | ``17`` | python-sdk test/story stores: one counter for all streams of a session | yes, once the other streams' ids are taken out |
+| ``stream_seq`` | ``K7Q…ZC_4`` | go-sdk ``<streamID>_<idx>`` | yes, per stream prefix |
+| ``csharp`` | ``c2Vz:c3Ry:12`` | csharp-sdk ``b64(session):b64(stream):seq`` | yes, per stream prefix |
+| ``ts_stream_ms`` | ``<uuid>_1764671400123_k3j9a0x1`` | typescript-sdk example store ``<stream>_<ms>_<rand>`` | no (time + random); the prefix names the stream |
+| ``uuid`` | ``f44bb41b-…`` | python-sdk example store | no |
+| ``opaque`` | anything else | | no |
+
+A scheme is chosen per session only when *every* id the session used fits it,
+so one odd id turns a session opaque rather than into false arithmetic.
+"""
+from __future__ import annotations
+
+import polars as pl
+
+INT_ID = r"^[0-9]{1,18}$"  # fits in Int64; longer digit strings are opaque
+CSHARP_ID = r"^([A-Za-z0-9+/]+={0,2}:[A-Za-z0-9+/]+={0,2}):([0-9]{1,18})$"
+TS_ID = r"^(.*)_([0-9]{12,14})_([0-9a-z]{1,16})$"
+STREAM_SEQ_ID = r"^(.*)_([0-9]{1,18})$"
+UUID_ID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+
+# schemes whose ids can be compared by arithmetic (reference cases 2-4)
+CONTIGUOUS = ("integer", "integer_shared", "stream_seq", "csharp")
+# separator between stream prefix and sequence when a lost id is written back out
+SEPARATOR = {"integer": "", "integer_shared": "", "stream_seq": "_", "csharp": ":"}
+
+
+def classify(ev: pl.DataFrame) -> pl.DataFrame:
+    """One row per session: ``id_scheme``.  ``ev`` needs session, stream, id, has_id."""
+    ids = ev.filter(pl.col("has_id")).with_columns(
+        is_int=pl.col("id").str.contains(INT_ID),
+        is_cs=pl.col("id").str.contains(CSHARP_ID),
+        is_ts=pl.col("id").str.contains(TS_ID),
+        is_go=pl.col("id").str.contains(STREAM_SEQ_ID),
+        is_uuid=pl.col("id").str.contains(UUID_ID),
+    )
+    # integers: one counter per stream repeats values across streams; a shared counter never does
+    collisions = (
+        ids.filter(pl.col("is_int"))
+        .group_by("session", "id")
+        .agg(pl.col("stream").n_unique().alias("n"))
+        .group_by("session")
+        .agg(collide=(pl.col("n") > 1).any())
+    )
+    per = ids.group_by("session").agg(
+        all_int=pl.col("is_int").all(),
+        all_cs=pl.col("is_cs").all(),
+        all_ts=pl.col("is_ts").all(),
+        all_go=pl.col("is_go").all(),
+        all_uuid=pl.col("is_uuid").all(),
+        streams=pl.col("stream").n_unique(),
+    )
+    return per.join(collisions, on="session", how="left").select(
+        "session",
+        id_scheme=pl.when(pl.col("all_int") & (pl.col("streams") > 1) & ~pl.col("collide").fill_null(False))
+        .then(pl.lit("integer_shared"))
+        .when(pl.col("all_int"))
+        .then(pl.lit("integer"))
+        .when(pl.col("all_cs"))
+        .then(pl.lit("csharp"))
+        .when(pl.col("all_ts"))
+        .then(pl.lit("ts_stream_ms"))
+        .when(pl.col("all_go"))
+        .then(pl.lit("stream_seq"))
+        .when(pl.col("all_uuid"))
+        .then(pl.lit("uuid"))
+        .otherwise(pl.lit("opaque")),
+    )
+
+
+def seq(id_col: pl.Expr, scheme: pl.Expr) -> pl.Expr:
+    """The comparable sequence number of an id under a contiguous scheme, else null."""
+    return (
+        pl.when(scheme.is_in(["integer", "integer_shared"]))
+        .then(id_col.str.extract(r"^([0-9]{1,18})$", 1))
+        .when(scheme == "csharp")
+        .then(id_col.str.extract(CSHARP_ID, 2))
+        .when(scheme == "stream_seq")
+        .then(id_col.str.extract(STREAM_SEQ_ID, 2))
+        .cast(pl.Int64, strict=False)
+    )
+
+
+def prefix(id_col: pl.Expr, scheme: pl.Expr) -> pl.Expr:
+    """The stream an id names, when the scheme encodes one ("" for plain integers)."""
+    return (
+        pl.when(scheme.is_in(["integer", "integer_shared"]))
+        .then(pl.when(id_col.str.contains(INT_ID)).then(pl.lit("")))
+        .when(scheme == "csharp")
+        .then(id_col.str.extract(CSHARP_ID, 1))
+        .when(scheme == "stream_seq")
+        .then(id_col.str.extract(STREAM_SEQ_ID, 1))
+        .when(scheme == "ts_stream_ms")
+        .then(id_col.str.extract(TS_ID, 1))
+    )
+
+
+def format_ids(prefix_col: pl.Expr, scheme: pl.Expr, seqs: pl.Expr) -> pl.Expr:
+    """Write sequence numbers back as ids of the scheme (a list expression)."""
+    sep = pl.when(scheme == "stream_seq").then(pl.lit("_")).when(scheme == "csharp").then(pl.lit(":")).otherwise(pl.lit(""))
+    return pl.format("{}{}{}", prefix_col.fill_null(""), sep, seqs)

@@ -1,0 +1,196 @@
+"""JSON-RPC semantics per session: requests paired with responses across POST
+bodies, JSON responses and SSE events (the wire, before any client rewrites ids).
+
+What the pairing shows that event ids cannot:
+
+- a request whose response never came (the reference's "unbounded latency");
+- a response or a server→client request delivered twice, and answered twice
+  ("duplicate side effects");
+- a response to a request this session never sent (another session's replay);
+- a response delivered on another stream than the one its request opened
+  (``cross_stream_replay``: python and typescript clients overwrite the id of a
+  response on a resumed stream, so only the wire shows it);
+- a server that forgot the session it still answers to (``session_resurrected``).
+"""
+from __future__ import annotations
+
+import polars as pl
+
+from .streams import SSE, Frames
+
+FORGOT = r"(?i)not initiali[sz]ed|session not found|unknown session|no valid session|invalid session|session.*expired"
+FORGOT_CODES = [-32600, -32602]
+
+
+def _tagged(f: Frames) -> pl.DataFrame:
+    x = f.exchanges.select("gx", "stream", "status", "content_type", "method", pl.col("location").alias("x_location"))
+    return f.messages.join(x.rename({"method": "http_method"}), on="gx", how="left")
+
+
+def boundary_signals(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
+    """Per boundary: why the server rejected it, what the resumed stream still owed, cross-stream
+    responses on the reconnect, and signs that the server forgot the session afterwards."""
+    m = _tagged(f)
+    keys = b.select("gx", "pos", "session", "stream")
+    # the error text the server gave when it refused the reconnect
+    refused = (
+        m.filter(pl.col("kind") == "error")
+        .group_by("gx")
+        .agg(error_message=pl.col("error_message").drop_nulls().first())
+    )
+    # requests the resumed stream was opened for, that no response anywhere in the session answered
+    requests = m.filter((pl.col("direction") == "client_to_server") & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null())
+    answered = m.filter((pl.col("direction") == "server_to_client") & pl.col("kind").is_in(["response", "error"])).select(
+        "session", "rpc_id"
+    ).unique()
+    owed = (
+        keys.join(
+            requests.filter(pl.col("content_type") == SSE).select("session", "stream", "rpc_id", "method"),
+            on=["session", "stream"],
+        )
+        .join(answered, on=["session", "rpc_id"], how="anti")
+        .group_by("gx")
+        .agg(owed=pl.len(), owed_ids=pl.format("{} id {}", pl.col("method"), pl.col("rpc_id")).sort().str.join(", "))
+    )
+    # responses on the reconnect whose request opened another stream
+    req_stream = requests.select("session", "rpc_id", pl.col("stream").alias("req_stream"), pl.col("method").alias("req_method"))
+    cross = (
+        m.filter((pl.col("origin") == "sse") & (pl.col("direction") == "server_to_client") & pl.col("kind").is_in(["response", "error"]))
+        .join(keys.select("gx"), on="gx")
+        .join(req_stream, on=["session", "rpc_id"])
+        .filter(pl.col("req_stream") != pl.col("stream"))
+        .group_by("gx")
+        .agg(
+            rpc_cross=pl.format(
+                "the reconnect delivered the response to {} id {}, which was sent on another stream",
+                pl.col("req_method"), pl.col("rpc_id"),
+            ).first()
+        )
+    )
+    # after the boundary, until the session's next boundary: did the server show it forgot the session?
+    nxt = keys.sort("pos").with_columns(next_pos=pl.col("pos").shift(-1).over("session"))
+    # (the reconnect's own response counts: a server that forgot the session shows it there first)
+    later = m.join(nxt.select(pl.col("gx").alias("b_gx"), pl.col("pos").alias("b_pos"), "next_pos", "session"), on="session").filter(
+        (pl.col("pos") >= pl.col("b_pos")) & (pl.col("next_pos").is_null() | (pl.col("pos") < pl.col("next_pos")))
+    )
+    # the same id for a *different* server request: a new process numbering from the start again
+    # (the same request delivered again is a duplicate, judged elsewhere)
+    server_reqs_before = (
+        m.filter((pl.col("direction") == "server_to_client") & (pl.col("kind") == "request"))
+        .select("session", "rpc_id", "method", "params_digest", pl.col("pos").alias("first_pos"))
+    )
+    forgot = later.filter(
+        (pl.col("direction") == "server_to_client")
+        & (pl.col("kind") == "error")
+        & pl.col("status").is_between(200, 299)
+        & (pl.col("error_code").is_in(FORGOT_CODES) | pl.col("error_message").str.contains(FORGOT).fill_null(False))
+    ).select("b_gx", "pos", why=pl.format("after the reconnect the server answered {} error {} \"{}\" under the same session id", pl.col("x_location"), pl.col("error_code"), pl.col("error_message")))
+    reinit = later.filter(
+        (pl.col("direction") == "server_to_client") & (pl.col("kind") == "response") & pl.col("protocol_version").is_not_null()
+    ).select("b_gx", "pos", why=pl.format("a second initialize result was issued under the same session id ({})", pl.col("x_location")))
+    renumbered = (
+        later.filter((pl.col("direction") == "server_to_client") & (pl.col("kind") == "request"))
+        .join(server_reqs_before, on=["session", "rpc_id"], suffix="_before")
+        .filter(
+            (pl.col("first_pos") < pl.col("b_pos"))
+            & (pl.col("method").ne_missing(pl.col("method_before")) | pl.col("params_digest").ne_missing(pl.col("params_digest_before")))
+        )
+        .select("b_gx", "pos", why=pl.format("the server numbered its own requests from the start again (id {} reused): a new process", pl.col("rpc_id")))
+    )
+    resurrected = (
+        pl.concat([forgot, reinit, renumbered])
+        .sort("pos")
+        .group_by("b_gx")
+        .agg(resurrected=pl.col("why").first())
+        .rename({"b_gx": "gx"})
+    )
+    return (
+        keys.select("gx")
+        .join(refused, on="gx", how="left")
+        .join(owed, on="gx", how="left")
+        .join(cross, on="gx", how="left")
+        .join(resurrected, on="gx", how="left")
+    )
+
+
+def history_findings(f: Frames) -> pl.DataFrame:
+    """JSON-RPC findings over the whole session history (frames in history.FINDING_COLS shape)."""
+    from .history import EFFECTS, _frame
+
+    m = _tagged(f).with_columns(ref=pl.struct("source", pl.col("x_location").alias("location")))
+    s2c = pl.col("direction") == "server_to_client"
+    c2s = pl.col("direction") == "client_to_server"
+    answer = pl.col("kind").is_in(["response", "error"])
+    requests = m.filter(c2s & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null())
+    responses = m.filter(s2c & answer & pl.col("rpc_id").is_not_null())
+    broke = f.exchanges.filter(pl.col("end_reason").is_in(["reset", "error", "aborted", "open", "capture_end"])).select("gx")
+    has_boundary_after = f.exchanges.filter(pl.col("last_event_id").is_not_null()).select("session", pl.col("pos").alias("bpos"))
+
+    unanswered = (
+        requests.filter(pl.col("status").is_between(200, 299))
+        .join(responses.select("session", "rpc_id").unique(), on=["session", "rpc_id"], how="anti")
+        .join(
+            has_boundary_after.join(requests.select("session", "pos", "gx"), on="session")
+            .filter(pl.col("bpos") > pl.col("pos"))
+            .select("gx")
+            .unique()
+            .vstack(broke),
+            on="gx",
+            how="semi",
+        )
+        .with_columns(
+            message=pl.format("request {} id {} never got a response, although its stream broke or was resumed", pl.col("method"), pl.col("rpc_id")),
+            evidence=pl.concat_list("ref"),
+        )
+    )
+    dup_resp = (
+        responses.group_by("session", "session_id", "rpc_id")
+        .agg(n=pl.len(), pos=pl.col("pos").min(), evidence=pl.col("ref").head(6))
+        .filter(pl.col("n") > 1)
+        .with_columns(message=pl.format("the response to request id {} was delivered {} times", pl.col("rpc_id"), pl.col("n")))
+    )
+    server_req = m.filter(s2c & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null())
+    client_ans = m.filter(c2s & answer & pl.col("rpc_id").is_not_null()).group_by("session", "rpc_id").agg(answers=pl.len())
+    dup_req = (
+        server_req.group_by("session", "session_id", "rpc_id")
+        .agg(n=pl.len(), method=pl.col("method").first(), pos=pl.col("pos").min(), evidence=pl.col("ref").head(6))
+        .filter(pl.col("n") > 1)
+        .join(client_ans, on=["session", "rpc_id"], how="left")
+        .with_columns(pl.col("answers").fill_null(0))
+        .with_columns(
+            message=pl.format("the server's {} request id {} was delivered {} times and answered {} times", pl.col("method"), pl.col("rpc_id"), pl.col("n"), pl.col("answers"))
+        )
+    )
+    orphan = (
+        responses.filter(pl.col("status").is_between(200, 299))  # an HTTP error's body answers the HTTP request
+        .join(requests.select("session", "rpc_id").unique(), on=["session", "rpc_id"], how="anti")
+        # a session without any recorded request (capture started late) proves nothing
+        .join(requests.select("session").unique(), on="session", how="semi")
+        .with_columns(
+            message=pl.format("a response to request id {} arrived, but this session never sent that request", pl.col("rpc_id")),
+            evidence=pl.concat_list("ref"),
+        )
+    )
+    req_stream = requests.select("session", "rpc_id", pl.col("stream").alias("req_stream"), pl.col("method").alias("req_method"), pl.col("ref").alias("req_ref"))
+    boundary_gx = f.exchanges.filter(pl.col("last_event_id").is_not_null()).select("gx")
+    cross = (
+        responses.filter(pl.col("origin") == "sse")
+        .join(req_stream, on=["session", "rpc_id"])
+        .filter(pl.col("req_stream") != pl.col("stream"))
+        .join(boundary_gx, on="gx", how="anti")  # at a reconnect it is that boundary's verdict
+        .with_columns(
+            message=pl.format("the response to {} id {} was delivered on another stream than the one its request opened", pl.col("req_method"), pl.col("rpc_id")),
+            evidence=pl.concat_list("req_ref", "ref"),
+        )
+    )
+    return pl.concat(
+        [
+            _frame(unanswered, "request_unanswered", "error"),
+            _frame(dup_resp, "duplicate_response", "error"),
+            _frame(dup_req.filter(pl.col("answers") > 1), "duplicate_side_effect", "critical"),
+            _frame(dup_req.filter(pl.col("answers") <= 1), "duplicate_server_request", "warning"),
+            _frame(orphan, "response_without_request", "error"),
+            _frame(cross, "cross_stream_replay", "error"),
+        ],
+        how="vertical_relaxed",
+    )

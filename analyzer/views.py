@@ -1,0 +1,137 @@
+"""History across captures: several inputs of one incident seen together.
+
+A client HAR, a proxy log on the load balancer and a capture on a server host
+each hold their own *view* of the same HTTP exchanges.  Clocks of different
+hosts disagree, so views are matched by what the exchange *is*, never by time:
+the session id, the method, the ``Last-Event-ID`` it sent, the request body,
+and how many such requests came before it in the same input (its fingerprint).
+
+What the other views add at a boundary:
+
+- events the server emitted on the resumed connection after the client's
+  cursor that never reached the client (a server-side capture saw them; or the
+  client's own capture shows them cut off by the disconnect), and that no later
+  connection of the stream delivered — with the same id and digest: the "gap
+  with continuous ids" signature is exactly an old event whose id was reused
+  for a new one (same id, other digest);
+- for opaque ids, which event came right after the cursor: when the reconnect
+  starts with it, continuity is proven.
+
+Each view judges the reconnect from where it stood; the boundary reported is
+the view nearest the client (its resumed connection delivered the fewest
+events), with every other view named as evidence.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+if TYPE_CHECKING:
+    from .streams import Frames
+
+LIST_CAP = 1000
+
+
+def fingerprint(x: pl.DataFrame) -> pl.DataFrame:
+    """``fp``: the same HTTP exchange in two inputs gets the same value (sessionless traffic never matches)."""
+    base = pl.concat_str(
+        [pl.col("session_id"), pl.col("method").fill_null(""), pl.col("last_event_id").fill_null("\x00"), pl.col("request_body").fill_null("")],
+        separator="\x1f",
+    )
+    return (
+        x.sort("pos")
+        .with_columns(_fpb=base.hash())
+        .with_columns(_k=pl.int_range(pl.len()).over(["source", "_fpb"]))
+        .with_columns(fp=pl.when(pl.col("session_id") != "").then(pl.format("{}#{}", pl.col("_fpb"), pl.col("_k"))))
+        .drop("_fpb", "_k")
+    )
+
+
+def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.DataFrame:
+    """Per boundary: events history proves were emitted after the cursor and never delivered,
+    and whether another view proves the reconnect's first event is the cursor's successor."""
+    x = f.exchanges.select("gx", "fp", "source")
+    ev = f.events.filter(pl.col("has_id"))
+    keys = b.select("gx", "resumed_gx", "cursor_str", "stream", pl.col("pos").alias("b_pos"), pl.col("source").alias("b_source"))
+    # the resumed connection as other inputs saw it, plus this input's own cut-off events
+    rviews = (
+        keys.join(x.select(pl.col("gx").alias("resumed_gx"), pl.col("fp").alias("rfp")), on="resumed_gx")
+        .join(x.select(pl.col("gx").alias("v_gx"), pl.col("fp").alias("rfp"), pl.col("source").alias("v_source")), on="rfp")
+        .filter(pl.col("rfp").is_not_null() & (pl.col("v_gx") != pl.col("resumed_gx")))
+        .select("gx", "v_gx", "v_source", "cursor_str")
+    )
+    view_ev = ev.select(pl.col("gx").alias("v_gx"), "ordinal", "id", "digest", "fate", pl.col("location").alias("v_location"))
+    at_cursor = (
+        rviews.join(view_ev, on="v_gx")
+        .filter(pl.col("id") == pl.col("cursor_str"))
+        .group_by("gx", "v_gx")
+        .agg(c_ord=pl.col("ordinal").max())
+    )
+    emitted_other = (
+        rviews.join(at_cursor, on=["gx", "v_gx"])
+        .join(view_ev, on="v_gx")
+        .filter(pl.col("ordinal") > pl.col("c_ord"))
+        .select("gx", "ordinal", "id", "digest", "fate", pl.col("v_source").alias("e_source"), pl.col("v_location").alias("e_location"))
+    )
+    emitted_own = (
+        keys.join(ev.filter(~pl.col("visible")).select(pl.col("gx").alias("resumed_gx"), "ordinal", "id", "digest", "fate", "source", "location"), on="resumed_gx")
+        .select("gx", "ordinal", "id", "digest", "fate", pl.col("source").alias("e_source"), pl.col("location").alias("e_location"))
+    )
+    emitted = pl.concat([emitted_other, emitted_own])
+    # delivered: on the reconnect or any later connection of the same stream, in this input
+    delivered = (
+        keys.join(
+            ev.filter(pl.col("visible")).select(pl.col("stream"), pl.col("pos").alias("d_pos"), "id", "digest"),
+            on="stream",
+        )
+        .filter(pl.col("d_pos") >= pl.col("b_pos"))
+        .select("gx", "id", "digest")
+        .unique()
+    )
+    reused = after.select("gx", "id", pl.col("digest").alias("new_digest"))
+    # a cut-off event holds only part of its data, so its digest never matches the full
+    # event: it was delivered if its id was
+    lost = (
+        pl.concat(
+            [
+                emitted.filter(pl.col("fate") != "cut_off").join(delivered, on=["gx", "id", "digest"], how="anti"),
+                emitted.filter(pl.col("fate") == "cut_off").join(delivered.select("gx", "id").unique(), on=["gx", "id"], how="anti"),
+            ]
+        )
+        .unique(["gx", "id", "digest"], keep="first")
+        .join(reused, on=["gx", "id"], how="left")
+        .sort("gx", "ordinal")
+        .group_by("gx")
+        .agg(
+            hist_lost_ids=pl.col("id").head(LIST_CAP),
+            hist_lost_count=pl.len(),
+            hist_reused=(pl.col("new_digest").is_not_null() & (pl.col("new_digest") != pl.col("digest"))).sum(),
+            hist_sources=pl.col("e_source").unique().sort(),
+            hist_refs=pl.struct(pl.col("e_source").alias("source"), pl.col("e_location").alias("location")).head(4),
+        )
+    )
+    first_after = after.filter(~pl.col("overlap")).sort("gx", "ordinal").group_by("gx").agg(
+        f_id=pl.col("id").first(), f_digest=pl.col("digest").first()
+    )
+    successor = (
+        emitted_other.sort("gx", "ordinal")
+        .group_by("gx", "e_source")
+        .agg(s_id=pl.col("id").first(), s_digest=pl.col("digest").first())
+        .join(first_after, on="gx")
+        .filter((pl.col("s_id") == pl.col("f_id")) & (pl.col("s_digest") == pl.col("f_digest")))
+        .group_by("gx")
+        .agg(successor_source=pl.col("e_source").sort().first())
+    )
+    return keys.select("gx").join(lost, on="gx", how="left").join(successor, on="gx", how="left")
+
+
+def dedupe(b: pl.DataFrame, f: Frames) -> pl.DataFrame:
+    """One boundary per reconnect: the view nearest the client, the others listed in ``views``."""
+    nvis = f.exchanges.select(pl.col("gx").alias("resumed_gx"), pl.col("n_visible").alias("_nv"))
+    b = b.join(nvis, on="resumed_gx", how="left").with_columns(
+        _key=pl.coalesce(pl.col("fp"), pl.format("solo#{}", pl.col("gx")))
+    )
+    views = b.group_by("_key").agg(views=pl.struct("source", "location").sort_by("pos"), _n=pl.len())
+    keep = b.sort(["_nv", "pos"], nulls_last=True).unique("_key", keep="first")
+    return keep.join(views, on="_key").sort("pos").drop("_nv")
