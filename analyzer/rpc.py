@@ -123,7 +123,11 @@ def history_findings(f: Frames) -> pl.DataFrame:
     answer = pl.col("kind").is_in(["response", "error"])
     requests = m.filter(c2s & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null())
     responses = m.filter(s2c & answer & pl.col("rpc_id").is_not_null())
-    broke = f.exchanges.filter(pl.col("end_reason").is_in(["reset", "error", "aborted", "open", "capture_end"])).select("gx")
+    # a stream that broke, or that the client closed before the server finished it
+    broke = f.exchanges.filter(
+        pl.col("end_reason").is_in(["reset", "error", "aborted", "open", "capture_end"])
+        | ((pl.col("end_reason") == "eof") & (pl.col("end_by") == "client"))
+    ).select("gx")
     has_boundary_after = f.exchanges.filter(pl.col("last_event_id").is_not_null()).select("session", pl.col("pos").alias("bpos"))
 
     unanswered = (
