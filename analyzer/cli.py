@@ -15,6 +15,7 @@ EXAMPLES = """
 Examples:
   mcp-sse-audit analyze sample_logs/
   mcp-sse-audit analyze capture.har proxy.jsonl.gz --json findings.json --html report.html
+  mcp-sse-audit analyze server-host.pcapng --port 8000 --fail-on critical
   mcp-sse-audit analyze /archive/2026-11/ --json - --fail-on critical | jq .summary
 \b
 Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it;
@@ -40,13 +41,17 @@ def main() -> None:
     help="Exit 1 when a finding of this severity or worse exists.",
 )
 @click.option(
-    "--format", "fmt", type=click.Choice(["auto", "jsonl", "har"]), default="auto", show_default=True,
-    help="Input format; auto recognises each file by its content.",
+    "--format", "fmt", type=click.Choice(["auto", "jsonl", "har", "pcap"]), default="auto", show_default=True,
+    help="Input format; auto recognises each file by its content (pcap covers pcapng).",
+)
+@click.option(
+    "--port", "ports", type=click.IntRange(1, 65535), multiple=True, metavar="PORT",
+    help="pcap only: analyze HTTP on these server ports (repeatable); default: any flow that looks like MCP.",
 )
 @click.option("--no-redact", is_flag=True, help="Keep Authorization, Cookie, API keys and token query parameters in the outputs.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary; only errors.")
-def analyze(paths, json_out, html_out, fail_on, fmt, no_redact, quiet):
-    """Analyze captured MCP traffic (HAR, proxy JSONL; directories are walked, .gz is read).
+def analyze(paths, json_out, html_out, fail_on, fmt, ports, no_redact, quiet):
+    """Analyze captured MCP traffic (HAR, proxy JSONL, pcap/pcapng; directories are walked, .gz is read).
 
     Rebuilds every session, stream and reconnect, judges each reconnect
     (continuous, gap, replay_reset, epoch_change, session_invalid,
@@ -57,13 +62,15 @@ def analyze(paths, json_out, html_out, fail_on, fmt, no_redact, quiet):
     if not quiet and sys.stderr.isatty():
         progress = lambda msg: click.echo(msg, err=True)  # noqa: E731
     try:
-        result = pipeline.run(list(paths), fmt=fmt, redact_secrets=not no_redact, progress=progress)
+        result = pipeline.run(
+            list(paths), fmt=fmt, redact_secrets=not no_redact, progress=progress, ports=frozenset(ports) or None
+        )
     except AuditError as exc:
         raise click.ClickException(str(exc)) from None
     for exc in result.errors:
         click.echo(f"error: {exc}", err=True)
     if result.readable == 0:
-        click.echo("error: no input was readable; nothing to analyze (give HAR or proxy JSONL files or directories)", err=True)
+        click.echo("error: no input was readable; nothing to analyze (give HAR, proxy JSONL or pcap files, or directories)", err=True)
         sys.exit(2)
     doc = result.document
     if json_out:

@@ -95,7 +95,7 @@ def sniff(source: str, head: bytes) -> str:
     )
 
 
-def read_one(source: str, fmt: str = "auto", redact_secrets: bool = True) -> Ingested:
+def read_one(source: str, fmt: str = "auto", redact_secrets: bool = True, ports: frozenset[int] | None = None) -> Ingested:
     stream = open_input(source)
     try:
         try:
@@ -109,6 +109,8 @@ def read_one(source: str, fmt: str = "auto", redact_secrets: bool = True) -> Ing
             log.add("input_empty", "file")
             return READERS[kind](source, io.BytesIO(b""), redact_secrets) if kind == "jsonl" else _empty(source, kind, log)
         try:
+            if kind == "pcap":
+                return ingest_pcap.read(source, stream, redact_secrets, ports)
             return READERS[kind](source, stream, redact_secrets)
         except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
             raise InputError(source, f"read failed part-way: {exc}") from None

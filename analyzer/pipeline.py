@@ -48,6 +48,7 @@ def run(
     fmt: str = "auto",
     redact_secrets: bool = True,
     progress: Callable[[str], None] | None = None,
+    ports: frozenset[int] | None = None,
 ) -> Result:
     collected = inputs.collect(paths)
     parts = []
@@ -57,7 +58,7 @@ def run(
         if progress:
             progress(f"[{n}/{len(collected.files)}] reading {path}")
         try:
-            got = inputs.read_one(path, fmt, redact_secrets)
+            got = inputs.read_one(path, fmt, redact_secrets, ports)
         except InputError as exc:
             if path in collected.walked and path.endswith(".json"):
                 # a .json met while walking a directory (package.json, a config) is not an error

@@ -92,3 +92,10 @@ def test_terminal_summary_escapes_control_characters(tmp_path, capture):
     p = capture.write(tmp_path / "e.jsonl")
     r = run("analyze", str(p))
     assert "\x1b" not in r.stdout and "\\x1b" in r.stdout
+
+
+def test_port_narrows_pcap_analysis():
+    cap = str(ROOT / "sample_logs" / "real-python-resume-dense.pcap")
+    every = json.loads(run("analyze", cap, "--json", "-", "-q", "--fail-on", "never").stdout)
+    other = json.loads(run("analyze", cap, "--json", "-", "-q", "--fail-on", "never", "--port", "1").stdout)
+    assert every["summary"]["exchanges"] > 0 and other["summary"]["exchanges"] == 0
