@@ -147,6 +147,64 @@ def _all() -> dict[str, list[Ex]]:
         get(S1, 3, last="3", events=[("3", note(3)), ("4", note(4)), ("5", note(5))], end="eof"),
         tool_call(S1, 1, 4),
     ]
+    # --- issue [3/6]: the SDKs' id schemes, JSON-RPC semantics, protocol eras ---------------------
+    def post_sse(sid, rid, events, end="eof", method="tools/call", pv=PV, at=2.0, extra=None):
+        h = {"content-type": "application/json", "accept": "application/json, text/event-stream", "mcp-session-id": sid, "mcp-protocol-version": pv}
+        return Ex("POST", h, body=json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": extra or {"name": "slow_count"}}),
+                  resp_headers=sse_headers(), events=events, end=end, at=at)
+
+    def result(rid):
+        return json.dumps({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "done"}]}})
+
+    # python-sdk test store: one counter for the whole session; the GET stream's jump from 5 to 8
+    # is filled by the POST stream's 6 and 7 -> continuous
+    sc["shared_counter"] = lambda: init(S1, 0) + [
+        get(S1, 1, events=[(str(i), note(i)) for i in (1, 3, 5)]),
+        post_sse(S1, 1, [(str(i), note(i)) for i in (2, 4, 6)] + [("7", result(1))], at=1.5),
+        get(S1, 3, last="5", events=[(str(i), note(i)) for i in (8, 9)], end="eof"),
+    ]
+    # go-sdk ids <streamID>_<index>: index 4 and 5 of the stream never came
+    go = "KQ7ZP3XW2M5RNBT6YDHC4AJGEV"
+    sc["go_ids_gap"] = lambda: init(S1, 0) + [
+        get(S1, 1, events=[(f"{go}_{i}", note(i)) for i in range(0, 4)]),
+        get(S1, 3, last=f"{go}_3", events=[(f"{go}_{i}", note(i)) for i in (6, 7)], end="eof"),
+        tool_call(S1, 1, 4),
+    ]
+    # csharp-sdk ids b64(session):b64(stream):seq, resumed correctly
+    cs = "YTFiMmMzZDQ=:X0dFVF9zdHJlYW0="
+    sc["csharp_ids_continuous"] = lambda: init(S1, 0) + [
+        get(S1, 1, events=[(f"{cs}:{i}", note(i)) for i in range(1, 4)]),
+        get(S1, 3, last=f"{cs}:3", events=[(f"{cs}:{i}", note(i)) for i in range(4, 6)], end="eof"),
+    ]
+    # reference signature 2: the restarted server accepts the stale session id, then shows it knows nothing
+    sc["session_resurrected"] = lambda: init(S1, 0) + [
+        get(S1, 1, events=ints(1, 3)),
+        get(S1, 3, last="3", events=ints(4, 5), end="eof"),
+        Ex("POST", {"content-type": "application/json", "mcp-session-id": S1, "mcp-protocol-version": PV},
+           body=json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}), resp_headers={"content-type": "application/json"},
+           json_body=json.dumps({"jsonrpc": "2.0", "id": 2, "error": {"code": -32602, "message": "Received request before initialization was complete"}}), at=4),
+    ]
+    # the server replays stream A's response on resumed stream B (spec: MUST NOT); clients rewrite the id, the wire shows it
+    sc["cross_stream_response"] = lambda: init(S1, 0) + [
+        post_sse(S1, 5, [("a-1", note(1))], end="reset", at=1.0),
+        post_sse(S1, 6, [("b-1", note(1))], end="reset", at=1.2, extra={"name": "other"}),
+        get(S1, 3, last="b-1", events=[("b-2", result(5))], end="eof"),
+    ]
+    # 2025-11-25 polling: priming event with retry, server closes, the client polls and gets a new priming event
+    sc["polling_2025_11_25"] = lambda: [
+        Ex("POST", {"content-type": "application/json"}, body=json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}),
+           resp_headers={"content-type": "application/json", "mcp-session-id": S1},
+           json_body=json.dumps({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-11-25"}}), at=0),
+        get(S1, 1, events=[("p-1", "", 2000)], end="eof"),
+        get(S1, 3, last="p-1", events=[("p-2", "", 2000)], end="eof"),
+    ]
+    # 2026-07-28: no sessions; the tool call's stream broke, the client re-issued it (as it must), both ran
+    stateless = lambda rid, end, answered: Ex(  # noqa: E731
+        "POST", {"content-type": "application/json", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "charge_card"},
+        body=json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "charge_card", "arguments": {"cents": 500},
+                        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}),
+        resp_headers=sse_headers(), events=[(None, result(rid))] if answered else [], end=end, at=1 + rid)
+    sc["stateless_reissue"] = lambda: [stateless(1, "reset", True), stateless(2, "eof", True)]
     return sc
 
 
@@ -157,8 +215,9 @@ def sse_text(events) -> str:
     out = []
     for ev in events:
         eid, data = ev[0], ev[1]
-        block = (f"id: {eid}\n" if eid is not None else "") + "".join(f"data: {line}\n" for line in data.split("\n"))
-        out.append(block if len(ev) > 2 else block + "\n")
+        retry = ev[2] if len(ev) > 2 and isinstance(ev[2], int) else None
+        block = (f"id: {eid}\n" if eid is not None else "") + (f"retry: {retry}\n" if retry else "") + "".join(f"data: {line}\n" for line in data.split("\n"))
+        out.append(block if len(ev) > 2 and ev[2] == "cut" else block + "\n")
     return "".join(out)
 
 
@@ -172,8 +231,10 @@ def write_jsonl(name: str, exs: list[Ex], out: Path = OUT) -> None:
             lines.append({"kind": "response", "ts": ts(t + 0.01), "conn": conn, "status": ex.status, "headers": ex.resp_headers})
         for i, ev in enumerate(ex.events):
             rec = {"kind": "sse", "ts": ts(t + 0.1 + 0.1 * i), "conn": conn, "id": ev[0], "event": None, "data": ev[1], "retry": None}
-            if len(ev) > 2:
+            if len(ev) > 2 and ev[2] == "cut":
                 rec["truncated"] = True
+            elif len(ev) > 2:
+                rec["retry"] = ev[2]
             lines.append(rec)
         if ex.json_body is not None:
             lines.append({"kind": "body", "ts": ts(t + 0.02), "conn": conn, "data": ex.json_body})

@@ -56,10 +56,11 @@ def test_html_and_json_files(tmp_path):
     r = run("analyze", str(SYN), "--json", str(tmp_path / "f.json"), "--html", str(tmp_path / "r.html"))
     assert r.exit_code == 1
     doc = json.loads((tmp_path / "f.json").read_text())
-    # 8 scenarios, each written as JSONL and HAR of the same traffic, and the three-capture
-    # incident (its reconnect is seen by the client's and the proxy's captures): the views of
-    # each reconnect are one boundary, and every capture that saw it is named
-    assert doc["summary"]["boundaries"] == 9
+    # 15 scenarios, each written as JSONL and HAR of the same traffic (one of them, stateless_reissue,
+    # has no reconnect: revision 2026-07-28 has no resumption), and the three-capture incident (its
+    # reconnect is seen by the client's and the proxy's captures): the views of each reconnect are
+    # one boundary, and every capture that saw it is named
+    assert doc["summary"]["boundaries"] == 15
     assert all(len(b["views"]) == 2 for b in doc["boundaries"])
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
 
