@@ -33,18 +33,11 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
+from .verdicts import VERDICT_ORDER
+
 TEMPLATE = "report.html.j2"
 
-VERDICTS = [
-    "session_invalid",
-    "session_resurrected",
-    "epoch_change",
-    "replay_reset",
-    "cross_stream_replay",
-    "gap",
-    "unverifiable",
-    "continuous",
-]
+VERDICTS = VERDICT_ORDER
 # Verdicts that prove the stream diverged; unverifiable is counted apart.
 DIVERGED = set(VERDICTS) - {"unverifiable", "continuous"}
 SEVERITIES = ["critical", "error", "warning", "info"]
