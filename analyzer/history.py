@@ -130,7 +130,8 @@ def digest_conflicts(f: Frames) -> pl.DataFrame:
     per-stream counter that the spec forbids ("globally unique across all
     streams within that session"): a Last-Event-ID then cannot name its stream.
     """
-    ev = f.events.filter(pl.col("has_id") & (pl.col("session_id") != ""))
+    # a cut-off event holds only part of its data: its digest says nothing about its id
+    ev = f.events.filter(pl.col("has_id") & pl.col("visible") & (pl.col("session_id") != ""))
     per_stream = ev.group_by("session", "stream", "id").agg(in_stream=pl.col("digest").n_unique())
     grouped = (
         ev.group_by("session", "id")

@@ -47,7 +47,9 @@ def _one(obj: object) -> Message:
         version = meta if isinstance(meta, str) else None
     if method is not None:
         digest = None
-        if params is not None:
+        # only requests are compared by their arguments (a re-issued call, a renumbered server
+        # request); notifications are the bulk of SSE traffic and never are
+        if params is not None and "id" in obj:
             canon = json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
             digest = hashlib.sha256(canon.encode("utf-8", "surrogatepass")).hexdigest()
         return Message("request" if "id" in obj else "notification", rpc_id, method, None, None, version, digest)
