@@ -24,6 +24,16 @@ class Message:
     params_digest: str | None  # sha256 of the canonical JSON of params: the same call re-issued under a new id
 
 
+def id_text(rid: object) -> str | None:
+    """The id as JSON-ish text, so 1 and "1" stay distinct: a string is quoted with only
+    ``\\`` and ``"`` escaped (the same text the column-wise reader builds)."""
+    if rid is None:
+        return None
+    if isinstance(rid, str):
+        return '"' + rid.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return json.dumps(rid, ensure_ascii=False, separators=(",", ":"))
+
+
 class NotJsonRpc(ValueError):
     """The text is not JSON-RPC (the caller records ``jsonrpc_invalid``)."""
 
@@ -31,8 +41,7 @@ class NotJsonRpc(ValueError):
 def _one(obj: object) -> Message:
     if not isinstance(obj, dict):
         raise NotJsonRpc("element is not an object")
-    rid = obj.get("id")
-    rpc_id = None if rid is None else json.dumps(rid, ensure_ascii=False, separators=(",", ":"))
+    rpc_id = id_text(obj.get("id"))
     method = obj.get("method")
     if method is not None and not isinstance(method, str):
         raise NotJsonRpc("method is not a string")
@@ -49,10 +58,11 @@ def _one(obj: object) -> Message:
         digest = None
         # only requests are compared by their arguments (a re-issued call, a renumbered server
         # request); notifications are the bulk of SSE traffic and never are
-        if params is not None and "id" in obj:
+        if params is not None and obj.get("id") is not None:
             canon = json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
             digest = hashlib.sha256(canon.encode("utf-8", "surrogatepass")).hexdigest()
-        return Message("request" if "id" in obj else "notification", rpc_id, method, None, None, version, digest)
+        # an id of null cannot be answered: it is read as a notification, as the column-wise reader does
+        return Message("request" if rpc_id is not None else "notification", rpc_id, method, None, None, version, digest)
     if "error" in obj:
         err = obj["error"]
         code = err.get("code") if isinstance(err, dict) else None
@@ -82,3 +92,104 @@ def extract(text: str) -> list[Message]:
     if isinstance(obj, list):
         return [_one(o) for o in obj]
     return [_one(obj)]
+
+
+def sse_messages(events: "pl.DataFrame") -> tuple["pl.DataFrame", "pl.DataFrame"]:
+    """JSON-RPC messages of all dispatched SSE events at once, as Polars expressions.
+
+    SSE data is the bulk of a capture (hundreds of thousands of notifications),
+    so it is read column-wise rather than with one ``json.loads`` per event.
+    Returns (messages, invalid) where ``invalid`` lists the events whose data is
+    not a JSON-RPC message.  Batches (a JSON array: allowed in POST bodies by
+    2025-03-26, never seen in SSE) go through :func:`extract` one by one.
+    """
+    import polars as pl
+
+    d = pl.col("data")
+    live = events.filter((pl.col("fate") == "dispatched") & (d.str.strip_chars() != ""))
+    batch = d.str.strip_chars_start().str.starts_with("[")
+    one = live.filter(~batch)
+    rid = d.str.json_path_match("$.id")
+    # json_path_match returns 5 and "5" alike: the raw text tells a string id from a number
+    esc = rid.str.replace_all("\\", "\\\\", literal=True).str.replace_all('"', '\\"', literal=True)
+    quoted = pl.concat_str([pl.lit('"'), esc, pl.lit('"')])
+    # a value that is no JSON number came from a string; one that looks like a number may be
+    # a string too ("5"): then the raw text has it in quotes (such ids never need escapes)
+    number = rid.str.contains(r"^-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$")
+    is_str = ~number | d.str.contains(pl.concat_str([pl.lit('"id":'), quoted]), literal=True) | d.str.contains(
+        pl.concat_str([pl.lit('"id": '), quoted]), literal=True
+    )
+    method = d.str.json_path_match("$.method")
+    err = d.str.json_path_match("$.error")
+    has_result = d.str.json_path_match("$.result").is_not_null() | d.str.contains(r'"result"\s*:')
+    version = pl.coalesce(
+        d.str.json_path_match("$.params.protocolVersion"),
+        d.str.json_path_match("$.result.protocolVersion"),
+        d.str.json_path_match(f'$.params._meta["{META_VERSION}"]'),
+    )
+    code = d.str.json_path_match("$.error.code")
+    # Each JSON path parses the text again: the bulk (notifications) gets two, and only the
+    # rows that can be responses, errors or initialize messages get the others.
+    key = ["source", "xid", "ordinal"]
+    first = one.with_columns(rpc_id=pl.when(rid.is_null()).then(None).when(is_str).then(quoted).otherwise(rid), method=method)
+    rest = first.filter(pl.col("method").is_null() | d.str.contains("protocolVersion", literal=True)).select(
+        *key,
+        _err=err.is_not_null(),
+        _res=has_result & d.str.json_path_match("$.jsonrpc").is_not_null(),
+        error_code=pl.when(code.str.contains(r"^-?[0-9]{1,18}$")).then(code.cast(pl.Int64, strict=False)),
+        error_message=d.str.json_path_match("$.error.message"),
+        protocol_version=version,
+    )
+    parsed = first.join(rest, on=key, how="left").with_columns(
+        kind=pl.when(pl.col("method").is_not_null() & pl.col("rpc_id").is_not_null())
+        .then(pl.lit("request"))
+        .when(pl.col("method").is_not_null())
+        .then(pl.lit("notification"))
+        .when(pl.col("_err").fill_null(False))
+        .then(pl.lit("error"))
+        .when(pl.col("_res").fill_null(False))
+        .then(pl.lit("response"))
+    )
+    # requests are few: their params digest comes from the same canonical JSON as the Python path
+    reqs = parsed.filter(pl.col("kind") == "request")
+    digests = [None if m.params_digest is None else m.params_digest for t in reqs["data"].to_list() for m in _safe_extract(t)[:1]]
+    parsed = parsed.join(
+        reqs.select("source", "xid", "ordinal").with_columns(pl.Series("params_digest", digests, dtype=pl.String)),
+        on=["source", "xid", "ordinal"],
+        how="left",
+    )
+    base = [pl.col("source"), pl.col("xid"), pl.lit("sse").alias("origin"), pl.col("ordinal"), pl.lit("server_to_client").alias("direction")]
+    good = parsed.filter(pl.col("kind").is_not_null()).select(
+        *base, "kind", "rpc_id", pl.when(pl.col("kind").is_in(["request", "notification"])).then(pl.col("method")).alias("method"),
+        pl.when(pl.col("kind") == "error").then(pl.col("error_code")).alias("error_code"),
+        pl.when(pl.col("kind") == "error").then(pl.col("error_message")).alias("error_message"),
+        "protocol_version", "params_digest",
+    )
+    invalid = parsed.filter(pl.col("kind").is_null()).select("source", "location")
+    # batches: the rare slow path
+    rows = []
+    bad = []
+    for rec in live.filter(batch).select("source", "xid", "ordinal", "location", "data").iter_rows(named=True):
+        try:
+            found = extract(rec["data"])
+        except NotJsonRpc:
+            bad.append({"source": rec["source"], "location": rec["location"]})
+            continue
+        rows += [
+            {"source": rec["source"], "xid": rec["xid"], "origin": "sse", "ordinal": rec["ordinal"], "direction": "server_to_client",
+             "kind": m.kind, "rpc_id": m.rpc_id, "method": m.method, "error_code": m.error_code, "error_message": m.error_message,
+             "protocol_version": m.protocol_version, "params_digest": m.params_digest}
+            for m in found
+        ]
+    if rows:
+        good = pl.concat([good, pl.DataFrame(rows, schema=good.schema)])
+    if bad:
+        invalid = pl.concat([invalid, pl.DataFrame(bad, schema=invalid.schema)])
+    return good, invalid
+
+
+def _safe_extract(text: str) -> list[Message]:
+    try:
+        return extract(text)
+    except NotJsonRpc:
+        return []

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import polars as pl
 import pyarrow as pa
 
 from . import jsonrpc, redact
@@ -208,8 +209,6 @@ class Builder:
         ev["retry"].append(retry)
         ev["fate"].append(fate)
         ev["digest"].append(digest(event_id, data))
-        if fate == "dispatched":
-            self._messages(row["xid"], "sse", ordinal, "server_to_client", data, location)
 
     def _messages(self, xid: int, origin: str, ordinal: int | None, direction: str, text: str, location: str) -> None:
         try:
@@ -236,13 +235,20 @@ class Builder:
         for row in self.exchanges:
             row.pop("_ordinal", None)
             row.pop("_cursor", None)
+        events = pa.Table.from_pydict(self.events, schema=EVENTS)
+        # SSE data is read column-wise (jsonrpc.sse_messages); bodies went through extract() one by one
+        sse, invalid = jsonrpc.sse_messages(pl.from_arrow(events))
+        for loc in invalid["location"].to_list():
+            self.log.add("jsonrpc_invalid", loc, "not a JSON-RPC message")
+        bodies = pa.Table.from_pydict(self.messages, schema=MESSAGES)
+        messages = pa.concat_tables([bodies, sse.to_arrow().cast(MESSAGES)])
         return Ingested(
             source=self.source,
             format=fmt,
             records=records,
             exchanges=pa.Table.from_pylist(self.exchanges, schema=EXCHANGES),
-            events=pa.Table.from_pydict(self.events, schema=EVENTS),
-            messages=pa.Table.from_pydict(self.messages, schema=MESSAGES),
+            events=events,
+            messages=messages,
             anomalies=self.log.table(),
             rejected=self.log.rejected,
             notes=notes or [],

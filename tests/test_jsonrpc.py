@@ -1,0 +1,74 @@
+"""The column-wise JSON-RPC reader of SSE data agrees with the one-message-at-a-time reader."""
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analyzer import jsonrpc
+
+CASES = [
+    {"jsonrpc": "2.0", "id": 5, "result": {"protocolVersion": "2025-11-25"}},
+    {"jsonrpc": "2.0", "id": "5", "method": "sampling/createMessage", "params": {"id": "inner", "n": [1, 2]}},
+    {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"id": 7, "progress": 1}},
+    {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Session not found"}},
+    {"jsonrpc": "2.0", "id": "a\"b\\c", "result": {}},
+    {"jsonrpc": "2.0", "id": "ü-1", "error": {"code": -32602, "message": "not initialized"}},
+    {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "x", "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}},
+    {"jsonrpc": "2.0", "id": 12, "result": {"content": [{"type": "text", "text": "{\"id\": \"12\"}"}]}},
+]
+
+
+def both(texts):
+    ev = pl.DataFrame(
+        {
+            "source": ["s"] * len(texts), "xid": [0] * len(texts), "ordinal": list(range(len(texts))),
+            "location": [f"line {i}" for i in range(len(texts))], "fate": ["dispatched"] * len(texts), "data": texts,
+        }
+    )
+    got, invalid = jsonrpc.sse_messages(ev)
+    fast = sorted(
+        (r["ordinal"], r["kind"], r["rpc_id"], r["method"], r["error_code"], r["error_message"], r["protocol_version"], r["params_digest"])
+        for r in got.iter_rows(named=True)
+    )
+    slow, bad = [], []
+    for i, t in enumerate(texts):
+        if not t.strip():
+            continue
+        try:
+            slow += [(i, m.kind, m.rpc_id, m.method, m.error_code, m.error_message, m.protocol_version, m.params_digest) for m in jsonrpc.extract(t)]
+        except jsonrpc.NotJsonRpc:
+            bad.append(f"line {i}")
+    return fast, sorted(slow), sorted(invalid["location"].to_list()), sorted(bad)
+
+
+@pytest.mark.parametrize("sep", [(",", ":"), (", ", ": ")])  # JavaScript's JSON.stringify, Python's json.dumps
+def test_known_shapes_agree(sep):
+    texts = [json.dumps(c, separators=sep, ensure_ascii=False) for c in CASES] + ["not json", "", "[1, 2]", json.dumps([CASES[0], CASES[2]])]
+    fast, slow, inv_fast, inv_slow = both(texts)
+    assert fast == slow
+    assert inv_fast == inv_slow
+
+
+ids = st.one_of(st.integers(-10**6, 10**6), st.text(max_size=8), st.none())
+messages = st.fixed_dictionaries(
+    {"jsonrpc": st.just("2.0")},
+    optional={
+        "id": ids,
+        "method": st.sampled_from(["tools/call", "ping", "notifications/progress"]),
+        "params": st.dictionaries(st.sampled_from(["id", "name", "n"]), st.one_of(st.integers(), st.text(max_size=5)), max_size=3),
+        "error": st.fixed_dictionaries({"code": st.integers(-33000, 0), "message": st.text(max_size=10)}),
+        "result": st.dictionaries(st.sampled_from(["id", "ok"]), st.integers(), max_size=2),
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(messages, min_size=1, max_size=6), st.booleans())
+def test_any_message_agrees(msgs, compact):
+    sep = (",", ":") if compact else (", ", ": ")
+    fast, slow, inv_fast, inv_slow = both([json.dumps(m, separators=sep, ensure_ascii=False) for m in msgs])
+    assert fast == slow and inv_fast == inv_slow
