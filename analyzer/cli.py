@@ -3,12 +3,19 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import timezone
 from pathlib import Path
 
 import click
 
 from . import __version__, pipeline, report
 from .errors import AuditError
+
+class Failure(click.ClickException):
+    """A library error shown as one line; exit 2, never 1 (1 means findings)."""
+
+    exit_code = 2
+
 
 EXAMPLES = """
 \b
@@ -30,7 +37,11 @@ def main() -> None:
 
 
 @main.command(epilog=EXAMPLES)
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=True, readable=True))
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, dir_okay=True, readable=True))
+@click.option("--store", "store_dir", type=click.Path(file_okay=False), help="Analyze the Parquet store made by `mcp-sse-audit ingest` (instead of, or before, PATHs: new PATHs are ingested into it first).")
+@click.option("--since", type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S"]), help="With --store: only exchanges that started at or after this UTC time.")
+@click.option("--until", type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S"]), help="With --store: only exchanges that started before this UTC time.")
+@click.option("--session", "sessions", multiple=True, metavar="ID", help="With --store: only this Mcp-Session-Id (repeatable).")
 @click.option("--json", "json_out", metavar="FILE|-", help="Write the findings JSON here ('-' = stdout).")
 @click.option("--html", "html_out", metavar="FILE", type=click.Path(dir_okay=False, writable=True), help="Write the HTML incident report here.")
 @click.option(
@@ -50,7 +61,7 @@ def main() -> None:
 )
 @click.option("--no-redact", is_flag=True, help="Keep Authorization, Cookie, API keys and token query parameters in the outputs.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary; only errors.")
-def analyze(paths, json_out, html_out, fail_on, fmt, ports, no_redact, quiet):
+def analyze(paths, store_dir, since, until, sessions, json_out, html_out, fail_on, fmt, ports, no_redact, quiet):
     """Analyze captured MCP traffic (HAR, proxy JSONL, pcap/pcapng; directories are walked, .gz is read).
 
     Rebuilds every session, stream and reconnect, judges each reconnect
@@ -61,12 +72,25 @@ def analyze(paths, json_out, html_out, fail_on, fmt, ports, no_redact, quiet):
     progress = None
     if not quiet and sys.stderr.isatty():
         progress = lambda msg: click.echo(msg, err=True)  # noqa: E731
+    if not paths and not store_dir:
+        raise click.UsageError("give PATHs to analyze, or --store DIR")
+    if (since or until or sessions) and not store_dir:
+        raise click.UsageError("--since, --until and --session narrow a store: add --store DIR")
     try:
-        result = pipeline.run(
-            list(paths), fmt=fmt, redact_secrets=not no_redact, progress=progress, ports=frozenset(ports) or None
-        )
+        if store_dir:
+            from . import store as store_mod
+
+            if paths:
+                store_mod.ingest(list(paths), store_dir, fmt, not no_redact, frozenset(ports) or None, progress)
+            utc = lambda d: d.replace(tzinfo=timezone.utc) if d else None  # noqa: E731
+            tables, rows = store_mod.load(store_dir, utc(since), utc(until), tuple(sessions))
+            result = pipeline.analyze_tables(tables, rows, [], [], len(rows))
+        else:
+            result = pipeline.run(
+                list(paths), fmt=fmt, redact_secrets=not no_redact, progress=progress, ports=frozenset(ports) or None
+            )
     except AuditError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise Failure(str(exc)) from None
     for exc in result.errors:
         click.echo(f"error: {exc}", err=True)
     if result.readable == 0:
@@ -86,12 +110,40 @@ def analyze(paths, json_out, html_out, fail_on, fmt, ports, no_redact, quiet):
     sys.exit(1 if result.fails(fail_on) else 0)
 
 
+@main.command(epilog="""
+\b
+Examples:
+  mcp-sse-audit ingest /archive/2026-11/ --store /var/lib/mcp-audit/store
+  mcp-sse-audit analyze --store /var/lib/mcp-audit/store --since 2026-11-30 --json -
+\b
+A file already in the store (same bytes, whatever its name) is not parsed again,
+so a nightly run over a growing archive parses only the new files.
+""")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=True, readable=True))
+@click.option("--store", "store_dir", required=True, type=click.Path(file_okay=False), help="The store folder (created if missing).")
+@click.option("--format", "fmt", type=click.Choice(["auto", "jsonl", "har", "pcap"]), default="auto", show_default=True)
+@click.option("--port", "ports", type=click.IntRange(1, 65535), multiple=True, metavar="PORT", help="pcap only: these server ports.")
+@click.option("--no-redact", is_flag=True, help="Keep secrets in the stored tables.")
+@click.option("-q", "--quiet", is_flag=True)
+def ingest(paths, store_dir, fmt, ports, no_redact, quiet):
+    """Parse captures into a Parquet store of canonical tables, skipping inputs it already holds."""
+    from . import store as store_mod
+
+    progress = (lambda msg: click.echo(msg, err=True)) if (not quiet and sys.stderr.isatty()) else None  # noqa: E731
+    rep = store_mod.ingest(list(paths), store_dir, fmt, not no_redact, frozenset(ports) or None, progress)
+    for path in rep.unreadable:
+        click.echo(f"error: {path}: could not be read (run analyze on it for the reason)", err=True)
+    if not quiet:
+        click.echo(f"stored {len(rep.added)} new input(s), {len(rep.already)} already in {store_dir}, {len(rep.unreadable)} unreadable")
+    sys.exit(2 if rep.unreadable and not rep.added and not rep.already else 0)
+
+
 def _write(path: str, text: str) -> None:
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(text, encoding="utf-8")
     except OSError as exc:
-        raise click.ClickException(f"cannot write {path}: {exc.strerror}") from None
+        raise Failure(f"cannot write {path}: {exc.strerror}") from None
 
 
 def summary_text(doc: dict) -> str:

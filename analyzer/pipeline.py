@@ -43,6 +43,52 @@ def _generated_at() -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+@dataclass
+class Read:
+    """Inputs read into canonical tables, and the account of every file."""
+
+    parts: list
+    input_rows: list[dict]
+    errors: list[InputError]
+    skipped: list[str]
+
+    @property
+    def readable(self) -> int:
+        return sum(1 for p in self.parts if p.records > p.rejected or p.records == 0)
+
+
+def read_inputs(
+    paths: list[str],
+    fmt: str = "auto",
+    redact_secrets: bool = True,
+    progress: Callable[[str], None] | None = None,
+    ports: frozenset[int] | None = None,
+    only: Callable[[str], bool] | None = None,
+) -> Read:
+    """Read every input; ``only(path)`` may skip files (the store's already-ingested ones)."""
+    collected = inputs.collect(paths)
+    out = Read([], [], [], collected.skipped)
+    files = [p for p in collected.files if only is None or only(p)]
+    for n, path in enumerate(files, start=1):
+        if progress:
+            progress(f"[{n}/{len(files)}] reading {path}")
+        try:
+            got = inputs.read_one(path, fmt, redact_secrets, ports)
+        except InputError as exc:
+            if path in collected.walked and path.endswith(".json"):
+                # a .json met while walking a directory (package.json, a config) is not an error
+                out.skipped.append(path)
+                continue
+            out.errors.append(exc)
+            out.input_rows.append({"path": path, "format": "unknown", "records": 0, "rejected": 0, "error": exc.reason, "notes": []})
+            continue
+        out.parts.append(got)
+        out.input_rows.append(
+            {"path": path, "format": got.format, "records": got.records, "rejected": got.rejected, "error": None, "notes": got.notes}
+        )
+    return out
+
+
 def run(
     paths: list[str],
     fmt: str = "auto",
@@ -50,35 +96,12 @@ def run(
     progress: Callable[[str], None] | None = None,
     ports: frozenset[int] | None = None,
 ) -> Result:
-    collected = inputs.collect(paths)
-    parts = []
-    errors: list[InputError] = []
-    input_rows = []
-    for n, path in enumerate(collected.files, start=1):
-        if progress:
-            progress(f"[{n}/{len(collected.files)}] reading {path}")
-        try:
-            got = inputs.read_one(path, fmt, redact_secrets, ports)
-        except InputError as exc:
-            if path in collected.walked and path.endswith(".json"):
-                # a .json met while walking a directory (package.json, a config) is not an error
-                collected.skipped.append(path)
-                continue
-            errors.append(exc)
-            input_rows.append({"path": path, "format": "unknown", "records": 0, "rejected": 0, "error": exc.reason, "notes": []})
-            continue
-        parts.append(got)
-        input_rows.append(
-            {
-                "path": path,
-                "format": got.format,
-                "records": got.records,
-                "rejected": got.rejected,
-                "error": None,
-                "notes": got.notes,
-            }
-        )
-    tables = inputs.concat(parts)
+    got = read_inputs(paths, fmt, redact_secrets, progress, ports)
+    return analyze_tables(inputs.concat(got.parts), got.input_rows, got.errors, got.skipped, got.readable)
+
+
+def analyze_tables(tables: dict, input_rows: list[dict], errors: list[InputError], skipped: list[str], readable: int) -> Result:
+    """Canonical tables (from inputs or from a store) → the findings document."""
     frames, links = streams.build(tables)
     rev = eras.revisions(frames)
     b = verdicts.judge(frames, links, rev)
@@ -96,7 +119,6 @@ def run(
     verdict_counts = {v: 0 for v in verdicts.VERDICT_ORDER}
     for bd in body["boundaries"]:
         verdict_counts[bd["verdict"]] += 1
-    readable = sum(1 for p in parts if p.records > p.rejected or p.records == 0)
     doc = {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "mcp-sse-audit", "version": __version__},
@@ -116,7 +138,7 @@ def run(
             "anomalies": len(anomaly_rows),
         },
         "inputs": input_rows,
-        "skipped": collected.skipped,
+        "skipped": skipped,
         **body,
         "anomalies": anomaly_rows,
     }

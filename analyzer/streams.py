@@ -36,8 +36,11 @@ class Frames:
 
 def _ordered_exchanges(x: pl.DataFrame) -> pl.DataFrame:
     """Global position: by request start time; a missing time keeps the record's place in its source."""
+    # The order never depends on the order inputs were given in (or read back from a store):
+    # time first, then the input's name and the record's place in it.
     return (
-        x.with_row_index("gx")
+        x.sort(["source", "xid"])
+        .with_row_index("gx")
         .with_columns(
             pl.col("gx").cast(pl.Int64),
             pl.col("started").forward_fill().over("source").alias("_t"),
@@ -46,7 +49,7 @@ def _ordered_exchanges(x: pl.DataFrame) -> pl.DataFrame:
         # The grouping key.  Until captures of one incident are merged by session id,
         # each input is its own history: the same id in two inputs is two sessions.
         .with_columns((pl.col("source") + "\x1f" + pl.col("session_id")).alias("session"))
-        .sort(["_t", "gx"], nulls_last=False)
+        .sort(["_t", "source", "xid"], nulls_last=False)
         .with_row_index("pos")
         .with_columns(pl.col("pos").cast(pl.Int64))
         .drop("_t")
