@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from . import __version__, pipeline, report
+from . import __version__, findings, pipeline, report
 from .errors import AuditError
 
 class Failure(click.ClickException):
@@ -43,6 +43,7 @@ def main() -> None:
 @click.option("--until", type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S"]), help="With --store: only exchanges that started before this UTC time.")
 @click.option("--session", "sessions", multiple=True, metavar="ID", help="With --store: only this Mcp-Session-Id (repeatable).")
 @click.option("--json", "json_out", metavar="FILE|-", help="Write the findings JSON here ('-' = stdout).")
+@click.option("--json-lines", "jsonl_out", metavar="FILE|-", help="Write the findings as NDJSON: a summary line, then one line per input, session, exchange, boundary, finding, anomaly.")
 @click.option("--html", "html_out", metavar="FILE", type=click.Path(dir_okay=False, writable=True), help="Write the HTML incident report here.")
 @click.option(
     "--fail-on",
@@ -61,7 +62,7 @@ def main() -> None:
 )
 @click.option("--no-redact", is_flag=True, help="Keep Authorization, Cookie, API keys and token query parameters in the outputs.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary; only errors.")
-def analyze(paths, store_dir, since, until, sessions, json_out, html_out, fail_on, fmt, ports, no_redact, quiet):
+def analyze(paths, store_dir, since, until, sessions, json_out, jsonl_out, html_out, fail_on, fmt, ports, no_redact, quiet):
     """Analyze captured MCP traffic (HAR, proxy JSONL, pcap/pcapng; directories are walked, .gz is read).
 
     Rebuilds every session, stream and reconnect, judges each reconnect
@@ -103,10 +104,16 @@ def analyze(paths, store_dir, since, until, sessions, json_out, html_out, fail_o
             sys.stdout.write(text)
         else:
             _write(json_out, text)
+    if jsonl_out:
+        text = "".join(line + "\n" for line in findings.json_lines(doc))
+        if jsonl_out == "-":
+            sys.stdout.write(text)
+        else:
+            _write(jsonl_out, text)
     if html_out:
         _write(html_out, report.render(doc))
     if not quiet:
-        click.echo(summary_text(doc), err=(json_out == "-"))
+        click.echo(summary_text(doc), err=(json_out == "-" or jsonl_out == "-"))
     sys.exit(1 if result.fails(fail_on) else 0)
 
 

@@ -249,3 +249,20 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame) -> dict:
         "last_id",
     ).to_dicts()
     return {"sessions": sessions, "exchanges": exchanges, "boundaries": boundaries, "findings": findings}
+
+
+JSON_LINES_KINDS = (("input", "inputs"), ("session", "sessions"), ("exchange", "exchanges"), ("boundary", "boundaries"),
+                    ("finding", "findings"), ("anomaly", "anomalies"))
+
+
+def json_lines(doc: dict):
+    """The findings document as NDJSON for downstream tools: a header line (tool, summary,
+    skipped), then one line per record, each with its ``type``."""
+    import json
+
+    head = {"type": "summary", "schema_version": doc["schema_version"], "tool": doc["tool"], "generated_at": doc["generated_at"],
+            "summary": doc["summary"], "skipped": doc["skipped"]}
+    yield json.dumps(head, ensure_ascii=False)
+    for kind, key in JSON_LINES_KINDS:
+        for rec in doc[key]:
+            yield json.dumps({"type": kind, **rec}, ensure_ascii=False)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable
@@ -70,8 +71,7 @@ def read_inputs(
     out = Read([], [], [], collected.skipped)
     files = [p for p in collected.files if only is None or only(p)]
     for n, path in enumerate(files, start=1):
-        if progress:
-            progress(f"[{n}/{len(files)}] reading {path}")
+        started = time.perf_counter()
         try:
             got = inputs.read_one(path, fmt, redact_secrets, ports)
         except InputError as exc:
@@ -82,6 +82,10 @@ def read_inputs(
             out.errors.append(exc)
             out.input_rows.append({"path": path, "format": "unknown", "records": 0, "rejected": 0, "error": exc.reason, "notes": []})
             continue
+        if progress:
+            mb = os.path.getsize(path) / 1e6
+            secs = max(time.perf_counter() - started, 1e-6)
+            progress(f"[{n}/{len(files)}] {path}: {got.records} records, {mb:.1f} MB at {mb / secs:.1f} MB/s")
         out.parts.append(got)
         out.input_rows.append(
             {"path": path, "format": got.format, "records": got.records, "rejected": got.rejected, "error": None, "notes": got.notes}
@@ -97,7 +101,10 @@ def run(
     ports: frozenset[int] | None = None,
 ) -> Result:
     got = read_inputs(paths, fmt, redact_secrets, progress, ports)
-    return analyze_tables(inputs.concat(got.parts), got.input_rows, got.errors, got.skipped, got.readable)
+    tables = inputs.concat(got.parts)
+    if progress:
+        progress(f"analyzing {tables['exchanges'].num_rows} exchanges, {tables['events'].num_rows} events")
+    return analyze_tables(tables, got.input_rows, got.errors, got.skipped, got.readable)
 
 
 def analyze_tables(tables: dict, input_rows: list[dict], errors: list[InputError], skipped: list[str], readable: int) -> Result:

@@ -44,6 +44,10 @@ SEVERITIES = ["critical", "error", "warning", "info"]
 SEV_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
 COLLAPSE_ROWS = 20  # tables longer than this go inside a closed <details>
+# A capture of 100k sessions must still give a page of a few MB: the worst sessions in full, the
+# rest as one row each up to a cap, and everything in the JSON.
+MAX_FULL_SESSIONS = 200
+MAX_ROWS = 1000
 IDS_SHOWN = 20  # lost/duplicated ids listed before "… N more"
 DATA_CHARS = 160  # event data shown per event
 TIMELINE_ROWS = 300  # connections drawn per session timeline
@@ -381,7 +385,7 @@ def _key(ref) -> tuple | None:
 # context
 
 
-def _context(doc: dict) -> dict:
+def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_ROWS) -> dict:
     sessions = list(doc.get("sessions", []))
     exchanges = doc.get("exchanges", [])
     boundaries = doc.get("boundaries", [])
@@ -455,17 +459,33 @@ def _context(doc: dict) -> dict:
             )
 
     s_anchor: dict[str, str] = {}
-    full, quiet = [], []
+    full, quiet, busy = [], [], []
+    # the worst sessions get full sections: by their worst finding, then how many, then position
+    def badness(s: dict) -> tuple:
+        fs = f_by_session.get(s.get("session"), [])
+        worst = min((SEV_RANK.get(f.get("severity"), len(SEVERITIES)) for f in fs), default=len(SEVERITIES))
+        return (worst, -len(fs), -len(b_by_session.get(s.get("session"), [])))
+
+    ranked = sorted((s for s in sessions if b_by_session.get(s.get("session")) or f_by_session.get(s.get("session"))), key=badness)
+    shown_full = {id(s) for s in ranked[:max_full]}
     for n, s in enumerate(sessions, start=1):
         sid = s.get("session")
         anchor = f"session-{n}"
-        s_anchor.setdefault(sid, anchor)
         bs = b_by_session.get(sid, [])
         fs = f_by_session.get(sid, [])
-        entry = {"s": s, "anchor": anchor, "n": n}
+        entry = {"s": s, "anchor": anchor, "n": n, "boundaries": bs, "findings": fs}
         if not bs and not fs:
-            quiet.append(entry)
+            if len(quiet) < max_rows:
+                quiet.append(entry)
+                s_anchor.setdefault(sid, anchor)
             continue
+        if id(s) not in shown_full:
+            if len(busy) < max_rows:
+                entry["worst"] = next((f.get("severity") for f in sorted(fs, key=lambda f: SEV_RANK.get(f.get("severity"), 9))), None)
+                busy.append(entry)
+                s_anchor.setdefault(sid, anchor)
+            continue
+        s_anchor.setdefault(sid, anchor)
         xs = x_by_session.get(sid, [])
         entry.update(
             {
@@ -490,8 +510,16 @@ def _context(doc: dict) -> dict:
         "summary": summary,
         "verdict_badges": [(v, verdict_counts.get(v, 0), _verdict_class(v)) for v in VERDICTS],
         "severity_badges": [(s, by_sev.get(s, 0), _sev_class(s)) for s in SEVERITIES],
-        "major_findings": [f for f in prepared_findings if f.get("severity") in ("critical", "error")],
-        "minor_findings": [f for f in prepared_findings if f.get("severity") not in ("critical", "error")],
+        "major_findings": [f for f in prepared_findings if f.get("severity") in ("critical", "error")][:max_rows],
+        "minor_findings": [f for f in prepared_findings if f.get("severity") not in ("critical", "error")][:max_rows],
+        "findings_left_out": max(0, sum(1 for f in prepared_findings if f.get("severity") in ("critical", "error")) - max_rows)
+        + max(0, sum(1 for f in prepared_findings if f.get("severity") not in ("critical", "error")) - max_rows),
+        "rule_table": sorted(
+            ((rule, sev, n, _sev_class(sev)) for (rule, sev), n in _count_rules(prepared_findings).items()),
+            key=lambda r: (SEV_RANK.get(r[1], 9), -r[2], r[0] or ""),
+        ),
+        "busy_sessions": busy,
+        "sessions_left_out": len(sessions) - len(full) - len(busy) - len(quiet),
         "inputs": doc.get("inputs", []),
         "skipped": doc.get("skipped", []),
         "anomalies": doc.get("anomalies", []),
@@ -512,13 +540,24 @@ def css_hash(css: str) -> str:
     return "sha256-" + base64.b64encode(hashlib.sha256(css.encode("utf-8")).digest()).decode("ascii")
 
 
-def render(doc: dict) -> str:
-    """Render the findings document as one self-contained HTML page."""
+def _count_rules(findings: list[dict]) -> dict:
+    out: dict = {}
+    for f in findings:
+        key = (f.get("rule"), f.get("severity"))
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
+def render(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_ROWS) -> str:
+    """Render the findings document as one self-contained HTML page.
+
+    Past ``max_full`` sessions with findings, and ``max_rows`` rows of any list, the page
+    says how many more are in the JSON instead of showing them."""
     template = _environment().get_template(TEMPLATE)
     # The stylesheet is a static block of the template: render it alone first,
     # hash it, and hand the hash to the page's CSP.
     css = "".join(template.blocks["css"](template.new_context({})))
-    context = _context(doc)
+    context = _context(doc, max_full, max_rows)
     context["csp_style"] = css_hash(css)
     html = template.render(context)
     if f"<style>{css}</style>" not in html:  # the hash must cover exactly what we emit

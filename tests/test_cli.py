@@ -100,3 +100,24 @@ def test_port_narrows_pcap_analysis():
     every = json.loads(run("analyze", cap, "--json", "-", "-q", "--fail-on", "never").stdout)
     other = json.loads(run("analyze", cap, "--json", "-", "-q", "--fail-on", "never", "--port", "1").stdout)
     assert every["summary"]["exchanges"] > 0 and other["summary"]["exchanges"] == 0
+
+
+def test_json_lines_has_every_record_once():
+    r = run("analyze", str(SYN / "gap.jsonl"), "--json-lines", "-")
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    assert lines[0]["type"] == "summary" and lines[0]["summary"]["boundaries"] == 1
+    doc = json.loads(run("analyze", str(SYN / "gap.jsonl"), "--json", "-").stdout)
+    for kind, key in (("session", "sessions"), ("exchange", "exchanges"), ("boundary", "boundaries"), ("finding", "findings")):
+        got = [{k: v for k, v in x.items() if k != "type"} for x in lines if x["type"] == kind]
+        assert got == doc[key]
+    assert "reconnect verdicts: gap 1" in r.stderr
+
+
+def test_progress_goes_to_a_terminal_only(monkeypatch):
+    from analyzer import pipeline
+
+    seen = []
+    pipeline.run([str(SYN / "gap.jsonl")], progress=seen.append)
+    assert seen[0].startswith("[1/1]") and "MB/s" in seen[0] and seen[-1].startswith("analyzing")
+    r = run("analyze", str(SYN / "gap.jsonl"))  # CliRunner's stderr is no terminal: no progress lines
+    assert "MB/s" not in r.stderr

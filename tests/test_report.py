@@ -394,7 +394,23 @@ def test_many_quiet_sessions_are_listed_compactly(merged_doc):
     d["exchanges"] += [dict(d["exchanges"][0], session=f"S{90000 + n}", session_id=f"s{n}", exchange_id=f"x{9000 + n}") for n in range(20000)]
     html = report.render(d)
     busy = {b["session"] for b in merged_doc["boundaries"]} | {f["session"] for f in merged_doc["findings"]}
-    assert html.count('<tr id="session-') == 20000 + sum(1 for s in merged_doc["sessions"] if s["session"] not in busy)
+    quiet = 20000 + sum(1 for s in merged_doc["sessions"] if s["session"] not in busy)
+    # one row each up to the cap; the page says how many more the JSON has
+    assert html.count('<tr id="session-') == report.MAX_ROWS
+    assert f"{quiet - report.MAX_ROWS} more sessions are not listed on this page" in html
+    check_page(d, html)
+
+
+def test_only_the_worst_sessions_get_full_sections(merged_doc):
+    busy = {b["session"] for b in merged_doc["boundaries"]} | {f["session"] for f in merged_doc["findings"]}
+    html = report.render(merged_doc, max_full=2)
+    assert len(re.findall(r'<section class="session" id="session-', html)) == 2
+    assert html.count("More sessions with reconnects or findings") == 1
+    # the two shown in full are among the ones with critical findings
+    critical = {f["session"] for f in merged_doc["findings"] if f["severity"] == "critical"}
+    shown = re.findall(r'<section class="session" id="session-(\d+)"', html)
+    assert {merged_doc["sessions"][int(n) - 1]["session"] for n in shown} <= critical
+    assert "Findings per rule" in html and len(busy) > 2
 
 
 # --------------------------------------------------------------------------
