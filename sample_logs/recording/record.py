@@ -91,9 +91,9 @@ def wait_port(port: int, proc: subprocess.Popen, deadline_s: float = 20.0) -> No
     raise RuntimeError(f"nothing listening on {HOST}:{port} after {deadline_s}s")
 
 
-def start(cmd: list[str], log: Path, cwd: Path = HERE) -> subprocess.Popen:
+def start(cmd: list[str], log: Path, cwd: Path = HERE, env: dict[str, str] | None = None) -> subprocess.Popen:
     out = open(log, "ab")  # noqa: SIM115 - closed with the process
-    return subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
 
 
 def stop(proc: subprocess.Popen, first: int = signal.SIGINT, grace_s: float = 10.0) -> None:

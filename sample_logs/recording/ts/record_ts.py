@@ -27,8 +27,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -38,6 +36,15 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RECORDING = HERE.parent
+sys.path.insert(0, str(RECORDING))
+import record as _shared  # noqa: E402  (the python harness: process and port helpers shared by both)
+
+free_port, wait_port, stop, mitm_cmd = _shared.free_port, _shared.wait_port, _shared.stop, _shared.mitm_cmd
+
+
+def start(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    return _shared.start(cmd, log, cwd=HERE, env=env)
+
 REPO = RECORDING.parent.parent
 TS_REC_DIR = Path(os.environ.get("TS_REC_DIR", "/work/ts-rec"))
 NODE = os.environ.get("NODE", "node")
@@ -99,25 +106,6 @@ def install() -> None:
     subprocess.run([NPM, "ci", "--no-audit", "--no-fund"], cwd=TS_REC_DIR, check=True, timeout=300)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port: int, proc: subprocess.Popen, deadline_s: float = 20.0) -> None:
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise RuntimeError(f"process {proc.args!r} exited with {proc.returncode} before listening on {port}")
-        with socket.socket() as s:
-            s.settimeout(0.5)
-            if s.connect_ex((HOST, port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"nothing listening on {HOST}:{port} after {deadline_s}s")
-
-
 def wait_text(path: Path, text: str, proc: subprocess.Popen, deadline_s: float = 10.0) -> None:
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
@@ -129,27 +117,6 @@ def wait_text(path: Path, text: str, proc: subprocess.Popen, deadline_s: float =
     raise RuntimeError(f"{text!r} not seen in {path} after {deadline_s}s")
 
 
-def start(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
-    out = open(log, "ab")  # noqa: SIM115 - closed with the process
-    return subprocess.Popen(cmd, cwd=HERE, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
-
-
-def stop(proc: subprocess.Popen, first: int = signal.SIGINT, grace_s: float = 10.0) -> None:
-    """Signal our own process (by its pid), escalate after bounded waits."""
-    for sig, wait_s in ((first, grace_s), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        if proc.poll() is not None:
-            return
-        try:
-            os.kill(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 def node_env() -> dict[str, str]:
     env = dict(os.environ)
     env["NODE_PATH"] = str(TS_REC_DIR / "node_modules")
@@ -159,12 +126,6 @@ def node_env() -> dict[str, str]:
 def server_cmd(sc: Scenario, port: int) -> list[str]:
     return [NODE, "server.cjs", "--port", str(port), "--retry-ms", str(sc.retry_ms),
             "--keepalive-ms", str(sc.keepalive_ms), "--store", sc.store]
-
-
-def mitm_cmd(listen: int, upstream: int, extra: list[str]) -> list[str]:
-    return [MITMDUMP, "--mode", f"reverse:http://{HOST}:{upstream}", "--listen-host", HOST,
-            "--listen-port", str(listen), "--set", "connection_strategy=lazy",
-            "--set", "termlog_verbosity=info", "--set", "flow_detail=1", *extra]
 
 
 def watch_and_restart(sc: Scenario, server: list[subprocess.Popen], port: int, log: Path,
@@ -194,6 +155,7 @@ def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path) -> None:
     for old in log_dir.glob(f"ts-{name}.*.log"):
         old.unlink()
     stem = f"real-ts-{name}"
+    out_dir.mkdir(parents=True, exist_ok=True)  # tcpdump cannot create it
     jsonl, har, pcap = (out_dir / f"{stem}.{ext}" for ext in ("jsonl", "har", "pcap"))
     s_port, b_port, a_port = free_port(), free_port(), free_port()
     s_log, b_log, a_log, t_log = (log_dir / f"ts-{name}.{p}.log" for p in ("server", "mitm-har", "mitm-jsonl", "tcpdump"))
