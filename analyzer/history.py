@@ -146,12 +146,31 @@ def digest_conflicts(f: Frames) -> pl.DataFrame:
         .join(per_stream.group_by("session", "id").agg(pl.col("in_stream").max()), on=["session", "id"])
         .sort("pos", "id")
     )
-    same = grouped.filter(pl.col("in_stream") > 1).with_columns(
-        message=pl.format("event id {} was seen with {} different payloads on one stream", pl.col("id"), pl.col("n"))
-    )
-    across = grouped.filter(pl.col("in_stream") == 1).with_columns(
-        message=pl.format("event id {} was used on {} streams of the session for different events", pl.col("id"), pl.col("streams"))
-    )
+    # one finding per session and kind (a restarted counter conflicts on every id it reuses)
+    def per_session(df: pl.DataFrame, one: str, many: str) -> pl.DataFrame:
+        return (
+            df.group_by("session")
+            .agg(
+                session_id=pl.col("session_id").first(),
+                n_ids=pl.len(),
+                first=pl.col("id").first(),
+                ids=pl.col("id").head(5).str.join(", "),
+                pos=pl.col("pos").min(),
+                evidence=pl.col("evidence").first(),
+            )
+            .with_columns(
+                message=pl.when(pl.col("n_ids") == 1)
+                .then(pl.format("event id {} {}", pl.col("first"), pl.lit(one)))
+                .otherwise(pl.format("{} event ids ({}{}) {}", pl.col("n_ids"), pl.col("ids"),
+                                     pl.when(pl.col("n_ids") > 5).then(pl.lit(", …")).otherwise(pl.lit("")), pl.lit(many)))
+            )
+            .sort("pos")
+        )
+
+    same = per_session(grouped.filter(pl.col("in_stream") > 1), "carried different payloads on one stream",
+                       "each carried different payloads on one stream")
+    across = per_session(grouped.filter(pl.col("in_stream") == 1), "was used on several streams of the session for different events",
+                         "were each used on several streams of the session for different events")
     return pl.concat([_frame(same, "digest_conflict", "error"), _frame(across, "id_reused_across_streams", "warning")])
 
 
@@ -196,8 +215,17 @@ def cross_session(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
         )
     )
     after = f.events.filter(pl.col("visible") & pl.col("has_id")).join(b.select("gx", "pos", pl.col("session").alias("b_session")), on="gx")
-    # the same event (id and payload), or an id naming a stream another session used (go, csharp, typescript ids)
-    same_event = after.join(delivered, on=["source", "id", "digest"])
+    # the same event (id and payload), or an id naming a stream another session used (go, csharp, typescript ids).
+    # Only ids unique by construction count (uuid, typescript, opaque), and only events with data that
+    # at most two sessions share: counters restart per session and "progress 1" is common.
+    distinctive = (
+        f.events.filter(pl.col("visible") & pl.col("has_id") & (pl.col("data") != "") & pl.col("id_scheme").is_in(["uuid", "ts_stream_ms", "opaque"]))
+        .group_by("source", "id", "digest")
+        .agg(pl.col("session").n_unique().alias("n"))
+        .filter(pl.col("n") <= 2)
+        .select("source", "id", "digest")
+    )
+    same_event = after.join(distinctive, on=["source", "id", "digest"], how="semi").join(delivered, on=["source", "id", "digest"])
     prefixes = (
         f.events.filter(pl.col("visible") & pl.col("sprefix").is_not_null() & (pl.col("sprefix") != ""))
         .select("source", "sprefix", pl.col("session").alias("o_session"), pl.col("session_id").alias("o_session_id"))

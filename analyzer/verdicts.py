@@ -240,15 +240,19 @@ def _handled(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     left = b.select("gx", "pos", "session", "source").sort("pos")
     out = left.join_asof(inits, left_on="pos", right_on="init_pos", by="source", strategy="forward", allow_exact_matches=False, check_sortedness=False)
     out = out.join_asof(uses, left_on="pos", right_on="use_pos", by="session", strategy="forward", allow_exact_matches=False, check_sortedness=False)
+    # A capture rarely says which client sent a request, so a new initialize after the boundary
+    # may be another client's.  What decides is the old session: used again (anything but
+    # DELETE) = not handled, whoever initialized meanwhile; never used again after a new
+    # initialize = handled; neither = the capture ends first (null).
     return out.select(
         "gx",
         "init_pos",
         "use_pos",
         "next_use",
-        handled=pl.when(pl.col("init_pos").is_not_null() & (pl.col("use_pos").is_null() | (pl.col("init_pos") < pl.col("use_pos"))))
-        .then(True)
-        .when(pl.col("use_pos").is_not_null())
-        .then(False),
+        handled=pl.when(pl.col("use_pos").is_not_null())
+        .then(False)
+        .when(pl.col("init_pos").is_not_null())
+        .then(True),
     )
 
 

@@ -182,3 +182,21 @@ def test_each_session_judged_separately(capture, analyze):
     doc = analyze(cap)
     got = {b["session_id"]: b["verdict"] for b in doc["boundaries"]}
     assert got == {SID: "continuous", SID2: "gap"}
+
+
+def test_another_clients_initialize_does_not_count_as_handling(capture, analyze):
+    """bench/ found it: a capture holds many clients; the old session used again decides."""
+    cap = capture.initialize().stream(ids=range(1, 4)).stream(last="3", ids=[7])
+    cap.initialize(sid=SID2, rid=5)  # somebody else's new session
+    cap.call()  # ... and the first client goes on with the old one
+    b = only_boundary(analyze(cap))
+    assert b["verdict"] == "gap" and b["handled_correctly"] is False and b["severity"] == "critical"
+
+
+def test_common_notifications_in_two_sessions_are_no_cross_session_replay(capture, analyze):
+    cap = capture.initialize().initialize(sid=SID2, rid=9)
+    same = [(str(i), json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": i}})) for i in (1, 2, 3)]
+    cap.stream(events=same).stream(sid=SID2, events=same)
+    cap.stream(last="3", events=same[:1]).stream(sid=SID2, last="3", events=same[:1])
+    doc = analyze(cap)
+    assert "cross_session_replay" not in rules(doc)
