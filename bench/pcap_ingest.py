@@ -42,6 +42,8 @@ import sys
 import time
 from pathlib import Path
 
+from machine_info import cpu_model  # bench/ is on sys.path when a script here runs
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 OUT = HERE / "out"
@@ -246,14 +248,7 @@ def tshark_run(exe: str, variant: str, path: Path, timeout: float) -> dict:
 
 
 def machine(tshark: str | None) -> dict:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_model() or "unknown"
     info = {"nproc": len(os.sched_getaffinity(0)), "cpu_model": cpu, "python": platform.python_version(),
             "platform": platform.platform()}
     try:

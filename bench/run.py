@@ -39,6 +39,8 @@ import sys
 import time
 from pathlib import Path
 
+from machine_info import cpu_model  # bench/ is on sys.path when a script here runs
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 OUT = HERE / "out"
@@ -220,14 +222,7 @@ def parse_size(s: str) -> int:
 
 
 def machine() -> dict:
-    cpu = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_model()
     mem = ""
     try:
         mem = Path("/proc/meminfo").read_text().splitlines()[0].split(":", 1)[1].strip()
