@@ -42,6 +42,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -162,24 +163,29 @@ def mitm_cmd(listen: int, upstream: int, extra: list[str]) -> list[str]:
             "--set", "termlog_verbosity=info", "--set", "flow_detail=1", *extra]
 
 
-def watch_and_restart(sc: Scenario, server: list[subprocess.Popen], port: int, log: Path,
-                      stop_event: threading.Event) -> None:
-    """Scenario server-restart: SIGKILL the server after `kill_after_step`, start a fresh one."""
-    marker = f"EVENT {sc.kill_after_step}"
+def restart_after(marker: str, server: list[subprocess.Popen], port: int, log: Path, stop_event: threading.Event,
+                  fresh: Callable[[], subprocess.Popen], tag: str = "record.py") -> None:
+    """SIGKILL the server once `marker` shows in its log, then start `fresh()` on the same port (bounded: 30 s)."""
     end = time.monotonic() + 30
     while time.monotonic() < end and not stop_event.is_set():
         if marker in log.read_text(errors="replace"):
             time.sleep(0.15)  # let the step's event reach the wire
             with log.open("a") as f:
-                f.write(f"--- record.py: SIGKILL server pid {server[0].pid} at {time.time():.6f}\n")
+                f.write(f"--- {tag}: SIGKILL server pid {server[0].pid} at {time.time():.6f}\n")
             server[0].kill()
             server[0].wait(timeout=5)
-            server[0] = start(server_cmd(sc, port), log)
+            server[0] = fresh()
             wait_port(port, server[0])
             with log.open("a") as f:
-                f.write(f"--- record.py: restarted server pid {server[0].pid} listening at {time.time():.6f}\n")
+                f.write(f"--- {tag}: restarted server pid {server[0].pid} listening at {time.time():.6f}\n")
             return
-        time.sleep(0.02)
+        time.sleep(0.05)
+
+
+def watch_and_restart(sc: Scenario, server: list[subprocess.Popen], port: int, log: Path,
+                      stop_event: threading.Event) -> None:
+    """Scenario server-restart: SIGKILL the server after `kill_after_step`, start a fresh one."""
+    restart_after(f"EVENT {sc.kill_after_step}", server, port, log, stop_event, lambda: start(server_cmd(sc, port), log))
 
 
 def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path, har_mode: str, pcap: bool = True) -> Path | None:
@@ -187,6 +193,7 @@ def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path, har_mode: str,
     for old in log_dir.glob(f"{name}.*.log"):
         old.unlink()
     stem = f"real-python-{name}" + {"keep": "", "stream": ".mitm-streamed", "buffer": ".mitm-buffered"}[har_mode]
+    out_dir.mkdir(parents=True, exist_ok=True)  # tcpdump cannot create it
     jsonl, har, pcap_file = out_dir / f"{stem}.jsonl", out_dir / f"{stem}.har", out_dir / f"{stem}.pcap"
     s_port, b_port, a_port = free_port(), free_port(), free_port()
     s_log, b_log, a_log = (log_dir / f"{name}.{p}.log" for p in ("server", "mitm-har", "mitm-jsonl"))

@@ -131,21 +131,8 @@ def server_cmd(sc: Scenario, port: int) -> list[str]:
 def watch_and_restart(sc: Scenario, server: list[subprocess.Popen], port: int, log: Path,
                       stop_event: threading.Event) -> None:
     """Scenario unknown-id: SIGKILL the server 0.15 s after `EVENT n`, start a fresh one on the same port."""
-    marker = f"EVENT {sc.restart_after_event}"
-    end = time.monotonic() + 30
-    while time.monotonic() < end and not stop_event.is_set():
-        if marker in log.read_text(errors="replace"):
-            time.sleep(0.15)  # let the step's events reach the wire
-            with log.open("a") as f:
-                f.write(f"--- record_ts.py: SIGKILL server pid {server[0].pid} at {time.time():.6f}\n")
-            server[0].kill()
-            server[0].wait(timeout=5)
-            server[0] = start(server_cmd(sc, port), log, node_env())
-            wait_port(port, server[0])
-            with log.open("a") as f:
-                f.write(f"--- record_ts.py: restarted server pid {server[0].pid} listening at {time.time():.6f}\n")
-            return
-        time.sleep(0.02)
+    _shared.restart_after(f"EVENT {sc.restart_after_event}", server, port, log, stop_event,
+                          lambda: start(server_cmd(sc, port), log, node_env()), tag="record_ts.py")
 
 
 def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path) -> None:
