@@ -205,6 +205,26 @@ class MessageParser:
                     self._stop(out, "parse", f"chunk data not followed by CRLF (byte 0x{b:02x})", pkt)
                     return out
                 continue
+            if state == CHUNK_SIZE and not self.buf:
+                # Fast path: whole chunks (size line, data, CRLF) inside this segment, one loop turn
+                # each -- an event stream sends one chunk per event.  Anything else (a chunk that
+                # goes on in the next segment, the last chunk, a bad line) falls to the states below.
+                find, match = data.find, _CHUNK_LINE.fullmatch
+                while True:
+                    j = find(b"\n", i)
+                    if j < 0:
+                        break
+                    m = match(data, i, j)
+                    if m is None:
+                        break
+                    size = int(m.group(1), 16)
+                    end = j + 1 + size
+                    if not size or end + 2 > n or data[end] != 0x0D or data[end + 1] != 0x0A:
+                        break
+                    body.append(data[j + 1 : end])
+                    i = end + 2
+                if i >= n:
+                    break
             if state == CHUNK_SIZE or state == TRAILER:
                 j = data.find(b"\n", i)
                 if j < 0:

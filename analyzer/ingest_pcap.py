@@ -11,9 +11,10 @@ the result onto the same rows the HAR and JSONL ingesters make:
 * SSE events carry the time and number of the packet that completed them
   (their terminating blank line), so pcap gives exact per-event times.  Each
   piece of a reassembled stream travels with the time and number of the
-  segment that carried it (the per-byte-range (offset, ts, packet) record,
-  without a lookup), and the SSE parser is fed piece by piece, so an event
-  returned by a feed was completed by that piece;
+  segment that carried it; the body is kept with the byte offset where each
+  piece ends, parsed once at the end for all streams together
+  (:mod:`analyzer.sse_columns`), and each event takes the piece that carried
+  its blank line's first byte;
 * ``end_reason``: a response whose framing completed is "complete"; otherwise
   the TCP ending of the server's direction: FIN "eof", RST "reset", the
   capture's end "capture_end"; ``end_by`` is the side that closed first / reset.
@@ -28,15 +29,18 @@ from __future__ import annotations
 
 import gc
 import re
+from array import array
 from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from typing import BinaryIO
 
-from . import http1, tcp
+import polars as pl
+
+from . import http1, sse_columns, tcp
 from .anomalies import CATALOG, AnomalyLog
 from .capture import CaptureReader
 from .http1 import Body, BodyGap, Done, Head, MessageParser, Skipped, Stop
-from .sse import SSEParser
 from .tables import SSE_MEDIA, Builder, Ingested, media_type
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -51,7 +55,7 @@ _LIMIT_KEYS = {"snaplen_gap": "tcp_seq_gap"}
 
 class _Exchange:
     __slots__ = ("conv", "index", "req", "req_body", "req_size", "req_gap", "resp", "body", "body_size", "body_gap", "body_pkt",
-                 "keep", "sse", "resync", "carry", "events", "last_ts", "last_pkt", "end_reason", "end_by", "ended")
+                 "keep", "sse", "runs", "resync", "carry", "last_ts", "last_pkt", "end_reason", "end_by", "ended")
 
     def __init__(self, conv: "_Conversation", index: int, req: Head) -> None:
         self.conv, self.index, self.req = conv, index, req
@@ -64,10 +68,10 @@ class _Exchange:
         self.body_gap = False
         self.body_pkt = req.pkt
         self.keep = False  # keep the response body: JSON (or untyped), where JSON-RPC messages can be
-        self.sse: SSEParser | None = None
+        self.sse: _Run | None = None  # the event stream being received (a gap starts a new one)
+        self.runs: list[_Run] = []
         self.resync = False  # after a gap: skip to the next blank line before parsing events again
         self.carry = b""
-        self.events: list[tuple] = []  # (SSEEvent, ts, pkt)
         self.last_ts: int | None = req.ts
         self.last_pkt = req.pkt
         self.end_reason = "open"
@@ -77,6 +81,88 @@ class _Exchange:
     @property
     def conn(self) -> str:
         return f"{self.conv.name}#{self.index}"
+
+
+class _Run:
+    """An SSE body as received, parsed as one stream: its bytes, and where each piece ended, with the
+    time and number of the packet that carried it.  A gap in the capture ends a run; parsing
+    resumes in a new one at the next blank line."""
+
+    __slots__ = ("parts", "size", "ends", "ts", "pkts", "close_ts", "close_pkt", "key")
+
+    def __init__(self) -> None:
+        self.key = -1  # given when its connection is over and the body goes to the parser
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.ends = array("q")
+        self.ts: list[int | None] = []
+        self.pkts = array("q")
+        self.close_ts: int | None = None  # time and packet given to a block the stream ended inside
+        self.close_pkt = 0
+
+    def add(self, data: bytes, ts: int | None, pkt: int) -> None:
+        self.parts.append(data)
+        self.size += len(data)
+        self.ends.append(self.size)
+        self.ts.append(ts)
+        self.pkts.append(pkt)
+
+
+class _Parsing:
+    """SSE bodies are parsed while packets are still being read: when a connection is over, its
+    bodies join a batch, and full batches are parsed by :func:`analyzer.sse_columns.parse` in one
+    worker thread.  Polars releases the GIL, so the parse runs on the second core while this
+    thread reassembles TCP; what is left is parsed at the end."""
+
+    BATCH = 8 << 20  # bytes of body per batch: big enough for Polars, small enough to overlap
+
+    def __init__(self) -> None:
+        self.pool: ThreadPoolExecutor | None = None
+        self.jobs: list[Future] = []
+        self.keys: list[int] = []
+        self.bodies: list[bytes] = []
+        self.size = 0
+        self.next = 0
+
+    def add(self, runs) -> None:
+        for run in runs:
+            if not run.size:
+                continue
+            run.key = self.next
+            self.next += 1
+            self.keys.append(run.key)
+            self.bodies.append(b"".join(run.parts))
+            run.parts = []
+            self.size += run.size
+        if self.size >= self.BATCH:
+            self._submit()
+
+    def _submit(self) -> None:
+        if not self.keys:
+            return
+        if self.pool is None:
+            self.pool = ThreadPoolExecutor(1, thread_name_prefix="sse-parse")
+        self.jobs.append(self.pool.submit(sse_columns.parse, self.keys, self.bodies))
+        self.keys, self.bodies, self.size = [], [], 0
+
+    def results(self) -> pl.DataFrame:
+        """Every event of every body added, grouped by key (blocks in order within a key)."""
+        if self.keys and not self.jobs:  # small capture: no thread
+            frames = [sse_columns.parse(self.keys, self.bodies)]
+            self.keys, self.bodies = [], []
+        else:
+            self._submit()
+            try:
+                frames = [job.result() for job in self.jobs]
+            finally:
+                self.close()
+        return pl.concat(frames) if frames else pl.DataFrame(schema=sse_columns.COLUMNS)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+        self.jobs = []
 
 
 class _Conversation:
@@ -261,7 +347,8 @@ class _Conversation:
                 if ex is not None:
                     if ex.sse is not None:
                         self._sse_cut(ex)
-                        ex.sse, ex.resync, ex.carry = SSEParser(), True, b""
+                        ex.sse, ex.resync, ex.carry = _Run(), True, b""
+                        ex.runs.append(ex.sse)
                     else:
                         ex.body_gap = True
             else:
@@ -313,7 +400,8 @@ class _Conversation:
         status = head.status or 0
         media = media_type(head.headers.get("content-type"))
         if 200 <= status < 300 and media == SSE_MEDIA:
-            ex.sse = SSEParser()
+            ex.sse = _Run()
+            ex.runs.append(ex.sse)
         ex.keep = media is None or media == "application/json" or media.endswith("+json")
         ex.last_pkt, ex.last_ts = head.pkt, head.ts
 
@@ -336,21 +424,13 @@ class _Conversation:
             ex.resync, ex.carry = False, b""
             if not data:
                 return
-        for ev in sse.feed(data):
-            self._event(ex, ev, ts, pkt)
-
-    def _event(self, ex: _Exchange, ev, ts: int | None, pkt: int) -> None:
-        where = f"packet {pkt}"
-        for code in ev.anomalies:
-            self.ing.log.add(code, where, ex.conn)
-        if ev.fate == "cut_off":
-            self.ing.log.add("sse_unterminated_event", where, ex.conn)
-        ex.events.append((ev, ts, pkt))
+        sse.add(data, ts, pkt)
 
     def _sse_cut(self, ex: _Exchange) -> None:
-        if ex.sse is not None and not ex.resync:
-            for ev in ex.sse.close():
-                self._event(ex, ev, ex.last_ts, ex.last_pkt)
+        """The stream ends here: a block it ended inside gets the time of the last packet seen."""
+        run = ex.sse
+        if run is not None and not ex.resync:
+            run.close_ts, run.close_pkt = ex.last_ts, ex.last_pkt
 
     def _complete(self, ex: _Exchange, ts: int | None, pkt: int | None) -> None:
         self._sse_cut(ex)
@@ -394,6 +474,7 @@ class _Ingest:
         self.upgraded = 0
         self.per_packet: dict[str, int] = {}
         self.unsupported: dict[int, list[int]] = {}  # link type -> [first packet, count]
+        self.parsing = _Parsing()
 
     def on_flow(self, flow: tcp.Flow) -> _Conversation | None:
         if self.ports and flow.ports[0] not in self.ports and flow.ports[1] not in self.ports:
@@ -411,6 +492,7 @@ class _Ingest:
             return
         if conv.is_mcp():
             self.mcp.append(conv)
+            self.parsing.add(run for ex in conv.exchanges for run in ex.runs)
         else:
             self.other_flows += 1
             self.other_requests += len(conv.exchanges)
@@ -463,6 +545,13 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True, ports: froz
 def _read(source: str, stream: BinaryIO, redact_secrets: bool, ports: frozenset[int] | None) -> Ingested:
     log = AnomalyLog(source)
     ing = _Ingest(source, log, ports)
+    try:
+        return _packets(source, stream, redact_secrets, log, ing)
+    finally:
+        ing.parsing.close()
+
+
+def _packets(source: str, stream: BinaryIO, redact_secrets: bool, log: AnomalyLog, ing: "_Ingest") -> Ingested:
     reader = CaptureReader(source, stream, ing.note)
     reasm = tcp.Reassembler(ing.on_flow, ing.note)
     decode, segment = tcp.decode, reasm.segment
@@ -510,8 +599,11 @@ def _build(source: str, log: AnomalyLog, ing: _Ingest, reader: CaptureReader, re
             not_http += 1
     mcp = [ex for conv in ing.mcp for ex in conv.exchanges]
     mcp.sort(key=lambda ex: (ex.req.pkt, ex.conv.flow.first_pkt, ex.index))
+    runs: list[tuple[int, str, _Run]] = []
     for ex in mcp:
-        _emit(b, ex, ing.note)
+        xid = _emit(b, ex, ing.note)
+        runs.extend((xid, ex.conn, run) for run in ex.runs if run.size)
+    _events(b, runs, ing.parsing.results(), ing.note)
     notes = []
     if ing.other_flows:
         notes.append(
@@ -568,10 +660,8 @@ def _emit(b: Builder, ex: _Exchange, note) -> None:
     resp = ex.resp
     if resp is not None:
         b.response(row, resp.status, resp.headers)
-        if ex.sse is not None or ex.events:
-            for ev, ts, pkt in ex.events:
-                where = f"packet {pkt}"
-                b.event(row, location=where, ts=when(ts, where), event_id=ev.id, event_type=ev.event, data=ev.data, retry=ev.retry, fate=ev.fate)
+        if ex.runs:
+            pass  # events: column-wise, for all streams at once (_events)
         elif ex.body and not ex.body_gap and ex.body_size <= MAX_BODY:
             b.body(row, _text(ex.body), f"packet {ex.body_pkt}")
         elif ex.keep and ex.body_size > MAX_BODY:
@@ -579,3 +669,69 @@ def _emit(b: Builder, ex: _Exchange, note) -> None:
     row["end_reason"] = ex.end_reason if ex.end_reason != "open" else "capture_end"
     row["end_by"] = ex.end_by
     row["ended"] = _dt(ex.ended)
+    return row["xid"]
+
+
+def _events(b: Builder, runs: list[tuple[int, str, _Run]], parsed: pl.DataFrame, note) -> None:
+    """Every SSE event of the capture (``parsed``: all bodies, see :class:`_Parsing`), each given the
+    packet that carried the first byte of its blank line (a block the stream ended inside: the last
+    packet seen), in the order of the exchanges."""
+    if not runs:
+        return
+    base, bases = 0, []
+    ends, ts, pkts = array("q"), [], array("q")
+    for _xid, _conn, run in runs:
+        bases.append(base)
+        ends.extend(base + e for e in run.ends)  # offsets in all bodies laid end to end: one sorted axis
+        ts.extend(run.ts)
+        pkts.extend(run.pkts)
+        base += run.size
+    meta = pl.DataFrame(
+        {
+            "key": [r[2].key for r in runs],
+            "_o": range(len(runs)),
+            "xid": [r[0] for r in runs],
+            "conn": [r[1] for r in runs],
+            "base": bases,
+            "close_ts": [r[2].close_ts for r in runs],
+            "close_pkt": [r[2].close_pkt for r in runs],
+        },
+        schema={"key": pl.Int64, "_o": pl.Int64, "xid": pl.Int64, "conn": pl.String, "base": pl.Int64, "close_ts": pl.Int64, "close_pkt": pl.Int64},
+    )
+    marks = pl.DataFrame({"_end": ends, "_ts": ts, "_pkt": pkts}, schema={"_end": pl.Int64, "_ts": pl.Int64, "_pkt": pl.Int64})
+    ev = (
+        parsed.join(meta, on="key", how="inner")
+        # the piece whose end lies past the blank line's first byte carried it
+        .with_columns(_at=(pl.col("base") + pl.col("dispatch") + 1).fill_null(-1))
+        .sort("_at")
+        .join_asof(marks, left_on="_at", right_on="_end", strategy="forward")
+        .sort("_o", "block")
+        .with_columns(
+            ns=pl.when(pl.col("dispatch").is_null()).then(pl.col("close_ts")).otherwise(pl.col("_ts")),
+            pkt=pl.when(pl.col("dispatch").is_null()).then(pl.col("close_pkt")).otherwise(pl.col("_pkt")),
+        )
+        .with_columns(location=pl.format("packet {}", pl.col("pkt")), ns_ok=pl.col("ns").is_between(_MIN_NS, _MAX_NS))
+    )
+    # anomaly rows: the parser's codes, blocks the stream ended inside, times out of range
+    flagged = ev.filter((pl.col("anomalies").list.len() > 0) | (pl.col("fate") == "cut_off") | (pl.col("ns").is_not_null() & ~pl.col("ns_ok")))
+    last_bad = None
+    for codes, fate, where, conn, ns, ok in flagged.select("anomalies", "fate", "location", "conn", "ns", "ns_ok").iter_rows():
+        for code in codes:
+            b.log.add(code, where, conn)
+        if fate == "cut_off":
+            b.log.add("sse_unterminated_event", where, conn)
+        if ns is not None and not ok and ns != last_bad:
+            note("pcap_bad_timestamp", where, f"{ns} ns since 1970")
+            last_bad = ns
+    b.add_events(
+        ev.select(
+            "xid",
+            "location",
+            ts=pl.when(pl.col("ns_ok")).then(pl.from_epoch(pl.col("ns") // 1000, time_unit="us")).dt.replace_time_zone("UTC"),
+            id=pl.col("id"),
+            event=pl.col("event"),
+            data=pl.col("data"),
+            retry=pl.col("retry"),
+            fate=pl.col("fate"),
+        )
+    )

@@ -46,7 +46,7 @@ of the stream, only once.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["SSEEvent", "SSEParser", "parse_all"]
 
@@ -85,6 +85,9 @@ class SSEEvent:
     offset: int
     # anomaly codes noticed in this block, in order of appearance, no duplicates
     anomalies: tuple[str, ...] = ()
+    # byte offset of the blank line that dispatched the block (its first byte: the event is complete
+    # once that byte has arrived); None for cut_off.  Not part of equality: it says when, not what.
+    end: int | None = field(default=None, compare=False)
 
 
 def _digits_to_int(digits: str) -> int:
@@ -232,7 +235,7 @@ class _EventAssembler:
         """Process one line ("Lines must be processed, in the order they are received")."""
         # "If the line is empty (a blank line): Dispatch the event."
         if not raw:
-            return self._dispatch()
+            return self._dispatch(start)
         if self._start < 0:
             self._start = start
         # "Streams must be decoded using the UTF-8 decode algorithm" (errors
@@ -296,7 +299,7 @@ class _EventAssembler:
             # "Otherwise: The field is ignored."
             self._note("sse_unknown_field")
 
-    def _record(self, fate: str) -> SSEEvent:
+    def _record(self, fate: str, end: int | None = None) -> SSEEvent:
         return SSEEvent(
             id=self._id,
             # Dispatch step 1: "Set the last event ID string of the event source
@@ -311,9 +314,10 @@ class _EventAssembler:
             fate=fate,
             offset=self._start,
             anomalies=tuple(self._anomalies),
+            end=end,
         )
 
-    def _dispatch(self) -> SSEEvent | None:
+    def _dispatch(self, end: int) -> SSEEvent | None:
         if not self._fields:
             # A blank line after nothing, or after comments only: no buffer was
             # touched, nothing for a client to act on, nothing to record.
@@ -322,7 +326,7 @@ class _EventAssembler:
         # Step 2: "If the data buffer is an empty string, set the data buffer and
         # the event type buffer to the empty string and return."  No event
         # fires; we record the block as no_data.  Otherwise steps 3-8 fire it.
-        record = self._record("dispatched" if self._data else "no_data")
+        record = self._record("dispatched" if self._data else "no_data", end)
         # Step 7: "Set the data buffer and the event type buffer to the empty
         # string."  The last event ID buffer "does not get reset".
         self._reset()

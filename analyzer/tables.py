@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -121,6 +122,7 @@ class Builder:
         # times cheaper than a dict per row, and the Arrow table is built from them at once
         self.events: dict[str, list] = {name: [] for name in EVENTS.names}
         self.messages: dict[str, list] = {name: [] for name in MESSAGES.names}
+        self.event_frames: list[pl.DataFrame] = []  # events added column-wise (add_events)
 
     # -- exchanges -------------------------------------------------------
     def exchange(
@@ -210,6 +212,27 @@ class Builder:
         ev["fate"].append(fate)
         ev["digest"].append(digest(event_id, data))
 
+    def add_events(self, frame: pl.DataFrame) -> None:
+        """Events of whole exchanges at once, column-wise: ``xid, location, ts, id, event, data, retry, fate``
+        in stream order.  Same rows as :meth:`event` called once per event (ordinal, cursor and digest are
+        derived here); an exchange's events must come all through one of the two."""
+        start = pl.DataFrame(
+            {"xid": [r["xid"] for r in self.exchanges], "_lei": [r["last_event_id"] or "" for r in self.exchanges]},
+            schema={"xid": pl.Int64, "_lei": pl.String},
+        )
+        out = (
+            frame.with_columns(
+                ordinal=pl.int_range(pl.len(), dtype=pl.Int32).over("xid"),
+                event=pl.col("event").fill_null("message"),
+                data=pl.col("data").fill_null(""),
+            )
+            .join(start, on="xid", how="left", maintain_order="left")
+            # the client's last-event-ID buffer: what it resumed from until a block carries an id field
+            .with_columns(cursor=pl.coalesce(pl.col("id").forward_fill().over("xid"), pl.col("_lei"), pl.lit("")))
+        )
+        # the digest is added in finish(), in a thread, while Polars reads the JSON-RPC messages
+        self.event_frames.append(out.with_columns(source=pl.lit(self.source), digest=pl.lit(None, pl.String)).select(EVENTS.names))
+
     def _messages(self, xid: int, origin: str, ordinal: int | None, direction: str, text: str, location: str) -> None:
         try:
             found = jsonrpc.extract(text)
@@ -235,9 +258,19 @@ class Builder:
         for row in self.exchanges:
             row.pop("_ordinal", None)
             row.pop("_cursor", None)
-        events = pa.Table.from_pydict(self.events, schema=EVENTS)
-        # SSE data is read column-wise (jsonrpc.sse_messages); bodies went through extract() one by one
-        sse, invalid = jsonrpc.sse_messages(pl.from_arrow(events))
+        events = pl.from_arrow(pa.Table.from_pydict(self.events, schema=EVENTS))
+        if self.event_frames:
+            events = pl.concat([events, *self.event_frames])
+            self.event_frames = []
+        # SSE data is read column-wise (jsonrpc.sse_messages); bodies went through extract() one by one.
+        # Digests of column-wise events are Python work and Polars releases the GIL: both at once.
+        need = events["digest"].is_null()
+        with ThreadPoolExecutor(1) as pool:
+            todo = pool.submit(_digests, events.filter(need)) if need.any() else None
+            sse, invalid = jsonrpc.sse_messages(events)
+            if todo is not None:
+                events = events.with_columns(events["digest"].scatter(need.arg_true(), todo.result()))
+        events = events.to_arrow().cast(EVENTS)
         for loc in invalid["location"].to_list():
             self.log.add("jsonrpc_invalid", loc, "not a JSON-RPC message")
         bodies = pa.Table.from_pydict(self.messages, schema=MESSAGES)
@@ -253,6 +286,16 @@ class Builder:
             rejected=self.log.rejected,
             notes=notes or [],
         )
+
+
+def _digests(events: pl.DataFrame) -> pl.Series:
+    """:func:`digest` of each row, in order (Polars strings are valid UTF-8: no surrogates to pass)."""
+    sha = hashlib.sha256
+    return pl.Series(
+        "digest",
+        [sha(f"{i or ''}:".encode() + d.encode()).hexdigest() for i, d in zip(events["id"].to_list(), events["data"].to_list())],
+        dtype=pl.String,
+    )
 
 
 def empty(schema: pa.Schema) -> pa.Table:
