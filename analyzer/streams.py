@@ -14,6 +14,9 @@ Everything here is a Polars expression over whole tables.  Vocabulary:
   previous SSE connection (DESIGN.md, "Boundaries and verdicts").
 - *stream*: the chain of connections linked by resumptions; its id is the
   position of the chain's first connection.
+- *incident*: the per-input sessions that share an exchange, transitively
+  (views.incidents); a resume whose own capture never saw its Last-Event-ID
+  delivered is looked up in the other captures of its incident.
 """
 from __future__ import annotations
 
@@ -46,8 +49,8 @@ def _ordered_exchanges(x: pl.DataFrame) -> pl.DataFrame:
             pl.col("started").forward_fill().over("source").alias("_t"),
             pl.coalesce("req_session_id", "resp_session_id").fill_null("").alias("session_id"),
         )
-        # The grouping key.  Until captures of one incident are merged by session id,
-        # each input is its own history: the same id in two inputs is two sessions.
+        # The grouping key: each input is its own history, the same id in two inputs is two
+        # sessions.  Captures of one incident are tied by shared exchanges (``incident``).
         .with_columns((pl.col("source") + "\x1f" + pl.col("session_id")).alias("session"))
         .sort(["_t", "source", "xid"], nulls_last=False)
         .with_row_index("pos")
@@ -66,12 +69,39 @@ def _resume_links(x: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
         (~pl.col("finished")).alias("unfinished"),
     )
     with_header = x.filter(pl.col("last_event_id").is_not_null() & (pl.col("last_event_id") != ""))
-    by_id = (
+    own = (
         with_header.select("gx", "pos", "session", "last_event_id")
         .join(deliveries, on=["session", "last_event_id"], how="inner")
         .filter(pl.col("by_id_pos") < pl.col("pos"))
         .group_by("gx")
         .agg(pl.col("by_id_gx").sort_by(["unfinished", "by_id_pos"]).last())
+    )
+    # The boundary's own capture never saw the id delivered (it started later, or the
+    # resume went another way): another capture of the same incident may have.  Several
+    # views of one exchange delivered it: the one nearest the client (fewest events) is
+    # the connection the client resumed; between exchanges, as above.
+    views_of = x.select("gx", x_pos=pl.col("pos").min().over(pl.coalesce(pl.col("fp"), pl.format("gx#{}", pl.col("gx")))))
+    nvis = ev.filter(pl.col("visible")).group_by("gx").agg(_nv=pl.len())
+    joined = x.select("session", "incident").unique().filter(pl.col("incident").is_duplicated()).select("session")
+    cross = (
+        with_header.join(joined, on="session", how="semi")
+        .select("gx", "pos", "session", "incident", "last_event_id")
+        .join(
+            deliveries.rename({"session": "d_session"})
+            .join(x.select(pl.col("gx").alias("by_id_gx"), "incident"), on="by_id_gx")
+            .join(views_of.rename({"gx": "by_id_gx"}), on="by_id_gx")
+            .join(nvis.rename({"gx": "by_id_gx"}), on="by_id_gx", how="left"),
+            on=["incident", "last_event_id"],
+            how="inner",
+        )
+        .filter((pl.col("d_session") != pl.col("session")) & (pl.col("by_id_pos") < pl.col("pos")))
+        .with_columns(nearness=-pl.col("_nv").fill_null(0).cast(pl.Int64))
+        .group_by("gx")
+        .agg(pl.col("by_id_gx").sort_by(["unfinished", "x_pos", "nearness", "by_id_pos"]).last())
+    )
+    by_id = (
+        own.join(cross.rename({"by_id_gx": "cross_gx"}), on="gx", how="full", coalesce=True)
+        .select("gx", pl.coalesce("by_id_gx", "cross_gx").alias("by_id_gx"))
     )
     sse_prev = (
         x.filter((pl.col("content_type") == SSE) & pl.col("status").is_between(200, 299))
@@ -152,6 +182,7 @@ def build(tables: dict) -> tuple[Frames, pl.DataFrame]:
     msgs = pl.from_arrow(tables["messages"]).join(keys, on=["source", "xid"], how="inner")
     x = x.join(_finished(msgs), on="gx", how="left").with_columns(pl.col("finished").fill_null(False))
     x = views.fingerprint(x)
+    x = x.join(views.incidents(x), on="session", how="left")
     links = _resume_links(x, ev)
     roots = _stream_roots(x, links)
     stream_pos = x.select(pl.col("gx").alias("root"), pl.col("pos").alias("stream"))

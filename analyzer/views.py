@@ -20,6 +20,13 @@ What the other views add at a boundary:
 Each view judges the reconnect from where it stood; the boundary reported is
 the view nearest the client (its resumed connection delivered the fewest
 events), with every other view named as evidence.
+
+Captures need not all hold the same exchanges: a browser HAR may share only a
+POST with one balancer node's log, which shares the old GET with a server's
+log.  Sessions of different inputs that share an exchange form one *incident*
+(transitively, ``incidents``); a resume whose own capture never saw its
+``Last-Event-ID`` delivered finds the resumed connection in another capture of
+its incident (streams.py), and that connection's other views come in here.
 """
 from __future__ import annotations
 
@@ -31,6 +38,7 @@ if TYPE_CHECKING:
     from .streams import Frames
 
 LIST_CAP = 1000
+MAX_ROUNDS = 64  # connected components: hook + pointer jumping; 64 rounds cover any real set of captures
 
 
 def fingerprint(x: pl.DataFrame) -> pl.DataFrame:
@@ -46,6 +54,42 @@ def fingerprint(x: pl.DataFrame) -> pl.DataFrame:
         .with_columns(fp=pl.when(pl.col("session_id") != "").then(pl.format("{}#{}", pl.col("_fpb"), pl.col("_k"))))
         .drop("_fpb", "_k")
     )
+
+
+def incidents(x: pl.DataFrame) -> pl.DataFrame:
+    """``incident`` per session: the per-input sessions that share an exchange (a fingerprint), transitively.
+
+    A client HAR and a balancer log share a POST; the balancer log and a server log share
+    the old GET: the three are one incident even though the client's capture and the
+    server's share nothing.  Connected components over (input, session) pairs: every
+    session takes the smallest label among its neighbours', then its label's label
+    (pointer jumping), until nothing changes.  The label is always a session of the same
+    component, so stopping after ``MAX_ROUNDS`` could only leave a component split, never
+    join two.  Without a shared exchange (fingerprints include the session id), the same
+    Mcp-Session-Id in two inputs stays two incidents.
+    """
+    nodes = x.select("session").unique().with_columns(incident=pl.col("session"))
+    fps = x.filter(pl.col("fp").is_not_null()).select("session", "fp").unique()
+    edges = (
+        fps.join(fps.rename({"session": "other"}), on="fp")
+        .filter(pl.col("session") != pl.col("other"))
+        .select("session", "other")
+        .unique()
+    )
+    if edges.is_empty():
+        return nodes
+    label = nodes
+    for _ in range(MAX_ROUNDS):
+        via_edges = edges.join(label.rename({"session": "other"}), on="other").select("session", "incident")
+        hooked = pl.concat([label, via_edges]).group_by("session").agg(pl.col("incident").min())
+        jumped = (
+            hooked.join(hooked.rename({"session": "incident", "incident": "_up"}), on="incident", how="left")
+            .select("session", pl.min_horizontal("incident", "_up").alias("incident"))
+        )
+        if jumped.sort("session").equals(label.sort("session")):
+            break
+        label = jumped
+    return label
 
 
 def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.DataFrame:

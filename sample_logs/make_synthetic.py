@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -288,17 +288,22 @@ def write_har(name: str, exs: list[Ex], out: Path = OUT) -> None:
 def three_captures() -> None:
     """One incident, three captures (reference signature 1, "gap with continuous ids").
 
-    Replica A streams ids up to 1050 on the old GET; the load balancer had forwarded
-    only up to 1041 when the client's leg died.  A rolling restart sends the resume
-    (Last-Event-ID 1041) to replica B, whose persisted counter goes on at 1042 with
-    *new* events and an empty replay buffer.  The client sees 1041 -> 1042: continuous.
+    Replica A streams progress ids up to 1050 on the session's GET; the load-balancer
+    node lb-1 had forwarded only up to 1041 when the client's connection died.  During
+    a rolling restart the browser's resume (Last-Event-ID 1041) goes through another
+    node, lb-2, to replica B, whose persisted counter goes on at 1042 with *new* events
+    and an empty replay buffer.  The client sees 1041 -> 1042: continuous.
 
-    - client.har      the browser, recorded after a reload: only the resume and what followed
-    - lb-proxy.jsonl  the load balancer's client-facing legs: old GET (…1041) and the resume
-    - server-a.jsonl  replica A's own log of the connection it served: …1050
+    - client.har      the browser; DevTools recorded only after the GET stream was
+                      open: the resume, then two tools/call POSTs (id 1 through lb-1,
+                      id 2 through lb-2)
+    - lb-proxy.jsonl  node lb-1: initialize, the old GET (…1041, reset) and tools/call id 1
+                      (not the resume: that went through lb-2)
+    - server-a.jsonl  replica A's own log: initialize and the old GET (…1050); its clock
+                      runs 0.7 s behind the balancer's
 
-    No capture alone shows the loss; the load balancer's and replica A's views of the
-    old GET together do (same session, method, no Last-Event-ID, same position), and
+    No capture alone and no pair proves the loss; only the chain does: the client's
+    tools/call id 1 ties the client to lb-1, lb-1's old GET ties it to replica A, and
     replica A's events 1042-1050 never reached the client, their ids reused by B.
     """
     global S1
@@ -308,9 +313,12 @@ def three_captures() -> None:
     old = lambda n: json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "job-7", "progress": n, "from": "replica-a"}})  # noqa: E731
     new = lambda n: json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "job-9", "progress": n, "from": "replica-b"}})  # noqa: E731
     resume = get(S1, 3, last="1041", events=[(str(i), new(i)) for i in range(1042, 1047)], end="eof")
-    write_har("client", [resume, tool_call(S1, 1, 4)], folder)
-    write_jsonl("lb-proxy", init(S1, 0) + [get(S1, 1, events=[(str(i), old(i)) for i in range(1036, 1042)]), resume, tool_call(S1, 1, 4)], folder)
-    write_jsonl("server-a", init(S1, 0) + [get(S1, 1, events=[(str(i), old(i)) for i in range(1036, 1051)])], folder)
+    call_lb1, call_lb2 = tool_call(S1, 1, 4), tool_call(S1, 2, 5)
+    write_har("client", [resume, call_lb1, call_lb2], folder)
+    write_jsonl("lb-proxy", init(S1, 0) + [get(S1, 1, events=[(str(i), old(i)) for i in range(1036, 1042)]), call_lb1], folder)
+    skew = -0.7  # replica A's clock: captures are matched by what an exchange is, never by time
+    a_side = init(S1, 0) + [get(S1, 1, events=[(str(i), old(i)) for i in range(1036, 1051)])]
+    write_jsonl("server-a", [replace(ex, at=ex.at + skew) for ex in a_side], folder)
 
 
 def main() -> None:
