@@ -27,6 +27,12 @@ Examples:
 \b
 Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it;
 2 usage error or no input readable.
+\b
+Reproducible output: the same inputs, given in any order, give the same
+JSON and HTML except the generation time. Set SOURCE_DATE_EPOCH (seconds
+since 1970-01-01 UTC, as reproducible builds do) to fix that time too and
+get byte-identical files that audit jobs can diff:
+  SOURCE_DATE_EPOCH=$(date -d 2026-12-01 +%s) mcp-sse-audit analyze logs/ --json a.json
 """
 
 
@@ -42,6 +48,12 @@ def main() -> None:
 @click.option("--since", type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S"]), help="With --store: only exchanges that started at or after this UTC time.")
 @click.option("--until", type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S"]), help="With --store: only exchanges that started before this UTC time.")
 @click.option("--session", "sessions", multiple=True, metavar="ID", help="With --store: only this Mcp-Session-Id (repeatable).")
+@click.option(
+    "--partitions", type=click.IntRange(1, 100_000), default=1, show_default=True, metavar="N",
+    help="With --store: analyze in N partitions, one after another, so memory holds one partition, not the "
+    "archive. A partition never splits an input or a session (inputs sharing a session id stay together); "
+    "the findings are the same as with 1.",
+)
 @click.option("--json", "json_out", metavar="FILE|-", help="Write the findings JSON here ('-' = stdout).")
 @click.option("--json-lines", "jsonl_out", metavar="FILE|-", help="Write the findings as NDJSON: a summary line, then one line per input, session, exchange, boundary, finding, anomaly.")
 @click.option("--html", "html_out", metavar="FILE", type=click.Path(dir_okay=False, writable=True), help="Write the HTML incident report here.")
@@ -62,7 +74,7 @@ def main() -> None:
 )
 @click.option("--no-redact", is_flag=True, help="Keep Authorization, Cookie, API keys and token query parameters in the outputs.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary; only errors.")
-def analyze(paths, store_dir, since, until, sessions, json_out, jsonl_out, html_out, fail_on, fmt, ports, no_redact, quiet):
+def analyze(paths, store_dir, since, until, sessions, partitions, json_out, jsonl_out, html_out, fail_on, fmt, ports, no_redact, quiet):
     """Analyze captured MCP traffic (HAR, proxy JSONL, pcap/pcapng; directories are walked, .gz is read).
 
     Rebuilds every session, stream and reconnect, judges each reconnect
@@ -77,15 +89,23 @@ def analyze(paths, store_dir, since, until, sessions, json_out, jsonl_out, html_
         raise click.UsageError("give PATHs to analyze, or --store DIR")
     if (since or until or sessions) and not store_dir:
         raise click.UsageError("--since, --until and --session narrow a store: add --store DIR")
+    if partitions > 1 and not store_dir:
+        raise click.UsageError("--partitions splits a store: ingest first (mcp-sse-audit ingest PATH... --store DIR), or add --store DIR")
     try:
+        pipeline.generated_at()  # a malformed SOURCE_DATE_EPOCH fails now, not after the whole analysis
         if store_dir:
             from . import store as store_mod
 
             if paths:
                 store_mod.ingest(list(paths), store_dir, fmt, not no_redact, frozenset(ports) or None, progress)
             utc = lambda d: d.replace(tzinfo=timezone.utc) if d else None  # noqa: E731
-            tables, rows = store_mod.load(store_dir, utc(since), utc(until), tuple(sessions))
-            result = pipeline.analyze_tables(tables, rows, [], [], len(rows))
+            if partitions > 1:
+                from . import partitions as partitions_mod
+
+                result = partitions_mod.analyze(store_dir, partitions, utc(since), utc(until), tuple(sessions), progress)
+            else:
+                tables, rows = store_mod.load(store_dir, utc(since), utc(until), tuple(sessions))
+                result = pipeline.analyze_tables(tables, rows, [], [], len(rows))
         else:
             result = pipeline.run(
                 list(paths), fmt=fmt, redact_secrets=not no_redact, progress=progress, ports=frozenset(ports) or None
@@ -122,6 +142,7 @@ def analyze(paths, store_dir, since, until, sessions, json_out, jsonl_out, html_
 Examples:
   mcp-sse-audit ingest /archive/2026-11/ --store /var/lib/mcp-audit/store
   mcp-sse-audit analyze --store /var/lib/mcp-audit/store --since 2026-11-30 --json -
+  mcp-sse-audit analyze --store /var/lib/mcp-audit/store --partitions 16 --json-lines out.ndjson
 \b
 A file already in the store (same bytes, whatever its name) is not parsed again,
 so a nightly run over a growing archive parses only the new files.

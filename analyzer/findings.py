@@ -5,6 +5,8 @@ never inside a rule.
 """
 from __future__ import annotations
 
+import json
+
 import polars as pl
 
 from . import eras, history, rpc
@@ -68,18 +70,21 @@ def _boundary_evidence(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
         pl.col("gx").alias("resumed_gx"),
         pl.struct(pl.col("source"), pl.col("location")).alias("resumed_ref"),
     )
+    # maintain_order: Polars does not promise a join's row order otherwise, and the boundaries are numbered by it
     return (
-        b.join(before, on="resumed_gx", how="left")
-        .join(cut, on="resumed_gx", how="left")
-        .join(after, on="gx", how="left")
-        .join(x, on="resumed_gx", how="left")
+        b.join(before, on="resumed_gx", how="left", maintain_order="left")
+        .join(cut, on="resumed_gx", how="left", maintain_order="left")
+        .join(after, on="gx", how="left", maintain_order="left")
+        .join(x, on="resumed_gx", how="left", maintain_order="left")
     )
 
 
 def _boundary_records(f: Frames, b: pl.DataFrame) -> list[dict]:
-    b = _boundary_evidence(f, b).with_columns(boundary_id=pl.format("b{}", pl.int_range(1, pl.len() + 1)))
+    # numbered in history order, whatever order the rules left the rows in (pos: the request's place in history)
+    b = _boundary_evidence(f, b.sort("pos", "gx", maintain_order=True))
+    b = b.with_columns(boundary_id=pl.format("b{}", pl.int_range(1, pl.len() + 1)))
     stream_ids = f.exchanges.select("gx", "stream")
-    rows = b.join(stream_ids.rename({"stream": "_s"}), on="gx", how="left").select(
+    rows = b.join(stream_ids.rename({"stream": "_s"}), on="gx", how="left", maintain_order="left").select(
         "boundary_id",
         "session",
         "session_id",
@@ -160,17 +165,27 @@ def _boundary_findings(records: list[dict]) -> list[dict]:
     return out
 
 
-def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame) -> dict:
+def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool = False) -> dict:
     boundaries = _boundary_records(f, b)
     hist = pl.concat(
         [history.id_order(f), history.digest_conflicts(f), history.cursor_claims(b), history.cross_session(f, b),
          history.ts_get_stream(b), rpc.history_findings(f), eras.findings(f, rev)], how="vertical_relaxed"
     ).sort("pos")
     findings = _boundary_findings(boundaries) + hist.to_dicts()
-    # worst first, then in the order the capture shows them
-    findings.sort(key=lambda r: (SEV_RANK[r["severity"]], r.pop("pos"), r["rule"], r["message"]))
+    # worst first, then in the order the capture shows them; the whole record breaks ties, so the order
+    # never depends on the order the rules produced rows in (audit jobs diff two runs)
+    keyed = []
+    for r in findings:
+        pos = r.pop("pos")
+        keyed.append(((SEV_RANK[r["severity"]], pos, r["rule"], r["message"], json.dumps(r, sort_keys=True, default=str)), pos, r))
+    keyed.sort(key=lambda t: t[0])
+    findings = [r for _, _, r in keyed]
+    positions = [p for _, p, _ in keyed]
     for i, r in enumerate(findings, start=1):
         r["id"] = f"f{i}"
+    if keep_pos:  # the sort key above popped it: analyzer.partitions needs it back to merge partitions
+        for r, p in zip(findings, positions):
+            r["_pos"] = p
 
     x = f.exchanges
     verdicts = b.group_by("session").agg(pl.col("verdict"))
@@ -195,8 +210,8 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame) -> dict:
         (pl.col("direction") == "server_to_client") & (pl.col("kind") == "response") & pl.col("protocol_version").is_not_null()
     ).group_by("session").agg(pl.col("protocol_version").first().alias("negotiated"), pl.len().alias("initialize_results"))
     sess = (
-        sess.join(inits, on="session", how="left")
-        .join(rev, on="session", how="left")
+        sess.join(inits, on="session", how="left", maintain_order="left")
+        .join(rev, on="session", how="left", maintain_order="left")
         .with_columns(pl.col("initialize_results").fill_null(0))
     )
     # "S<n>": the key of one session in this document (the same Mcp-Session-Id in two
@@ -226,7 +241,7 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame) -> dict:
                 "sources": s["sources"],
             }
         )
-    exchanges = x.select(
+    exchanges = x.sort("pos").select(
         pl.format("x{}", pl.col("pos") + 1).alias("exchange_id"),
         pl.col("session").replace_strict(key, return_dtype=pl.String).alias("session"),
         "session_id",
@@ -258,8 +273,6 @@ JSON_LINES_KINDS = (("input", "inputs"), ("session", "sessions"), ("exchange", "
 def json_lines(doc: dict):
     """The findings document as NDJSON for downstream tools: a header line (tool, summary,
     skipped), then one line per record, each with its ``type``."""
-    import json
-
     head = {"type": "summary", "schema_version": doc["schema_version"], "tool": doc["tool"], "generated_at": doc["generated_at"],
             "summary": doc["summary"], "skipped": doc["skipped"]}
     yield json.dumps(head, ensure_ascii=False)

@@ -12,7 +12,7 @@ import polars as pl
 
 from . import __version__, eras, findings, inputs, streams, verdicts
 from .anomalies import SCHEMA as ANOMALY_SCHEMA
-from .errors import InputError
+from .errors import AuditError, InputError
 from .findings import SEVERITIES
 
 SCHEMA_VERSION = "1"
@@ -38,9 +38,22 @@ class Result:
         return any(self.document["summary"]["findings_by_severity"].get(s) for s in SEVERITIES[: limit + 1])
 
 
-def _generated_at() -> str:
-    epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    when = datetime.fromtimestamp(int(epoch), timezone.utc) if epoch and epoch.isdigit() else datetime.now(timezone.utc)
+def generated_at() -> str:
+    """The document's time: SOURCE_DATE_EPOCH when set (reproducible output), else now.
+
+    Per https://reproducible-builds.org/specs/source-date-epoch/ the value is an ASCII decimal count of
+    seconds since 1970-01-01 UTC; a malformed one is an error, never silently replaced by the clock
+    (a job that sets it wants byte-identical output).  Empty counts as unset.
+    """
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
+    if not epoch:
+        return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if not (epoch.isascii() and epoch.isdigit()):
+        raise AuditError(f"SOURCE_DATE_EPOCH={epoch[:40]!r} is not a number of seconds since 1970-01-01 UTC (unset it, or set e.g. 1767225600)")
+    try:
+        when = datetime.fromtimestamp(int(epoch), timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        raise AuditError(f"SOURCE_DATE_EPOCH={epoch[:40]} is past the year 9999") from None
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -68,8 +81,10 @@ def read_inputs(
 ) -> Read:
     """Read every input; ``only(path)`` may skip files (the store's already-ingested ones)."""
     collected = inputs.collect(paths)
-    out = Read([], [], [], collected.skipped)
-    files = [p for p in collected.files if only is None or only(p)]
+    # Read in path order, whatever order the paths were given in: the document (inputs, anomalies, and
+    # everything numbered from them) is the same for any permutation, so two audit runs can be diffed.
+    out = Read([], [], [], sorted(collected.skipped))
+    files = sorted(p for p in collected.files if only is None or only(p))
     for n, path in enumerate(files, start=1):
         started = time.perf_counter()
         try:
@@ -90,6 +105,7 @@ def read_inputs(
         out.input_rows.append(
             {"path": path, "format": got.format, "records": got.records, "rejected": got.rejected, "error": None, "notes": got.notes}
         )
+    out.skipped.sort()
     return out
 
 
@@ -107,15 +123,27 @@ def run(
     return analyze_tables(tables, got.input_rows, got.errors, got.skipped, got.readable)
 
 
-def analyze_tables(tables: dict, input_rows: list[dict], errors: list[InputError], skipped: list[str], readable: int) -> Result:
-    """Canonical tables (from inputs or from a store) → the findings document."""
+def analyze_tables(
+    tables: dict, input_rows: list[dict], errors: list[InputError], skipped: list[str], readable: int, keep_pos: bool = False
+) -> Result:
+    """Canonical tables (from inputs or from a store) → the findings document.
+
+    ``keep_pos``: findings keep their place in history as ``_pos`` (analyzer.partitions merges by it)."""
     frames, links = streams.build(tables)
     rev = eras.revisions(frames)
     b = verdicts.judge(frames, links, rev)
-    body = findings.build_document(frames, b, rev)
+    body = findings.build_document(frames, b, rev, keep_pos=keep_pos)
 
     anomalies = pl.from_arrow(tables["anomalies"]) if tables["anomalies"].num_rows else pl.from_arrow(ANOMALY_SCHEMA.empty_table())
-    anomaly_rows = anomalies.to_dicts()
+    doc = document(input_rows, errors, skipped, body, int(tables["events"].num_rows), int(tables["messages"].num_rows), anomalies.to_dicts())
+    return Result(doc, readable, errors)
+
+
+def document(
+    input_rows: list[dict], errors: list[InputError], skipped: list[str], body: dict, events: int, messages: int, anomaly_rows: list[dict]
+) -> dict:
+    """The findings document around ``body`` (sessions, exchanges, boundaries, findings), with its summary."""
+    anomaly_rows = list(anomaly_rows)
     for exc in errors:
         anomaly_rows.append(
             {"source": exc.source, "location": "file", "code": "input_unreadable", "severity": "error", "message": exc.reason}
@@ -126,10 +154,10 @@ def analyze_tables(tables: dict, input_rows: list[dict], errors: list[InputError
     verdict_counts = {v: 0 for v in verdicts.VERDICT_ORDER}
     for bd in body["boundaries"]:
         verdict_counts[bd["verdict"]] += 1
-    doc = {
+    return {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "mcp-sse-audit", "version": __version__},
-        "generated_at": _generated_at(),
+        "generated_at": generated_at(),
         "summary": {
             "inputs": len(input_rows),
             "inputs_unreadable": len(errors),
@@ -137,8 +165,8 @@ def analyze_tables(tables: dict, input_rows: list[dict], errors: list[InputError
             "rejected": sum(r["rejected"] for r in input_rows),
             "sessions": len(body["sessions"]),
             "exchanges": len(body["exchanges"]),
-            "events": int(tables["events"].num_rows),
-            "messages": int(tables["messages"].num_rows),
+            "events": events,
+            "messages": messages,
             "boundaries": len(body["boundaries"]),
             "verdicts": verdict_counts,
             "findings_by_severity": by_sev,
@@ -149,7 +177,6 @@ def analyze_tables(tables: dict, input_rows: list[dict], errors: list[InputError
         **body,
         "anomalies": anomaly_rows,
     }
-    return Result(doc, readable, errors)
 
 
 def eprint(msg: str) -> None:

@@ -123,22 +123,47 @@ def ingest(
     return IngestReport([r["path"] for r in rows], already, [e.source for e in got.errors], got.skipped)
 
 
+def scan(store: Path, name: str) -> pl.LazyFrame:
+    """One canonical table of the store, lazily, with the ``input`` (sha256) column of its folder."""
+    return pl.scan_parquet(store / name / "**" / "*.parquet", hive_partitioning=True, schema=pl.from_arrow(TABLES[name].empty_table()).schema | {"input": pl.String})
+
+
+def _manifest_or_fail(store: Path) -> pl.DataFrame:
+    man = manifest(store)
+    if man.height == 0:
+        raise AuditError(f"{store}: no mcp-sse-audit store here (no {MANIFEST}); fill it with: mcp-sse-audit ingest PATH... --store {store}")
+    return man
+
+
+def input_rows(store: str | Path, used: set[str] | None = None) -> list[dict]:
+    """The document's ``inputs`` rows for the stored inputs (only those in ``used``, when given), by path."""
+    man = _manifest_or_fail(Path(store))
+    return [
+        {"path": r["path"], "format": r["format"], "records": r["records"], "rejected": r["rejected"], "error": None,
+         "notes": json.loads(r["notes"] or "[]")}
+        for r in man.sort("path").iter_rows(named=True)
+        if used is None or r["path"] in used
+    ]
+
+
 def load(
     store: str | Path,
     since: datetime | None = None,
     until: datetime | None = None,
     sessions: tuple[str, ...] = (),
+    inputs: list[str] | None = None,
 ) -> tuple[dict[str, pa.Table], list[dict]]:
-    """The canonical tables held by the store, narrowed lazily; and the inputs they came from."""
+    """The canonical tables held by the store, narrowed lazily; and the inputs they came from.
+
+    ``inputs``: only these stored inputs (sha256s; their folders are the only files read)."""
     store = Path(store)
-    man = manifest(store)
-    if man.height == 0:
-        raise AuditError(f"{store}: no mcp-sse-audit store here (no {MANIFEST}); fill it with: mcp-sse-audit ingest PATH... --store {store}")
+    _manifest_or_fail(store)
 
-    def scan(name: str) -> pl.LazyFrame:
-        return pl.scan_parquet(store / name / "**" / "*.parquet", hive_partitioning=True, schema=pl.from_arrow(TABLES[name].empty_table()).schema | {"input": pl.String})
+    def scan_(name: str) -> pl.LazyFrame:
+        lf = scan(store, name)
+        return lf if inputs is None else lf.filter(pl.col("input").is_in(inputs))
 
-    x = scan("exchanges")
+    x = scan_("exchanges")
     if since is not None:
         x = x.filter(pl.col("started") >= since)
     if until is not None:
@@ -149,18 +174,15 @@ def load(
     out = {"exchanges": x.drop("input").collect()}
     chosen = out["exchanges"].select("source", "xid")
     for name in ("events", "messages"):
-        out[name] = scan(name).join(chosen.lazy(), on=["source", "xid"], how="semi").drop("input").collect()
+        out[name] = scan_(name).join(chosen.lazy(), on=["source", "xid"], how="semi").drop("input").collect()
     sources = chosen["source"].unique()
-    anomalies = scan("anomalies")
+    anomalies = scan_("anomalies")
     if narrowed:  # the anomalies of the inputs that still contribute
         anomalies = anomalies.filter(pl.col("source").is_in(sources.implode()))
     out["anomalies"] = anomalies.drop("input").collect()
     tables_ = {name: df.to_arrow().cast(TABLES[name]) for name, df in out.items()}
-    used = set(sources.to_list())
-    rows = [
-        {"path": r["path"], "format": r["format"], "records": r["records"], "rejected": r["rejected"], "error": None,
-         "notes": json.loads(r["notes"] or "[]")}
-        for r in man.sort("path").iter_rows(named=True)
-        if not narrowed or r["path"] in used
-    ]
-    return tables_, rows
+    if inputs is not None:  # a partition: its own inputs
+        paths = set(manifest(store).filter(pl.col("sha256").is_in(inputs))["path"].to_list())
+        used = paths & set(sources.to_list()) if narrowed else paths
+        return tables_, input_rows(store, used)
+    return tables_, input_rows(store, set(sources.to_list()) if narrowed else None)

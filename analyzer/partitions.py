@@ -1,0 +1,248 @@
+"""Analysis of a store in partitions, one after another: memory bounded by a partition, not the archive.
+
+What may be split.  Every rule reads rows of one session, with two exceptions that decide the unit:
+
+* history across captures ties a session to the same ``Mcp-Session-Id`` in other inputs (views);
+* the cross-session rules compare the sessions of one input with each other (one shared event store
+  replaying a session's events into another).
+
+So a partition holds whole *inputs*, and every input that shares a session id with one of them:
+the connected components of the graph "input -- session id".  Sessions never span partitions, and
+neither do inputs; every rule sees exactly the rows it sees in a single pass, so the findings are the
+same.  Only the document's numbering is global (``x<n>``, ``s<n>``, ``S<n>``, ``b<n>``, ``f<n>``
+follow the merged history), and :func:`merge` renumbers the partial documents by the same keys a
+single pass sorts by.  ``tests/test_partitions.py`` checks that both give the same JSON.
+
+Components are packed into ``n`` partitions by size (largest first, each into the lightest
+partition); a component larger than the memory available is the limit of this scheme (one session
+id reused across every input of an archive chains them all), and the plan says how large the
+largest partition is.
+"""
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import polars as pl
+
+from . import pipeline, store as store_mod, verdicts
+from .findings import SEV_RANK, SEVERITIES
+
+MAX_ROUNDS = 64  # label propagation: each round at least halves no chain, but real graphs settle in a few
+
+
+@dataclass
+class Plan:
+    partitions: list[list[str]]  # input sha256s per partition
+    sizes: list[int]  # bytes of Parquet per partition
+    components: int
+
+
+def _input_bytes(store: Path) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for table in store_mod.TABLES:
+        base = store / table
+        if not base.is_dir():
+            continue
+        for folder in base.iterdir():
+            if folder.name.startswith("input="):
+                sha = folder.name[len("input=") :]
+                sizes[sha] = sizes.get(sha, 0) + sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
+    return sizes
+
+
+def plan(store: str | Path, n: int) -> Plan:
+    """Group the store's inputs into ``n`` partitions that never split a session or an input."""
+    store = Path(store)
+    man = store_mod.manifest(store)
+    shas = sorted(man["sha256"].to_list())
+    pairs = (
+        store_mod.scan(store, "exchanges")
+        .select(
+            "input",
+            sid=pl.coalesce("req_session_id", "resp_session_id"),
+        )
+        .filter(pl.col("sid").is_not_null() & (pl.col("sid") != ""))
+        .unique()
+        .collect()
+    )
+    # connected components by label propagation: an input's label is the least label of the inputs
+    # it shares a session id with, until nothing changes (bounded)
+    label = pl.DataFrame({"input": shas, "label": shas}, schema={"input": pl.String, "label": pl.String})
+    for _ in range(MAX_ROUNDS):
+        by_sid = pairs.join(label, on="input").group_by("sid").agg(pl.col("label").min())
+        new = (
+            pairs.join(by_sid, on="sid")
+            .group_by("input")
+            .agg(pl.col("label").min().alias("new"))
+            .join(label, on="input", how="right")
+            .select("input", label=pl.min_horizontal("label", "new"))
+        )
+        changed = new.join(label, on="input", suffix="_old").filter(pl.col("label") != pl.col("label_old")).height
+        label = new
+        if not changed:
+            break
+    sizes = _input_bytes(store)
+    comps = (
+        label.with_columns(bytes=pl.col("input").replace_strict(sizes, default=0, return_dtype=pl.Int64))
+        .group_by("label")
+        .agg(pl.col("input").sort(), pl.col("bytes").sum())
+        .sort(["bytes", "label"], descending=[True, False])
+    )
+    bins: list[list[str]] = [[] for _ in range(max(1, n))]
+    load = [0] * len(bins)
+    for inputs, size in comps.select("input", "bytes").iter_rows():
+        i = min(range(len(bins)), key=lambda k: (load[k], k))
+        bins[i].extend(inputs)
+        load[i] += size
+    keep = [i for i, b in enumerate(bins) if b]
+    return Plan([sorted(bins[i]) for i in keep], [load[i] for i in keep], comps.height)
+
+
+def _order_keys(exchanges: pl.DataFrame) -> pl.DataFrame:
+    """Local ``pos`` with the key it was sorted by (the same sort as ``streams._ordered_exchanges``)."""
+    return (
+        exchanges.select("source", "xid", "started")
+        .sort(["source", "xid"])
+        .with_columns(_t=pl.col("started").forward_fill().over("source"))
+        .sort(["_t", "source", "xid"], nulls_last=False)
+        .with_row_index("lpos")
+        .select(pl.col("lpos").cast(pl.Int64), "_t", "source", "xid")
+    )
+
+
+@dataclass
+class Partial:
+    doc: dict
+    keys: pl.DataFrame  # lpos, _t, source, xid
+    events: int
+    messages: int
+    anomalies: list[dict]
+
+
+def analyze(
+    store: str | Path,
+    n: int,
+    since=None,
+    until=None,
+    sessions: tuple[str, ...] = (),
+    progress: Callable[[str], None] | None = None,
+) -> pipeline.Result:
+    """The findings document of the store, analyzed in ``n`` partitions one after another."""
+    store = Path(store)
+    p = plan(store, n)
+    if progress:
+        mb = [s / 1e6 for s in p.sizes]
+        progress(f"{p.components} independent group(s) of inputs in {len(p.partitions)} partition(s); largest {max(mb, default=0):.0f} MB of Parquet")
+    input_rows = store_mod.input_rows(store)
+    partials: list[Partial] = []
+    used: set[str] = set()
+    for i, shas in enumerate(p.partitions, start=1):
+        tables, rows = store_mod.load(store, since, until, sessions, inputs=shas)
+        used.update(r["path"] for r in rows)
+        if progress:
+            progress(f"partition {i}/{len(p.partitions)}: {len(shas)} input(s), {tables['exchanges'].num_rows} exchanges, {tables['events'].num_rows} events")
+        if tables["exchanges"].num_rows == 0 and tables["anomalies"].num_rows == 0:
+            continue
+        res = pipeline.analyze_tables(tables, rows, [], [], len(rows), keep_pos=True)
+        partials.append(
+            Partial(res.document, _order_keys(pl.from_arrow(tables["exchanges"])), int(tables["events"].num_rows),
+                    int(tables["messages"].num_rows), res.document["anomalies"])
+        )
+        del tables, res
+        gc.collect()
+    narrowed = bool(since or until or sessions)
+    rows = [r for r in input_rows if not narrowed or r["path"] in used]
+    sha_of = dict(zip(store_mod.manifest(store)["path"].to_list(), store_mod.manifest(store)["sha256"].to_list()))
+    doc = merge(partials, rows, sha_of)
+    return pipeline.Result(doc, sum(1 for r in rows if r["error"] is None))
+
+
+def merge(partials: list[Partial], input_rows: list[dict], sha_of: dict[str, str]) -> dict:
+    """One document from partial ones, numbered as a single pass numbers it."""
+    keys = pl.concat(
+        [pt.keys.with_columns(part=pl.lit(i, pl.Int64)) for i, pt in enumerate(partials)]
+        or [pl.DataFrame(schema={"lpos": pl.Int64, "_t": pl.Datetime("us", "UTC"), "source": pl.String, "xid": pl.Int64, "part": pl.Int64})]
+    )
+    keys = keys.sort(["_t", "source", "xid"], nulls_last=False).with_row_index("gpos")
+    gpos = {(part, lpos): g for part, lpos, g in keys.select("part", "lpos", "gpos").iter_rows()}
+
+    def x_map(part: int, ref: str | None, prefix: str) -> str | None:
+        return None if ref is None else f"{prefix}{gpos[(part, int(ref[1:]) - 1)] + 1}"
+
+    exchanges, sessions, boundaries, findings = [], [], [], []
+    first: dict[tuple[int, str], int] = {}
+    for i, pt in enumerate(partials):
+        for e in pt.doc["exchanges"]:
+            e = dict(e)
+            e["exchange_id"] = x_map(i, e["exchange_id"], "x")
+            e["stream"] = x_map(i, e["stream"], "s")
+            g = int(e["exchange_id"][1:]) - 1
+            if e["session"] is not None:
+                k = (i, e["session"])
+                first[k] = min(first.get(k, g), g)
+            e["session"] = (i, e["session"])
+            exchanges.append((g, e))
+    s_order = sorted(first, key=first.__getitem__)
+    s_key = {k: f"S{n}" for n, k in enumerate(s_order, start=1)}
+    for i, pt in enumerate(partials):
+        for s in pt.doc["sessions"]:
+            s = dict(s)
+            k = (i, s["session"])
+            s["session"] = s_key[k]
+            sessions.append((first[k], s))
+        b_key = {}
+        for b in pt.doc["boundaries"]:
+            b = dict(b)
+            old = b["boundary_id"]
+            b["request_exchange"] = x_map(i, b["request_exchange"], "x")
+            b["resumes_exchange"] = x_map(i, b["resumes_exchange"], "x")
+            b["stream"] = x_map(i, b["stream"], "s")
+            b["session"] = s_key.get((i, b["session"]))
+            boundaries.append((int(b["request_exchange"][1:]) - 1, b))
+            b_key[old] = b
+        for f in pt.doc["findings"]:
+            f = dict(f)
+            f["session"] = s_key.get((i, f["session"]))
+            f["_g"] = gpos[(i, f.pop("_pos"))] if f.get("_pos") is not None else -1
+            f["_b"] = b_key.get(f["boundary"]) if f.get("boundary") else None
+            findings.append(f)
+    for _, e in exchanges:
+        e["session"] = s_key.get(e["session"])
+    boundaries.sort(key=lambda t: t[0])
+    for n, (_, b) in enumerate(boundaries, start=1):
+        b["boundary_id"] = f"b{n}"
+    findings.sort(key=lambda r: (SEV_RANK[r["severity"]], r["_g"], r["rule"], r["message"]))
+    for n, f in enumerate(findings, start=1):
+        del f["_g"]
+        b = f.pop("_b")
+        if b is not None:
+            f["boundary"] = b["boundary_id"]
+        f["id"] = f"f{n}"
+    body = {
+        "sessions": [s for _, s in sorted(sessions, key=lambda t: t[0])],
+        "exchanges": [e for _, e in sorted(exchanges, key=lambda t: t[0])],
+        "boundaries": [b for _, b in boundaries],
+        "findings": findings,
+    }
+    # anomalies in the order a single pass reads them from the store: by input folder, then as stored
+    order = {sha: n for n, sha in enumerate(sorted(sha_of.values()))}
+    anomalies = [a for pt in partials for a in pt.anomalies]
+    anomalies = [a for _, _, a in sorted(((order.get(sha_of.get(a["source"], ""), -1), n, a) for n, a in enumerate(anomalies)), key=lambda t: (t[0], t[1]))]
+    by_sev = {s: 0 for s in SEVERITIES}
+    for f in findings:
+        by_sev[f["severity"]] += 1
+    verdict_counts = {v: 0 for v in verdicts.VERDICT_ORDER}
+    for b in body["boundaries"]:
+        verdict_counts[b["verdict"]] += 1
+    return pipeline.document(
+        input_rows=input_rows,
+        errors=[],
+        skipped=[],
+        body=body,
+        events=sum(pt.events for pt in partials),
+        messages=sum(pt.messages for pt in partials),
+        anomaly_rows=anomalies,
+    )
