@@ -65,10 +65,11 @@ class Read:
     input_rows: list[dict]
     errors: list[InputError]
     skipped: list[str]
+    readable_count: int = 0  # inputs handed to a sink (not kept in parts) that yielded records
 
     @property
     def readable(self) -> int:
-        return sum(1 for p in self.parts if p.records > p.rejected or p.records == 0)
+        return self.readable_count + sum(1 for p in self.parts if p.records > p.rejected or p.records == 0)
 
 
 def read_inputs(
@@ -78,8 +79,12 @@ def read_inputs(
     progress: Callable[[str], None] | None = None,
     ports: frozenset[int] | None = None,
     only: Callable[[str], bool] | None = None,
+    sink: Callable[[object, dict], None] | None = None,
 ) -> Read:
-    """Read every input; ``only(path)`` may skip files (the store's already-ingested ones)."""
+    """Read every input; ``only(path)`` may skip files (the store's already-ingested ones).
+
+    ``sink(part, row)``: each input's tables go there as soon as it is read and are not kept, so
+    memory holds one input at a time (the store's streaming ingest)."""
     collected = inputs.collect(paths)
     # Read in path order, whatever order the paths were given in: the document (inputs, anomalies, and
     # everything numbered from them) is the same for any permutation, so two audit runs can be diffed.
@@ -101,10 +106,14 @@ def read_inputs(
             mb = os.path.getsize(path) / 1e6
             secs = max(time.perf_counter() - started, 1e-6)
             progress(f"[{n}/{len(files)}] {path}: {got.records} records, {mb:.1f} MB at {mb / secs:.1f} MB/s")
-        out.parts.append(got)
-        out.input_rows.append(
-            {"path": path, "format": got.format, "records": got.records, "rejected": got.rejected, "error": None, "notes": got.notes}
-        )
+        row = {"path": path, "format": got.format, "records": got.records, "rejected": got.rejected, "error": None, "notes": got.notes}
+        if sink is not None:
+            sink(got, row)
+            out.readable_count += 1 if (got.records > got.rejected or got.records == 0) else 0
+            del got
+        else:
+            out.parts.append(got)
+        out.input_rows.append(row)
     out.skipped.sort()
     return out
 

@@ -102,9 +102,10 @@ def ingest(
         sha[path] = digest
         return True
 
-    got = read_inputs(paths, fmt, redact_secrets, progress, ports, only=new)
-    rows = []
-    for part, row in zip(got.parts, [r for r in got.input_rows if r["error"] is None], strict=True):
+    added: list[str] = []
+
+    def write(part, row: dict) -> None:
+        """One input's tables to disk, then its manifest row: a crash loses at most this input."""
         digest = sha[part.source]
         for name, schema in TABLES.items():
             folder = store / name / f"input={digest}"
@@ -113,14 +114,17 @@ def ingest(
             tmp = folder / "part-0.parquet.tmp"
             pq.write_table(table, tmp, compression="zstd")
             os.replace(tmp, folder / "part-0.parquet")  # a crash never leaves half a file under the real name
-        rows.append({"sha256": digest, "path": row["path"], "format": row["format"], "records": row["records"],
-                     "rejected": row["rejected"], "notes": json.dumps(row["notes"])})
-    if rows:
-        merged = pl.concat([manifest(store), pl.DataFrame(rows, schema=pl.from_arrow(MANIFEST_SCHEMA.empty_table()).schema)])
+        got = {"sha256": digest, "path": row["path"], "format": row["format"], "records": row["records"],
+               "rejected": row["rejected"], "notes": json.dumps(row["notes"])}
+        merged = pl.concat([manifest(store), pl.DataFrame([got], schema=pl.from_arrow(MANIFEST_SCHEMA.empty_table()).schema)])
         tmp = store / (MANIFEST + ".tmp")
         merged.write_parquet(tmp)
         os.replace(tmp, store / MANIFEST)
-    return IngestReport([r["path"] for r in rows], already, [e.source for e in got.errors], got.skipped)
+        added.append(row["path"])
+
+    # streaming: each input is written as soon as it is read, and only one is held in memory
+    got = read_inputs(paths, fmt, redact_secrets, progress, ports, only=new, sink=write)
+    return IngestReport(added, already, [e.source for e in got.errors], got.skipped)
 
 
 def scan(store: Path, name: str) -> pl.LazyFrame:

@@ -78,3 +78,19 @@ def test_cli_store_errors_are_one_line(tmp_path):
     assert r.exit_code == 2 and "add --store DIR" in r.stderr
     r = CliRunner().invoke(main, ["analyze"])
     assert r.exit_code == 2 and "give PATHs" in r.stderr
+
+
+def test_ingest_streams_one_input_at_a_time(tmp_path, monkeypatch):
+    """Each input is on disk (tables and manifest row) before the next one is read: memory holds one input."""
+    st = tmp_path / "st"
+    seen = []
+    real = pipeline.inputs.read_one
+
+    def spy(path, *a, **k):
+        seen.append((Path(path).name, store.manifest(st).height if (st / store.MANIFEST).exists() else 0))
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(pipeline.inputs, "read_one", spy)
+    rep = store.ingest([str(SYN / "gap.jsonl"), str(SYN / "continuous.har"), str(SYN / "replay_reset.jsonl")], st)
+    assert [n for _, n in seen] == [0, 1, 2]
+    assert len(rep.added) == 3 and store.manifest(st).height == 3
