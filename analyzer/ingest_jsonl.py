@@ -52,6 +52,9 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
     log = AnomalyLog(source)
     b = Builder(source, log, redact_secrets)
     current: dict[str, dict] = {}  # conn -> its open exchange row
+    cols = b.event_values
+    ev_xid, ev_line, ev_ts, ev_id = cols["xid"].append, cols["line"].append, cols["ts"].append, cols["id"].append
+    ev_event, ev_data, ev_retry, ev_fate = cols["event"].append, cols["data"].append, cols["retry"].append, cols["fate"].append
     records = 0
     for lineno, raw in enumerate(stream, start=1):
         if not raw.strip():
@@ -118,14 +121,17 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
                 continue
             b.response(row, status, headers)
         elif kind == "sse":
-            ok_id, eid = _opt_str(rec, "id")
-            ok_ev, etype = _opt_str(rec, "event")
+            eid = rec.get("id")
+            etype = rec.get("event")
             data = rec.get("data")
             retry = rec.get("retry")
-            if not (ok_id and ok_ev and (data is None or isinstance(data, str))) or (
-                retry is not None and (not isinstance(retry, int) or isinstance(retry, bool) or retry < 0)
+            if (
+                (eid is not None and type(eid) is not str)
+                or (etype is not None and type(etype) is not str)
+                or (data is not None and type(data) is not str)
+                or (retry is not None and (type(retry) is not int or not 0 <= retry < 2**63))
             ):
-                log.add("jsonl_bad_record", where, "sse needs `data` (string), `id`/`event` (string or null), `retry` (integer or null)")
+                log.add("jsonl_bad_record", where, "sse needs `data` (string), `id`/`event` (string or null), `retry` (integer 0..2^63-1 or null)")
                 continue
             if rec.get("truncated") is True:
                 fate = "cut_off"
@@ -137,7 +143,15 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
             if eid is not None and "\x00" in eid:
                 log.add("sse_id_contains_nul", where)
                 eid = None
-            b.event(row, location=where, ts=ts, event_id=eid, event_type=etype, data=data or "", retry=retry, fate=fate)
+            # one value per column (tables.Builder.event_values): the bulk of a log, kept lean
+            ev_xid(row["xid"])
+            ev_line(lineno)
+            ev_ts(ts)
+            ev_id(eid)
+            ev_event(etype)
+            ev_data(data or "")
+            ev_retry(retry)
+            ev_fate(fate)
         elif kind == "body":
             data = rec.get("data")
             if not isinstance(data, str):

@@ -123,6 +123,9 @@ class Builder:
         self.events: dict[str, list] = {name: [] for name in EVENTS.names}
         self.messages: dict[str, list] = {name: [] for name in MESSAGES.names}
         self.event_frames: list[pl.DataFrame] = []  # events added column-wise (add_events)
+        # events appended by a reader as plain values, one list per column (a line number for the
+        # location): the cheapest per-event path; ordinal, cursor and digest are derived in finish()
+        self.event_values: dict[str, list] = {"xid": [], "line": [], "ts": [], "id": [], "event": [], "data": [], "retry": [], "fate": []}
 
     # -- exchanges -------------------------------------------------------
     def exchange(
@@ -258,6 +261,15 @@ class Builder:
         for row in self.exchanges:
             row.pop("_ordinal", None)
             row.pop("_cursor", None)
+        vals = self.event_values
+        if vals["xid"]:
+            frame = pl.DataFrame(
+                vals,
+                schema={"xid": pl.Int64, "line": pl.Int64, "ts": pl.Datetime("us", "UTC"), "id": pl.String, "event": pl.String,
+                        "data": pl.String, "retry": pl.Int64, "fate": pl.String},
+            )
+            self.event_values = {k: [] for k in vals}
+            self.add_events(frame.with_columns(location=pl.format("line {}", pl.col("line"))).drop("line"))
         events = pl.from_arrow(pa.Table.from_pydict(self.events, schema=EVENTS))
         if self.event_frames:
             events = pl.concat([events, *self.event_frames])
