@@ -5,8 +5,10 @@
 
 Steps, each a separate process:
 
-1. ``bench/generate.py --events N --seed S`` for S = 1..files, into ``bench/out/large/s<S>/`` (kept, skipped
-   when already there: generating 10 GB takes a while).  Different seeds: different sessions, ids, payloads.
+1. ``bench/generate.py --events N --seed S`` for S = 1..distinct, into ``bench/out/large/s<S>/`` (kept, skipped
+   when already there).  The other files are copies of those with every ``Mcp-Session-Id`` rewritten
+   (its first 8 hex digits become the file's number): other bytes, other sessions, the same traffic
+   shape, in seconds instead of the minute a generated file takes.
 2. ``mcp-sse-audit ingest bench/out/large --store bench/out/large-store -q`` inside a memory cgroup whose
    limit is ``--limit-mb`` (cgroup v1 ``memory.limit_in_bytes``, or v2 ``memory.max``): the kernel kills the
    process if it ever needs more.  The store is made anew each time.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -79,6 +82,7 @@ def run(cmd: list[str], cg: Path | None, timeout: float, log: Path) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--files", type=int, default=60)
+    ap.add_argument("--distinct", type=int, default=6, help="files made by the generator; the rest are session-renamed copies")
     ap.add_argument("--events", type=int, default=500_000, help="SSE events per file")
     ap.add_argument("--limit-mb", type=int, default=2048, help="memory limit for the ingest and analysis processes")
     ap.add_argument("--partitions", type=int, default=0, help="partitions for the analysis (default: one per file)")
@@ -92,13 +96,26 @@ def main() -> int:
     gen_s = 0.0
     if not a.skip_generate:
         t0 = time.perf_counter()
-        for seed in range(1, a.files + 1):
+        distinct = max(1, min(a.distinct, a.files))
+        for seed in range(1, distinct + 1):
             folder = data / f"s{seed}"
-            print(f"generate {seed}/{a.files}", file=sys.stderr, flush=True)
+            print(f"generate {seed}/{distinct}", file=sys.stderr, flush=True)
             subprocess.run([sys.executable, str(HERE / "generate.py"), "--events", str(a.events), "--seed", str(seed),
                             "--formats", "jsonl", "--out", str(folder)], check=True, stdout=subprocess.DEVNULL)
+        name = f"traffic-{a.events // 1000}k.jsonl"
+        sid = re.compile(rb'("mcp-session-id":")[0-9a-f]{8}')
+        for n in range(distinct + 1, a.files + 1):
+            target = data / f"s{n}" / name
+            if target.exists():
+                continue
+            base = (data / f"s{(n - 1) % distinct + 1}" / name).read_bytes()
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_suffix(".tmp")
+            tmp.write_bytes(sid.sub(rb"\g<1>" + f"{n:08x}".encode(), base))
+            tmp.rename(target)
+            print(f"derived {n}/{a.files}", file=sys.stderr, flush=True)
         gen_s = time.perf_counter() - t0
-    files = sorted(data.glob("s*/traffic-*.jsonl"))
+    files = sorted(data.glob(f"s*/traffic-{a.events // 1000}k.jsonl"))
     total = sum(f.stat().st_size for f in files)
     limit = a.limit_mb << 20
     cg, how = cgroup(limit)
