@@ -18,30 +18,38 @@ from pathlib import Path
 import pytest
 
 from analyzer import pipeline, report
+from reportdocs import CAPTURES, HOSTILE_SIDS, SYNTHETIC, hostile_capture, poison
 
 ROOT = Path(__file__).resolve().parent.parent
-SYNTHETIC = ROOT / "sample_logs" / "synthetic"
-CAPTURES = sorted(p for p in SYNTHETIC.glob("*") if p.suffix in (".jsonl", ".har"))
 
 VOID = {"meta", "br", "link", "img", "input", "hr", "col", "area", "base", "embed", "source", "track", "wbr"}
 # Every element the template emits; anything else in the output came from the data.
 ALLOWED_TAGS = {
-    "html", "head", "meta", "title", "style", "body", "header", "main", "footer", "nav", "section", "article",
+    "html", "head", "meta", "title", "style", "script", "body", "header", "main", "footer", "nav", "section", "article",
     "h1", "h2", "h3", "h4", "h5", "h6", "p", "ul", "ol", "li", "dl", "dt", "dd", "div", "span", "strong", "a",
     "code", "br", "table", "caption", "thead", "tbody", "tr", "th", "td", "details", "summary",
-    "svg", "g", "line", "rect", "circle", "text",
+    "form", "label", "select", "option", "input", "button", "output",
+    "svg", "g", "line", "rect", "circle", "text", "path",
+}
+# data-* attributes and the only values they may take: the script reads nothing else.
+TOKENS = set(report.VERDICTS) | {"unknown"}
+SEV_TOKENS = set(report.SEVERITIES) | {"none"}
+DATA_ATTRS = {
+    "data-f": lambda v: v in ("b", "f", "s", "r"),
+    "data-s": lambda v: v == "" or v.isdigit(),
+    "data-k": lambda v: v == "" or v.isdigit(),
+    "data-v": lambda v: v == "" or set(v.split(" ")) <= TOKENS,
+    "data-sev": lambda v: v == "" or set(v.split(" ")) <= SEV_TOKENS,
+    "data-any": lambda v: set(v.split(" ")) <= TOKENS | SEV_TOKENS,
 }
 
-PAYLOADS = [
-    "<script>alert(1)</script>",
-    '"><img src=x onerror=alert(1)>',
-    "</style><style>*{}</style>",
-    "javascript:alert(1)",
-    "line\u2028sep\u2029para",
-    "</title></svg><svg onload=alert(1)>",
-    "'><a href=https://evil.example/>x</a>",
-]
-HOSTILE = "".join(PAYLOADS)
+
+def _static_js() -> str:
+    template = report._environment().get_template(report.TEMPLATE)
+    return "".join(template.blocks["js"](template.new_context({})))
+
+
+STATIC_JS = _static_js()
 
 
 def _require_samples() -> None:
@@ -105,6 +113,16 @@ def style_text(html: str) -> str:
     return blocks[0]
 
 
+def script_text(html: str) -> str:
+    blocks = re.findall(r"<script>(.*?)</script>", html, re.S)
+    assert len(blocks) == 1, "exactly one <script> element"
+    return blocks[0]
+
+
+def sha(text: str) -> str:
+    return base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
+
+
 def csp(html: str) -> str:
     m = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">', html)
     assert m, "CSP meta missing"
@@ -128,17 +146,21 @@ def check_page(doc: dict, html: str) -> Collector:
     assert html.startswith("<!DOCTYPE html>\n")
     tags = {t for t, _ in c.tags}
     assert tags <= ALLOWED_TAGS, tags - ALLOWED_TAGS
-    assert "script" not in tags and "<script" not in html.lower()
+    scripts = [a for t, a in c.tags if t == "script"]
+    assert scripts == [{}], "one inline script, no src, no attributes"
+    assert html.lower().count("<script") == 1
 
-    # CSP: strict, and its style hash is the hash of the one <style> text.
+    # CSP: strict, and its hashes are the hashes of the one <style> and the one <script> text.
     policy = csp(html)
-    css = style_text(html)
-    digest = base64.b64encode(hashlib.sha256(css.encode()).digest()).decode()
+    css, js = style_text(html), script_text(html)
     assert policy == (
-        f"default-src 'none'; style-src 'sha256-{digest}'; img-src data:; base-uri 'none'; form-action 'none'"
+        f"default-src 'none'; style-src 'sha256-{sha(css)}'; script-src 'sha256-{sha(js)}'; img-src data:; "
+        "base-uri 'none'; form-action 'none'; require-trusted-types-for 'script'; trusted-types 'none'"
     )
+    assert "unsafe" not in policy
     assert html.index("Content-Security-Policy") < html.index("<style>")
     assert "@import" not in css and "url(" not in css
+    assert js == STATIC_JS, "the script is static text: it never carries document content"
 
     ids = [a["id"] for _, a in c.tags if "id" in a]
     assert len(ids) == len(set(ids)), [i for i, n in Counter(ids).items() if n > 1]
@@ -146,6 +168,8 @@ def check_page(doc: dict, html: str) -> Collector:
         assert "style" not in attrs, f"inline style on <{tag}> (CSP forbids it)"
         for name, value in attrs.items():
             assert not name.startswith("on"), (tag, name)
+            if name.startswith("data-"):
+                assert name in DATA_ATTRS and DATA_ATTRS[name](value), (tag, name, value)
             if name in ("src", "href", "action", "xlink:href", "formaction", "poster", "data"):
                 assert value is not None and value.startswith("#"), (tag, name, value)  # in-page links only
         if "id" in attrs:
@@ -225,63 +249,12 @@ def test_headline(merged_doc):
 # hostile content
 
 
-def _poison(doc: dict) -> dict:
-    d = copy.deepcopy(doc)
-    old_ids = {s["session_id"] for s in d["sessions"]}
-
-    def sid(v):
-        return HOSTILE + v if v in old_ids else v
-
-    for s in d["sessions"]:
-        s["session_id"] = sid(s["session_id"])
-        s["protocol_version"] = HOSTILE
-        s["sources"] = [HOSTILE + p for p in s["sources"]]
-    for x in d["exchanges"]:
-        x["session_id"] = sid(x["session_id"])
-        x["url"] = "javascript:alert(1)//" + HOSTILE
-        x["content_type"] = HOSTILE
-        x["last_event_id"] = HOSTILE
-        x["first_id"] = HOSTILE
-        x["source"] = HOSTILE + x["source"]
-    for b in d["boundaries"]:
-        b["session_id"] = sid(b["session_id"])
-        b["reason"] = HOSTILE
-        b["last_event_id"] = HOSTILE
-        b["lost_event_ids"] = [HOSTILE] * 3
-        b["lost_count"] = 3
-        b["http"]["request_session_id"] = HOSTILE
-        b["http"]["replay_epoch_after"] = HOSTILE
-        for ev in b["events_before"] + b["events_after"] + b["cut_off_before"]:
-            ev["data"] = HOSTILE
-            ev["id"] = HOSTILE
-            ev["event"] = HOSTILE
-        b["request"] = {"source": HOSTILE, "location": HOSTILE}
-    for f in d["findings"]:
-        f["session_id"] = sid(f["session_id"]) if f["session_id"] is not None else None
-        f["message"] = HOSTILE
-        f["effect"] = HOSTILE
-        f["rule"] = HOSTILE
-        f["evidence"] = [{"source": HOSTILE, "location": HOSTILE}]
-    for a in d["anomalies"]:
-        a["message"] = HOSTILE
-        a["code"] = HOSTILE
-    d["anomalies"].append({"source": HOSTILE, "location": HOSTILE, "code": HOSTILE, "severity": HOSTILE, "message": HOSTILE})
-    for i in d["inputs"]:
-        i["path"] = HOSTILE + i["path"]
-        i["notes"] = [HOSTILE]
-        i["error"] = HOSTILE
-    d["skipped"] = [HOSTILE]
-    d["tool"]["version"] = HOSTILE
-    d["generated_at"] = HOSTILE
-    return d
-
-
 def test_hostile_content_is_inert(merged_doc):
-    doc = _poison(merged_doc)
+    doc = poison(merged_doc)
     html = report.render(doc)
     check_page(doc, html)
     lower = html.lower()
-    assert "<script" not in lower
+    assert lower.count("<script") == 1 and lower.count("</script") == 1  # ours: check_page proved it static
     assert "<img" not in lower
     assert "<svg onload" not in lower
     assert html.count("</style>") == 1
@@ -297,7 +270,8 @@ def test_hostile_content_is_inert(merged_doc):
             assert before[tag_start:].count('"') % 2 == 1, html[tag_start : m.end()]
     # The escaped forms are shown.
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
-    assert "&#34;&gt;&lt;img src=x onerror=alert(1)&gt;" in html
+    assert "&lt;/script&gt;&lt;script&gt;alert(2)&lt;/script&gt;" in html
+    assert "&#34;&gt;&lt;img src=x onerror=alert(3)&gt;" in html
     assert "&lt;/style&gt;" in html
 
 
@@ -316,13 +290,29 @@ def test_hostile_ids_and_enums_do_not_reach_attributes(merged_doc):
     html = report.render(doc)
     c = parse(html)
     assert not c.errors
-    assert "<script" not in html.lower() and "<b>" not in html
+    assert html.lower().count("<script") == 1 and "<b>" not in html
     for _, attrs in c.tags:
         assert not any(k.startswith("on") for k in attrs)
         if "id" in attrs:
             assert re.fullmatch(r"[a-z0-9-]+", attrs["id"])
         assert "class" not in attrs or re.fullmatch(r"[a-z0-9_ -]+", attrs["class"]), attrs["class"]
     assert 'id="boundary-n1"' in html and 'class="card v-unknown"' in html
+    # filter tokens come from the fixed tables, whatever the document says
+    card = re.search(r'<article class="card v-unknown"[^>]*>', html).group(0)
+    assert 'data-v="unknown"' in card and 'data-sev="none"' in card
+
+
+def test_hostile_capture_through_the_pipeline(tmp_path):
+    """Markup in session ids, event data, URLs and bodies, as a server would send it."""
+    doc = pipeline.run([str(hostile_capture(tmp_path / "h.jsonl"))]).document
+    assert {s["session_id"] for s in doc["sessions"]} == set(HOSTILE_SIDS)
+    assert [b["verdict"] for b in doc["boundaries"]] == ["gap", "session_invalid"]
+    html = report.render(doc)
+    check_page(doc, html)
+    lower = html.lower()
+    assert lower.count("<script") == 1 and "<img" not in lower and "<svg onload" not in lower
+    assert "&lt;/script&gt;&lt;script&gt;alert(8)&lt;/script&gt;" in html  # the URL, escaped
+    assert "sess&#34;onmouseover=&#34;alert(6)" in html and "sess&#39;&gt;&lt;svg onload=alert(7)&gt;" in html
 
 
 # --------------------------------------------------------------------------
@@ -338,20 +328,33 @@ def _one_boundary_doc(doc: dict) -> dict:
 def test_card_details(merged_doc):
     d = _one_boundary_doc(merged_doc)
     b = d["boundaries"][0]
+    b["verdict"] = "gap"
     b["lost_event_ids"] = [str(i) for i in range(100, 150)]
     b["lost_count"] = 1234
-    b["events_after"][0]["data"] = "A" * 170 + "TAIL"
+    b["events_after"][0]["data"] = "HEAD" + "A" * 300 + "TAIL"
     b["handled_correctly"] = None
     html = report.render(d)
-    assert "… 1214 more" in html
-    assert "<code>119</code>" in html and "<code>120</code>" not in html
-    assert "A" * 160 + "…" in html and "TAIL" not in html
+    # the first 20 ids, as a range, and how many more the JSON has
+    assert "<code>100–119</code>" in html and "… 1214 more" in html and "<code>120" not in html
+    # event data: head and tail, with what was left out between them
+    assert "HEAD" + "A" * 116 + '<span class="elided"> … 148 chars … </span>' + "A" * 36 + "TAIL" in html
     assert "capture ends first" in html
+    assert "The capture ends before the client re-initialized or used the session again." in html
     b["handled_correctly"] = True
-    b["verdict"] = "gap"
     assert "client re-initialized" in report.render(d)
     b["handled_correctly"] = False
     assert "client kept using the session" in report.render(d)
+    b["verdict"] = "continuous"
+    html = report.render(d)
+    assert "nothing to handle (stream was continuous)" in html and report.NO_EFFECT in html
+
+
+def test_id_ranges():
+    assert report._ranges(["6", "7", "8", "10", "12", "13"]) == ["6–8", "10", "12–13"]
+    assert report._ranges(["5"]) == ["5"]
+    assert report._ranges(["a_1", "a_2"]) == ["a_1", "a_2"]  # opaque ids stay as they are
+    assert report._ranges(["01", "02"]) == ["01", "02"]  # not plain integers
+    assert report._ranges([]) == []
 
 
 def test_body_not_recorded_and_missing_times(merged_doc):
@@ -364,7 +367,7 @@ def test_body_not_recorded_and_missing_times(merged_doc):
     html = report.render(d)
     check_page(d, html)
     assert "not recorded (unknown, not empty)" in html
-    assert "by position in the capture" in html
+    assert "By position in the capture" in html
 
 
 def test_quiet_sessions_are_a_compact_list(merged_doc):
@@ -445,10 +448,10 @@ def test_colour_contrast_light_and_dark(merged_doc):
     assert "@media (prefers-color-scheme: dark)" in css and "@media print" in css
     for rules in _palettes(css):
         root = rules[":root"]
-        for fg in ("fg", "muted", "link", "ok", "bad", "unknown"):
+        for fg in ("fg", "muted", "link", "ok", "bad", "unknown", "dup"):
             for bg in ("bg", "panel"):
                 assert _contrast(root[fg], root[bg]) >= 4.5, (fg, bg, root[fg], root[bg])
-            assert _contrast(root[fg], root["code"]) >= 4.5 or fg in ("ok", "bad", "unknown")
+            assert _contrast(root[fg], root["code"]) >= 4.5 or fg in ("ok", "bad", "unknown", "dup")
         verdicts = {k: v for k, v in rules.items() if k.startswith(".v-")}
         assert {f".v-{v}" for v in report.VERDICTS} <= set(verdicts)
         for sel, pal in verdicts.items():
@@ -492,3 +495,154 @@ def test_template_dir_missing_names_both(tmp_path, monkeypatch):
     msg = str(exc.value)
     assert str(tmp_path / "site" / "reports_templates") in msg
     assert str(tmp_path / "prefix" / "share" / "mcp-sse-audit" / "reports_templates") in msg
+
+
+# --------------------------------------------------------------------------
+# summary, evidence, timeline
+
+
+def _boundary_by_verdict(doc: dict, verdict: str) -> dict:
+    return next(b for b in doc["boundaries"] if b["verdict"] == verdict)
+
+
+def _card(html: str, bid: str) -> str:
+    start = html.index(f'id="boundary-{bid}"')
+    return html[start : html.index("</article>", start)]
+
+
+def test_summary_answers_at_a_glance(merged_doc):
+    html = report.render(merged_doc)
+    assert '<p class="status s-critical">' in html
+    summary = html[html.index('<h2 id="summary">') : html.index('<h2 id="findings">')]
+    v = merged_doc["summary"]["verdicts"]
+    diverged = sum(n for k, n in v.items() if k not in ("continuous", "unverifiable"))
+    assert f"Diverged: <strong class=\"count\">{diverged}</strong>" in summary
+    assert f"Could not be verified: <strong class=\"count\">{v['unverifiable']}</strong>" in summary
+    # where: the worst reconnects, critical first, each linked to its card
+    where = summary[summary.index('<h3 id="sum-where">') : summary.index('<h3 id="sum-top">')]
+    sevs = re.findall(r'<td data-k="(\d)"><span class="sev', where)
+    assert sevs and sevs == sorted(sevs) and sevs[0] == "0"
+    for bid in re.findall(r'<a href="#boundary-(b\d+)">', where):
+        assert f'id="boundary-{bid}"' in html
+    # how bad: critical findings first
+    top = summary[summary.index('<h3 id="sum-top">') :]
+    ranks = [report.SEV_RANK[s] for s in re.findall(r'<li><span class="sev s-(\w+)">', top)]
+    assert ranks and ranks == sorted(ranks) and ranks[0] == 0
+    # inputs and their anomalies
+    assert "sse_unterminated_event</code> × 2" in summary
+    assert "(16 har, 17 jsonl)" in summary
+    quiet = copy.deepcopy(merged_doc)
+    quiet["summary"]["verdicts"] = {k: 0 for k in v}
+    quiet["summary"]["findings_by_severity"] = {"critical": 0, "error": 0, "warning": 0, "info": 0}
+    assert '<p class="status s-ok">' in report.render(quiet)
+
+
+def test_decisive_headers(merged_doc):
+    html = report.render(merged_doc)
+    want = {"session_invalid": "method / status", "epoch_change": "replay epoch before → after", "gap": "Last-Event-ID sent"}
+    for verdict, row in want.items():
+        card = _card(html, _boundary_by_verdict(merged_doc, verdict)["boundary_id"])
+        assert f'<tr class="decisive"><th scope="row">{row} <span class="tag">decisive</span>' in card, verdict
+        assert card.count('class="decisive"') == len(report.DECISIVE[verdict])
+
+
+def test_client_reaction_located(merged_doc):
+    """Where the client kept using the session (or re-initialized), as the verdict says."""
+    html = report.render(merged_doc)
+    for b in merged_doc["boundaries"]:
+        card = _card(html, b["boundary_id"])
+        if b["verdict"] == "continuous":
+            assert "nothing to handle" in card
+        elif b["handled_correctly"] is False:
+            # the finding names the next use by its location; the card shows the same request
+            f = next(f for f in merged_doc["findings"] if f["boundary"] == b["boundary_id"])
+            loc = re.search(r"used the old session again \(([^)]*)\)", f["message"]).group(1)
+            assert "on the old session without re-initializing" in card and f":{loc})" in card
+            target = re.search(r'without re-initializing\. <a href="#(conn-x\d+)">', card).group(1)
+            assert f'<tr id="{target}">' in html
+        elif b["handled_correctly"] is True:
+            assert re.search(r"A new session \(\d+\) started with POST x\d+", card), card
+        else:
+            assert "The capture ends before the client re-initialized" in card
+    # one marker per reconnect that was not continuous, in its session's timeline
+    chunks = session_chunks(html)
+    for n, chunk in chunks.items():
+        sid = merged_doc["sessions"][n - 1]["session"]
+        want = sum(1 for b in merged_doc["boundaries"] if b["session"] == sid and b["verdict"] != "continuous")
+        assert chunk.count('<a class="react react-') == want
+
+
+def test_unanswered_requests_on_the_card(merged_doc):
+    html = report.render(merged_doc)
+    b = _boundary_by_verdict(merged_doc, "cross_stream_replay")
+    unanswered = [f for f in merged_doc["findings"] if f["rule"] == "request_unanswered" and f["session"] == b["session"]]
+    assert unanswered
+    card = _card(html, b["boundary_id"])
+    for f in unanswered:
+        assert f'<a href="#finding-{f["id"]}">{f["id"]}</a>' in card
+    assert "None on the resumed stream." in _card(html, _boundary_by_verdict(merged_doc, "gap")["boundary_id"])
+
+
+def test_timeline_shades_lost_and_duplicated(merged_doc):
+    html = report.render(merged_doc)
+    chunks = session_chunks(html)
+    for n, chunk in chunks.items():
+        sid = merged_doc["sessions"][n - 1]["session"]
+        bs = [b for b in merged_doc["boundaries"] if b["session"] == sid]
+        svg = re.search(r"<svg class=\"timeline.*?</svg>", chunk, re.S).group(0)
+        assert svg.count('<rect class="lost"') == sum(1 for b in bs if b["lost_count"])
+        assert svg.count('<rect class="dup"') == sum(1 for b in bs if b["duplicated_count"])
+        events = sum(x["events"] + x["cut_off_events"] for x in merged_doc["exchanges"] if x["session"] == sid and x["events"])
+        ticks = sum(len(re.findall(r"v16", d)) for d in re.findall(r'<path class="ticks(?:-cut)?" d="([^"]*)"', svg))
+        assert ticks == min(events, report.TICKS_PER_TIMELINE), (n, ticks, events)
+
+
+def test_ticks_are_capped(merged_doc):
+    d = _one_boundary_doc(merged_doc)
+    sid = d["boundaries"][0]["session"]
+    for x in d["exchanges"]:
+        if x["session"] == sid:
+            x["events"] = 10**6
+    html = report.render(d)
+    chunk = next(iter(session_chunks(html).values()))
+    ticks = sum(len(re.findall(r"v16", p)) for p in re.findall(r'<path class="ticks(?:-cut)?" d="([^"]*)"', chunk))
+    assert 0 < ticks <= report.TICKS_PER_TIMELINE
+
+
+def test_no_dangling_links_when_sessions_are_capped(merged_doc):
+    """Reconnects of sessions shown as one row link to that row, never to a card that is not there."""
+    html = report.render(merged_doc, max_full=2)
+    c = parse(html)
+    targets = {a["id"] for _, a in c.tags if "id" in a}
+    for _, a in c.tags:
+        if "href" in a:
+            assert a["href"][1:] in targets, a["href"]
+
+
+def test_script_never_builds_markup():
+    js = STATIC_JS
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "Function(", "setAttribute(\"on",
+                 "srcdoc", "createContextualFragment", "DOMParser", "fetch(", "XMLHttpRequest", "localStorage"):
+        assert sink not in js, sink
+    assert "</" not in js  # cannot end its own element
+    assert "{{" not in js and "{%" not in js
+    # it reads the document through textContent and dataset only
+    assert "textContent" in js and "dataset" in js
+
+
+def test_page_size_stays_small_for_many_sessions(merged_doc):
+    """200 full sessions with many connections and 20,000 quiet ones: a few MB, not more."""
+    d = copy.deepcopy(merged_doc)
+    busy = next(s for s in d["sessions"] if s["boundaries"])
+    xs = [x for x in d["exchanges"] if x["session"] == busy["session"]]
+    bs = [b for b in d["boundaries"] if b["session"] == busy["session"]]
+    for n in range(300):
+        key = f"S{50000 + n}"
+        d["sessions"].append(dict(busy, session=key, session_id=f"busy-{n}"))
+        d["exchanges"] += [dict(x, session=key, exchange_id=f"x{900000 + n * 100 + k}", events=500) for k, x in enumerate(xs * 20)]
+        d["boundaries"] += [dict(b, session=key, boundary_id=f"b{90000 + n * 10 + k}") for k, b in enumerate(bs)]
+    template = d["sessions"][0]
+    d["sessions"] += [dict(template, session=f"S{100000 + n}", session_id=f"q{n}", boundaries=0, verdicts={}) for n in range(20000)]
+    html = report.render(d)
+    assert len(re.findall(r'<section class="session" id=', html)) == report.MAX_FULL_SESSIONS
+    assert len(html.encode()) < 18_000_000, len(html.encode())
