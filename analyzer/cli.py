@@ -54,6 +54,12 @@ def main() -> None:
     "archive. A partition never splits an input or a session (inputs sharing a session id stay together); "
     "the findings are the same as with 1.",
 )
+@click.option(
+    "--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
+    help="spark: run the per-session-group analysis on Apache Spark (groupBy + applyInArrow) over the store; "
+    "PATHs without --store go through a temporary store. Same findings as local. Needs: pip install 'mcp-sse-audit[spark]' and Java 17+.",
+)
+@click.option("--spark-master", default="local[2]", show_default=True, metavar="URL", help="With --engine spark: the Spark master.")
 @click.option("--json", "json_out", metavar="FILE|-", help="Write the findings JSON here ('-' = stdout).")
 @click.option("--json-lines", "jsonl_out", metavar="FILE|-", help="Write the findings as NDJSON: a summary line, then one line per input, session, exchange, boundary, finding, anomaly.")
 @click.option("--html", "html_out", metavar="FILE", type=click.Path(dir_okay=False, writable=True), help="Write the HTML incident report here.")
@@ -74,7 +80,7 @@ def main() -> None:
 )
 @click.option("--no-redact", is_flag=True, help="Keep Authorization, Cookie, API keys and token query parameters in the outputs.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary; only errors.")
-def analyze(paths, store_dir, since, until, sessions, partitions, json_out, jsonl_out, html_out, fail_on, fmt, ports, no_redact, quiet):
+def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_master, json_out, jsonl_out, html_out, fail_on, fmt, ports, no_redact, quiet):
     """Analyze captured MCP traffic (HAR, proxy JSONL, pcap/pcapng; directories are walked, .gz is read).
 
     Rebuilds every session, stream and reconnect, judges each reconnect
@@ -87,13 +93,17 @@ def analyze(paths, store_dir, since, until, sessions, partitions, json_out, json
         progress = lambda msg: click.echo(msg, err=True)  # noqa: E731
     if not paths and not store_dir:
         raise click.UsageError("give PATHs to analyze, or --store DIR")
+    if engine == "spark" and partitions > 1:
+        raise click.UsageError("--partitions is for --engine local; Spark makes one group per set of inputs sharing session ids")
     if (since or until or sessions) and not store_dir:
         raise click.UsageError("--since, --until and --session narrow a store: add --store DIR")
     if partitions > 1 and not store_dir:
         raise click.UsageError("--partitions splits a store: ingest first (mcp-sse-audit ingest PATH... --store DIR), or add --store DIR")
     try:
         pipeline.generated_at()  # a malformed SOURCE_DATE_EPOCH fails now, not after the whole analysis
-        if store_dir:
+        if engine == "spark":
+            result = _analyze_spark(paths, store_dir, since, until, sessions, spark_master, fmt, no_redact, ports, progress)
+        elif store_dir:
             from . import store as store_mod
 
             if paths:
@@ -167,6 +177,25 @@ def ingest(paths, store_dir, fmt, ports, no_redact, quiet):
 
 
 PRETTY_UP_TO = 20_000  # exchanges; past that the JSON is written compact (the indenting encoder is pure Python)
+
+
+def _analyze_spark(paths, store_dir, since, until, sessions, master, fmt, no_redact, ports, progress) -> pipeline.Result:
+    """--engine spark: ingest PATHs into the store (a temporary one without --store), then Spark."""
+    import tempfile
+
+    from . import engine_spark, store as store_mod
+
+    engine_spark.check()  # no pyspark or no Java: say so before ingesting anything
+    utc = lambda d: d.replace(tzinfo=timezone.utc) if d else None  # noqa: E731
+    with tempfile.TemporaryDirectory(prefix="mcp-sse-audit-store-") as tmp:
+        where = store_dir or tmp
+        if paths:
+            rep = store_mod.ingest(list(paths), where, fmt, not no_redact, frozenset(ports) or None, progress)
+            for path in rep.unreadable:
+                click.echo(f"error: {path}: could not be read (run analyze without --engine spark on it for the reason)", err=True)
+            if not store_mod.manifest(Path(where)).height:
+                return pipeline.Result({"summary": {}}, 0)  # nothing readable: the caller says so, exit 2
+        return engine_spark.analyze(where, master, utc(since), utc(until), tuple(sessions), progress)
 
 
 def document_json(doc: dict) -> str:

@@ -13,6 +13,12 @@ same.  Only the document's numbering is global (``x<n>``, ``s<n>``, ``S<n>``, ``
 follow the merged history), and :func:`merge` renumbers the partial documents by the same keys a
 single pass sorts by.  ``tests/test_partitions.py`` checks that both give the same JSON.
 
+One function analyzes a group, for every engine: :func:`analyze_group` takes the group's canonical
+Arrow tables (in any row order: it restores the store's order) and returns its partial document as rows
+of ``GROUP_SCHEMA`` (group, kind, seq, json); :func:`partials_from_rows` turns any engine's collected
+rows back into ``Partial``s for :func:`merge`.  The local engine below goes through both, exactly as
+:mod:`analyzer.engine_spark` does with ``groupBy(component).applyInArrow``, so the two cannot drift.
+
 Components are packed into ``n`` partitions by size (largest first, each into the lightest
 partition); a component larger than the memory available is the limit of this scheme (one session
 id reused across every input of an archive chains them all), and the plan says how large the
@@ -21,11 +27,13 @@ largest partition is.
 from __future__ import annotations
 
 import gc
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import polars as pl
+import pyarrow as pa
 
 from . import pipeline, store as store_mod, verdicts
 from .findings import SEV_RANK, SEVERITIES
@@ -53,8 +61,12 @@ def _input_bytes(store: Path) -> dict[str, int]:
     return sizes
 
 
-def plan(store: str | Path, n: int) -> Plan:
-    """Group the store's inputs into ``n`` partitions that never split a session or an input."""
+def components(store: str | Path) -> pl.DataFrame:
+    """Every stored input with its component ``label`` (the least sha256 of the component) and its bytes.
+
+    Components of the graph "input -- session id", by label propagation on the driver (Polars): an
+    input's label is the least label of the inputs it shares a session id with, until nothing changes.
+    The distributed engine groups by this label; :func:`plan` packs the labels into partitions."""
     store = Path(store)
     man = store_mod.manifest(store)
     shas = sorted(man["sha256"].to_list())
@@ -68,8 +80,6 @@ def plan(store: str | Path, n: int) -> Plan:
         .unique()
         .collect()
     )
-    # connected components by label propagation: an input's label is the least label of the inputs
-    # it shares a session id with, until nothing changes (bounded)
     label = pl.DataFrame({"input": shas, "label": shas}, schema={"input": pl.String, "label": pl.String})
     for _ in range(MAX_ROUNDS):
         by_sid = pairs.join(label, on="input").group_by("sid").agg(pl.col("label").min())
@@ -85,8 +95,13 @@ def plan(store: str | Path, n: int) -> Plan:
         if not changed:
             break
     sizes = _input_bytes(store)
+    return label.with_columns(bytes=pl.col("input").replace_strict(sizes, default=0, return_dtype=pl.Int64)).sort("input")
+
+
+def plan(store: str | Path, n: int) -> Plan:
+    """Group the store's inputs into ``n`` partitions that never split a session or an input."""
     comps = (
-        label.with_columns(bytes=pl.col("input").replace_strict(sizes, default=0, return_dtype=pl.Int64))
+        components(store)
         .group_by("label")
         .agg(pl.col("input").sort(), pl.col("bytes").sum())
         .sort(["bytes", "label"], descending=[True, False])
@@ -122,6 +137,84 @@ class Partial:
     anomalies: list[dict]
 
 
+# --- the one per-group function both engines call -------------------------------------------------
+#
+# In: the canonical rows of one group (whole components; Spark: one component, local: a partition of
+# them).  Out: an Arrow table of exactly GROUP_SCHEMA, one row per document item, sorted by (kind,
+# seq), so that neither engine's row order can change anything.  Each item travels as JSON text that
+# json.loads gives back equal (ints stay ints, floats are written as repr, the shortest text that
+# reads back the same float), so the local engine, which goes through the same serialization, and
+# Spark rebuild the very same Partials.
+
+GROUP_SCHEMA = pa.schema([("group", pa.string()), ("kind", pa.string()), ("seq", pa.int64()), ("json", pa.string())])
+ITEMS = {"exchange": "exchanges", "session": "sessions", "boundary": "boundaries", "finding": "findings"}
+KINDS = (*ITEMS, "anomaly", "keys", "counts")  # every kind a group may emit
+ORDER_COLUMNS = ("input", "row")  # optional on the way in: the stored order (input folder, row in its file)
+
+
+def _canonical(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """The rows in the order a single pass reads them from the store, with exactly the declared schema.
+
+    An engine that does not keep order (Spark) sends ``input`` and ``row`` along; large strings and
+    the engine's timestamp zone are cast back to the declared types."""
+    if all(c in table.column_names for c in ORDER_COLUMNS):
+        table = table.sort_by([(c, "ascending") for c in ORDER_COLUMNS])
+    return table.select(schema.names).cast(schema)
+
+
+def analyze_group(group: str, tables: dict[str, pa.Table]) -> pa.Table:
+    """One group's canonical tables → its partial document as rows of GROUP_SCHEMA."""
+    tables = {name: _canonical(tables[name], schema) for name, schema in store_mod.TABLES.items()}
+    if tables["exchanges"].num_rows == 0 and tables["anomalies"].num_rows == 0:
+        return GROUP_SCHEMA.empty_table()  # nothing of this group survived the narrowing
+    doc = pipeline.analyze_tables(tables, [], [], [], 0, keep_pos=True).document
+    keys = _order_keys(pl.from_arrow(tables["exchanges"]))
+    out: list[tuple[str, int, str]] = []
+
+    def emit(kind: str, items) -> None:
+        out.extend((kind, n, json.dumps(item, ensure_ascii=False)) for n, item in enumerate(items))
+
+    for kind, field_ in ITEMS.items():
+        emit(kind, doc[field_])
+    emit("anomaly", doc["anomalies"])
+    t_us = keys["_t"].dt.epoch("us").to_list()
+    emit("keys", ([l, t, s, x] for l, t, s, x in zip(keys["lpos"].to_list(), t_us, keys["source"].to_list(), keys["xid"].to_list(), strict=True)))
+    emit("counts", [{"events": int(tables["events"].num_rows), "messages": int(tables["messages"].num_rows)}])
+    out.sort(key=lambda r: (r[0], r[1]))
+    kinds, seqs, texts = (list(c) for c in zip(*out, strict=True))
+    return pa.table({"group": [group] * len(texts), "kind": kinds, "seq": seqs, "json": texts}, schema=GROUP_SCHEMA)
+
+
+KEYS_SCHEMA = {"lpos": pl.Int64, "_t": pl.Int64, "source": pl.String, "xid": pl.Int64}
+
+
+def partials_from_rows(rows: pa.Table) -> list[Partial]:
+    """The inverse of :func:`analyze_group` over any number of groups, in any row order: one Partial per
+    group, by group label."""
+    rows = rows.cast(GROUP_SCHEMA).sort_by([("group", "ascending"), ("kind", "ascending"), ("seq", "ascending")])
+    by_group: dict[str, dict[str, list]] = {}
+    for group, kind, text in zip(rows["group"].to_pylist(), rows["kind"].to_pylist(), rows["json"].to_pylist(), strict=True):
+        by_group.setdefault(group, {k: [] for k in KINDS})[kind].append(json.loads(text))
+    partials = []
+    for group in sorted(by_group):
+        got = by_group[group]
+        keys = pl.DataFrame(got["keys"], schema=KEYS_SCHEMA, orient="row").with_columns(
+            pl.col("_t").cast(pl.Datetime("us", "UTC"))
+        )
+        counts = got["counts"][0]
+        doc = {field_: got[kind] for kind, field_ in ITEMS.items()}
+        partials.append(Partial(doc, keys, counts["events"], counts["messages"], got["anomaly"]))
+    return partials
+
+
+def document_of(partials: list[Partial], store: Path, used: set[str] | None) -> pipeline.Result:
+    """The merged document; ``used``: the paths that still contribute after narrowing (None: all)."""
+    rows = store_mod.input_rows(store, used)
+    man = store_mod.manifest(store)
+    sha_of = dict(zip(man["path"].to_list(), man["sha256"].to_list()))
+    return pipeline.Result(merge(partials, rows, sha_of), sum(1 for r in rows if r["error"] is None))
+
+
 def analyze(
     store: str | Path,
     n: int,
@@ -136,7 +229,7 @@ def analyze(
     if progress:
         mb = [s / 1e6 for s in p.sizes]
         progress(f"{p.components} independent group(s) of inputs in {len(p.partitions)} partition(s); largest {max(mb, default=0):.0f} MB of Parquet")
-    input_rows = store_mod.input_rows(store)
+    store_mod.input_rows(store)  # no store here: fail before reading anything
     partials: list[Partial] = []
     used: set[str] = set()
     for i, shas in enumerate(p.partitions, start=1):
@@ -144,20 +237,11 @@ def analyze(
         used.update(r["path"] for r in rows)
         if progress:
             progress(f"partition {i}/{len(p.partitions)}: {len(shas)} input(s), {tables['exchanges'].num_rows} exchanges, {tables['events'].num_rows} events")
-        if tables["exchanges"].num_rows == 0 and tables["anomalies"].num_rows == 0:
-            continue
-        res = pipeline.analyze_tables(tables, rows, [], [], len(rows), keep_pos=True)
-        partials.append(
-            Partial(res.document, _order_keys(pl.from_arrow(tables["exchanges"])), int(tables["events"].num_rows),
-                    int(tables["messages"].num_rows), res.document["anomalies"])
-        )
-        del tables, res
+        partials.extend(partials_from_rows(analyze_group(f"p{i:06d}", tables)))
+        del tables
         gc.collect()
     narrowed = bool(since or until or sessions)
-    rows = [r for r in input_rows if not narrowed or r["path"] in used]
-    sha_of = dict(zip(store_mod.manifest(store)["path"].to_list(), store_mod.manifest(store)["sha256"].to_list()))
-    doc = merge(partials, rows, sha_of)
-    return pipeline.Result(doc, sum(1 for r in rows if r["error"] is None))
+    return document_of(partials, store, used if narrowed else None)
 
 
 def merge(partials: list[Partial], input_rows: list[dict], sha_of: dict[str, str]) -> dict:

@@ -1,0 +1,225 @@
+"""The same analysis on Apache Spark: ``groupBy(component).applyInArrow(partitions.analyze_group)``.
+
+What is grouped.  The unit of analysis is not one session but one *component* of the graph "input --
+session id" (see :mod:`analyzer.partitions`): the cross-capture rules tie a session id across inputs,
+and the cross-session rules compare the sessions of one input with each other, so a group must hold
+whole inputs and every input that shares a session id with them.  The group key is the component's
+label (the least sha256 in it), computed on the driver with Polars from the store's ``exchanges``
+(session ids only) and broadcast as a small ``input -> group`` table.  A session's rows from every
+capture and every input format therefore meet in one group, and no rule ever needs two groups.
+
+Data flow::
+
+    store Parquet (4 tables) --spark.read--> narrowed like store.load (pushdown on exchanges,
+    semi-join of events/messages, anomalies of the inputs that remain) --> one wide DataFrame with a
+    ``table`` discriminator, the group label, and the stored order (input, row in its file)
+    --groupBy("group").applyInArrow--> partitions.analyze_group (the function the local engine calls)
+    --toArrow--> driver: partitions.partials_from_rows --> partitions.merge --> the document
+
+The document is byte-identical to the local engine's (tests/test_spark.py).  Spark is optional:
+``pip install 'mcp-sse-audit[spark]'`` and a Java 17+ runtime.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import warnings
+from datetime import datetime
+from pathlib import Path
+from typing import Callable
+
+import pyarrow as pa
+
+from . import partitions, pipeline, store as store_mod
+from .errors import AuditError
+
+INSTALL_SPARK = "pip install 'mcp-sse-audit[spark]'"
+INSTALL_JAVA = "apt-get install -y default-jre-headless (or set JAVA_HOME to a Java 17+ runtime)"
+OUT_SCHEMA = "group string, kind string, seq long, json string"  # = partitions.GROUP_SCHEMA
+# Root at "warn", Spark's default for a shell: at any other root level Spark prints "Setting default log
+# level" on start (so Spark's own start-up warnings stay, then setLogLevel("ERROR") cuts them); Hadoop's and
+# Parquet's chatter (the native-hadoop warning...) is cut to errors from the start.
+QUIET_LOG4J = """\
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = spark: %p %c{1}: %m%n
+logger.hadoop.name = org.apache.hadoop
+logger.hadoop.level = error
+logger.parquet.name = org.apache.parquet
+logger.parquet.level = error
+"""
+
+
+def check() -> None:
+    """Fail with one line saying what to install when pyspark or Java is missing."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise AuditError(f"--engine spark needs pyspark (>= 4.0): {INSTALL_SPARK}") from None
+    major = int(pyspark.__version__.split(".")[0])
+    if major < 4:
+        raise AuditError(f"--engine spark needs pyspark >= 4.0, found {pyspark.__version__}: {INSTALL_SPARK}")
+    java_home = os.environ.get("JAVA_HOME")
+    if not (java_home and Path(java_home, "bin", "java").exists()) and not shutil.which("java"):
+        raise AuditError(f"--engine spark needs Java: {INSTALL_JAVA}")
+
+
+def _spark_type(t: pa.DataType) -> str:
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "string"
+    if pa.types.is_int64(t):
+        return "bigint"
+    if pa.types.is_int32(t):
+        return "int"
+    if pa.types.is_boolean(t):
+        return "boolean"
+    if pa.types.is_timestamp(t):
+        return "timestamp"
+    raise TypeError(f"no Spark type for {t}")  # a new column type in analyzer/tables.py: add it here
+
+
+def ddl(schema: pa.Schema) -> str:
+    """The Spark DDL of a canonical table as stored (plus its Hive partition column ``input``)."""
+    return ", ".join([f"`{f.name}` {_spark_type(f.type)}" for f in schema] + ["`input` string"])
+
+
+def session(master: str = "local[2]", conf: dict[str, str] | None = None, app: str = "mcp-sse-audit"):
+    """A SparkSession; local masters are pinned to loopback, with no UI and quiet logs.
+
+    ``conf``: more Spark settings (``spark.driver.memory``...), applied last."""
+    check()
+    # the Python workers must be this interpreter (its virtualenv has pyarrow, polars and analyzer)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    root = str(Path(__file__).resolve().parent.parent)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    local = master.startswith("local")
+    if local:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # else the driver binds the external interface
+    if "SPARK_CONF_DIR" not in os.environ:  # a user's own Spark configuration wins; else errors only
+        conf_dir = Path(tempfile.mkdtemp(prefix="mcp-sse-audit-spark-conf-"))
+        (conf_dir / "log4j2.properties").write_text(QUIET_LOG4J)
+        os.environ["SPARK_CONF_DIR"] = str(conf_dir)  # read when the JVM starts; one small file per process
+    # PySpark checks for pandas even for Arrow UDFs and warns on pandas 3; it is not used here
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+    from pyspark.sql import SparkSession
+
+    b = (
+        SparkSession.builder.master(master)
+        .appName(app)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")  # input=<sha> stays a string
+        .config("spark.sql.adaptive.enabled", "true")
+    )
+    if local:
+        b = b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+        # local mode: the executors live in the driver's JVM; its 1 GiB default fills up with the
+        # shuffled rows of one 125k-event group (bench/SPARK.md)
+        b = b.config("spark.driver.memory", os.environ.get("MCP_SSE_AUDIT_SPARK_DRIVER_MEMORY", "2g"))
+    for key, value in (conf or {}).items():
+        b = b.config(key, value)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _group_rows(table: pa.Table) -> pa.Table:
+    """Runs on the executors: one group's wide rows → the four canonical tables → analyze_group."""
+    import pyarrow.compute as pc
+
+    from analyzer import partitions as parts, store as st
+
+    group = table.column("group")[0].as_py()
+    tables = {}
+    for name, schema in st.TABLES.items():
+        rows = table.filter(pc.equal(table.column("table"), name))
+        tables[name] = rows.select([*schema.names, *parts.ORDER_COLUMNS])
+    return parts.analyze_group(group, tables)
+
+
+def analyze(
+    store: str | Path,
+    master: str = "local[2]",
+    since: datetime | None = None,
+    until: datetime | None = None,
+    sessions: tuple[str, ...] = (),
+    progress: Callable[[str], None] | None = None,
+    spark=None,
+    conf: dict[str, str] | None = None,
+) -> pipeline.Result:
+    """The findings document of the store, computed by Spark; the same as ``partitions.analyze``.
+
+    ``spark``: a running SparkSession to use (it is left running); else one is started on ``master``
+    (with ``conf``) and stopped at the end."""
+    check()
+    store = Path(store)
+    store_mod.input_rows(store)  # no store here: fail before starting a JVM
+    comps = partitions.components(store)
+    groups = comps["label"].n_unique()
+    if progress:
+        progress(f"{groups} group(s) (components of input -- session id) over {comps.height} input(s); starting Spark {master}")
+    if spark is not None:
+        return _run(spark, store, comps, since, until, sessions, progress)
+    from pyspark.sql import SparkSession
+
+    mine = SparkSession.getActiveSession() is None  # never stop a session the caller runs
+    spark = session(master, conf)
+    try:
+        return _run(spark, store, comps, since, until, sessions, progress)
+    finally:
+        if mine:
+            spark.stop()
+
+
+def _run(spark, store: Path, comps, since, until, sessions, progress) -> pipeline.Result:
+    from pyspark.sql import functions as F
+
+    groups = comps["label"].n_unique()
+    spark.conf.set("spark.sql.shuffle.partitions", str(max(1, min(groups, 200))))
+    mapping = spark.createDataFrame(comps.select("input", group="label").rows(), "input string, group string")
+
+    def read(name: str):
+        return (
+            spark.read.schema(ddl(store_mod.TABLES[name]))
+            .option("pathGlobFilter", "*.parquet")  # never a half-written part-0.parquet.tmp
+            .parquet(str(store / name))
+            .select("*", F.col("_metadata.row_index").alias("row"))
+        )
+
+    x = read("exchanges")
+    if since is not None:
+        x = x.filter(F.col("started") >= F.lit(since))
+    if until is not None:
+        x = x.filter(F.col("started") < F.lit(until))
+    if sessions:
+        x = x.filter(F.col("req_session_id").isin(list(sessions)) | F.col("resp_session_id").isin(list(sessions)))
+    narrowed = bool(since or until or sessions)
+    chosen = x.select("source", "xid")
+    frames = {"exchanges": x}
+    for name in ("events", "messages"):
+        frames[name] = read(name).join(chosen, on=["source", "xid"], how="left_semi") if narrowed else read(name)
+    anomalies = read("anomalies")
+    if narrowed:  # the anomalies of the inputs that still contribute
+        anomalies = anomalies.join(chosen.select("source").distinct(), on="source", how="left_semi")
+    frames["anomalies"] = anomalies
+    wide = None
+    for name, df in frames.items():
+        df = df.withColumn("table", F.lit(name))
+        wide = df if wide is None else wide.unionByName(df, allowMissingColumns=True)
+    wide = wide.join(F.broadcast(mapping), on="input")
+    out = wide.groupBy("group").applyInArrow(_group_rows, OUT_SCHEMA)
+    rows = out.toArrow()
+    if progress:
+        progress(f"Spark returned {rows.num_rows} rows from {len(set(rows.column('group').to_pylist()))} group(s); merging")
+    partials = partitions.partials_from_rows(rows)
+    # narrowed: the inputs whose exchanges remain (each group's order keys name every exchange's source)
+    used = {src for pt in partials for src in pt.keys["source"].to_list()} if narrowed else None
+    return partitions.document_of(partials, store, used)
