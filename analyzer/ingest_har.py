@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from datetime import datetime, timedelta, timezone
 from typing import BinaryIO
 
@@ -30,7 +31,35 @@ from .sse import SSEParser
 from .tables import SSE_MEDIA, Builder, Ingested, media_type
 
 
-def _headers(items: object) -> dict[str, str] | None:
+# JSON may spell a lone UTF-16 surrogate ("\ud800"); Python decodes it into a str that no UTF-8
+# encoder (Arrow's included) accepts.  Producers that escape raw bytes this way exist, so every
+# string that becomes a table value is cleaned (SSE bodies are bytes and keep their own
+# invalid-UTF-8 accounting).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+INT64_MAX = (1 << 63) - 1
+
+
+class _Cleaner:
+    __slots__ = ("replaced",)
+
+    def __init__(self) -> None:
+        self.replaced = 0
+
+    def __call__(self, text: str) -> str:
+        if _SURROGATE.search(text) is None:
+            return text
+        self.replaced += 1
+        return _SURROGATE.sub("\ufffd", text)
+
+
+def _ts(value: object) -> datetime | None:
+    try:
+        return parse_ts(value)
+    except OverflowError:  # "9999-12-31T23:00:00-05:00" is valid ISO 8601 but past datetime.max in UTC
+        return None
+
+
+def _headers(items: object, clean: _Cleaner) -> dict[str, str] | None:
     if items is None:
         return {}
     if not isinstance(items, list):
@@ -39,10 +68,10 @@ def _headers(items: object) -> dict[str, str] | None:
     for h in items:
         if not isinstance(h, dict) or not isinstance(h.get("name"), str):
             return None
-        name = h["name"].lower()
+        name = clean(h["name"].lower())
         if name.startswith(":"):  # HTTP/2 pseudo-headers (Chrome)
             continue
-        value = str(h.get("value", ""))
+        value = clean(str(h.get("value", "")))
         out[name] = f"{out[name]}, {value}" if name in out else value
     return out
 
@@ -60,28 +89,72 @@ def _body_bytes(content: dict, log: AnomalyLog, where: str) -> bytes | None:
     return text.encode("utf-8", "surrogatepass")
 
 
-def load(source: str, stream: BinaryIO) -> list:
-    raw = stream.read()
+_ENTRIES = re.compile(r'"entries"\s*:\s*\[')
+
+
+def load(source: str, stream: BinaryIO) -> tuple[list, tuple[str, bool] | None]:
+    """``log.entries``, and for a document that breaks off: (the JSON error, whether an entry was cut)."""
+    text = stream.read().decode("utf-8", "replace")
     try:
-        doc = json.loads(raw.decode("utf-8", "replace"))
+        doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(
-            source,
-            f"not a complete HAR document (JSON error at line {exc.lineno} column {exc.colno}: {exc.msg}); "
-            "expected a HAR 1.2 file — was it truncated while being written?",
-        ) from None
+        salvaged = _salvage(text)
+        if salvaged is None or not salvaged[0]:  # not one whole entry: nothing to read, the file is unreadable
+            raise InputError(
+                source,
+                f"not a complete HAR document (JSON error at line {exc.lineno} column {exc.colno}: {exc.msg}); "
+                "expected a HAR 1.2 file — was it truncated while being written?",
+            ) from None
+        return salvaged[0], (f"JSON error at line {exc.lineno} column {exc.colno}: {exc.msg}", salvaged[1])
     except RecursionError:
         raise InputError(source, "JSON nested too deeply to be a HAR document") from None
     entries = doc.get("log", {}).get("entries") if isinstance(doc, dict) and isinstance(doc.get("log"), dict) else None
     if not isinstance(entries, list):
         raise InputError(source, "JSON without `log.entries`: expected a HAR 1.2 file")
-    return entries
+    return entries, None
+
+
+def _salvage(text: str) -> tuple[list, bool] | None:
+    """The whole entries of a HAR document that breaks off (a browser or proxy that died while exporting,
+    a copy cut short): ``log.entries`` is read entry by entry up to the break.  One bad record must not
+    cost the file.  Returns (entries, whether the break fell inside an entry), or None when the document
+    breaks before its entries begin.  (Reading stops at the break: entries after a corrupt one are not
+    searched for, since where the next one starts cannot be told reliably inside broken JSON.)"""
+    m = _ENTRIES.search(text)
+    if m is None:
+        return None
+    decode = json.JSONDecoder().raw_decode
+    entries: list = []
+    pos, n = m.end(), len(text)
+    while True:
+        pos = _skip_ws(text, pos)
+        if pos >= n or text[pos] == "]":  # cut between entries, or the array is whole and the break came after it
+            return entries, False
+        try:
+            entry, pos = decode(text, pos)
+        except (json.JSONDecodeError, RecursionError):
+            return entries, True
+        entries.append(entry)
+        pos = _skip_ws(text, pos)
+        if pos >= n or text[pos] == "]":
+            return entries, False
+        if text[pos] != ",":
+            return entries, True  # something that is no entry: reading stops there
+        pos += 1
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    n = len(text)
+    while pos < n and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
 
 
 def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested:
-    entries = load(source, stream)
+    entries, broken = load(source, stream)
     log = AnomalyLog(source)
     b = Builder(source, log, redact_secrets)
+    clean = _Cleaner()
     far_future = datetime.max.replace(tzinfo=timezone.utc)
 
     ordered = []
@@ -90,7 +163,7 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
         if not isinstance(entry, dict) or not isinstance(entry.get("request"), dict) or not isinstance(entry.get("response"), dict):
             log.add("har_entry_invalid", where, "needs `request` and `response` objects")
             continue
-        started = parse_ts(entry.get("startedDateTime"))
+        started = _ts(entry.get("startedDateTime"))
         if started is None:
             log.add("har_bad_timestamp", where, repr(entry.get("startedDateTime"))[:60])
         ordered.append((started or far_future, n, entry))
@@ -101,24 +174,25 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
     for started, n, entry in ordered:
         where = f"entry {n}"
         req, resp = entry["request"], entry["response"]
-        req_headers = _headers(req.get("headers"))
-        resp_headers = _headers(resp.get("headers"))
+        req_headers = _headers(req.get("headers"), clean)
+        resp_headers = _headers(resp.get("headers"), clean)
         if req_headers is None or resp_headers is None or not isinstance(req.get("method"), str):
             log.add("har_entry_invalid", where, "request.method and name/value header lists are required")
             continue
         post = req.get("postData")
-        body = post.get("text") if isinstance(post, dict) and isinstance(post.get("text"), str) else None
+        body = clean(post["text"]) if isinstance(post, dict) and isinstance(post.get("text"), str) else None
         row = b.exchange(
-            conn=str(entry.get("connection") or f"entry-{n}"),
+            conn=clean(str(entry.get("connection") or f"entry-{n}")),
             location=where,
             started=None if started.year == 9999 else started,
-            method=req["method"],
-            url=req.get("url") if isinstance(req.get("url"), str) else None,
+            method=clean(req["method"]),
+            url=clean(req["url"]) if isinstance(req.get("url"), str) else None,
             req_headers=req_headers,
             request_body=body,
         )
         status = resp.get("status")
-        status = status if isinstance(status, int) and not isinstance(status, bool) else None
+        # (an integer that is no HTTP status, like 2**64, is as unknown as a missing one)
+        status = status if isinstance(status, int) and not isinstance(status, bool) and 0 <= status <= 999 else None
         error = entry.get("_error") or resp.get("_error") or resp.get("_failureText") or entry.get("_failureText")
         if status in (0, None):
             b.response(row, None, {})
@@ -128,11 +202,15 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
             row["end_reason"] = "aborted" if entry.get("_wasAborted") else ("error" if error else "complete")
         elapsed = entry.get("time")
         if row["started"] is not None and isinstance(elapsed, (int, float)) and elapsed >= 0:
-            row["ended"] = row["started"] + timedelta(milliseconds=elapsed)
+            try:
+                row["ended"] = row["started"] + timedelta(milliseconds=elapsed)
+            except (OverflowError, ValueError):  # Infinity (Python's json reads it), or past the year 9999
+                row["ended"] = None
 
         content = resp.get("content") if isinstance(resp.get("content"), dict) else {}
         if row["content_type"] is None:
-            row["content_type"] = media_type(content.get("mimeType"))
+            mime = content.get("mimeType")
+            row["content_type"] = media_type(clean(mime) if isinstance(mime, str) else None)
         data = _body_bytes(content, log, where)
         if row["content_type"] == SSE_MEDIA and row["status"] is not None and 200 <= row["status"] < 300:
             if data is None:
@@ -145,11 +223,17 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
             parser = SSEParser()
             for ev in parser.feed(data) + parser.close():
                 at = f"{where} byte {ev.offset}"
-                for code in ev.anomalies:
+                codes = list(ev.anomalies)
+                retry = ev.retry
+                if retry is not None and retry > INT64_MAX:  # all digits, valid per WHATWG, but no int64 column holds it:
+                    retry = None  # reported, not kept (as the pcap ingester does)
+                    if "sse_retry_invalid" not in codes:
+                        codes.append("sse_retry_invalid")
+                for code in codes:
                     log.add(code, at)
                 if ev.fate == "cut_off":
                     log.add("sse_unterminated_event", at)
-                b.event(row, location=at, ts=None, event_id=ev.id, event_type=ev.event, data=ev.data, retry=ev.retry, fate=ev.fate)
+                b.event(row, location=at, ts=None, event_id=ev.id, event_type=ev.event, data=ev.data, retry=retry, fate=ev.fate)
         elif data is not None and row["status"] is not None:
             b.body(row, data.decode("utf-8", "replace"), where)
     if not_recorded:
@@ -158,7 +242,22 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
             "(mitmproxy's HAR of streamed responses is empty; browsers keep bodies only of finished requests). "
             "Record with the mitmproxy addon (proxy JSONL) to see every event."
         )
+    if clean.replaced:
+        notes.append(
+            f"{clean.replaced} string(s) held lone UTF-16 surrogates (JSON escapes like \\ud800 that encode no character); "
+            "they were replaced by U+FFFD."
+        )
     notes.append("HAR keeps no per-event times: SSE events are ordered by their position in the body.")
-    if not entries:
+    records = len(entries)
+    if broken is not None:
+        error, inside = broken
+        if inside:  # the entry the break fell in is a record, rejected
+            records += 1
+            log.add("har_entry_invalid", f"entry {records}", f"the document breaks off inside this entry ({error})")
+        notes.append(
+            f"The HAR document is not complete ({error}): the {len(entries)} whole entries before the break were read. "
+            "Was it truncated while being written?"
+        )
+    if not entries and not records:
         log.add("input_empty", "file")
-    return b.finish("har", len(entries), notes)
+    return b.finish("har", records, notes)

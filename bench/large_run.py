@@ -88,6 +88,7 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=0, help="partitions for the analysis (default: one per file)")
     ap.add_argument("--timeout", type=float, default=4 * 3600, help="per step, seconds")
     ap.add_argument("--skip-generate", action="store_true")
+    ap.add_argument("--skip-ingest", action="store_true", help="analyze the store of an earlier run again (its ingest figures are kept)")
     a = ap.parse_args()
 
     data = OUT / "large"
@@ -122,16 +123,21 @@ def main() -> int:
     if cg is None:
         print(f"warning: no memory limit ({how}); the run is not bounded by the kernel", file=sys.stderr)
     exe = shutil.which("mcp-sse-audit") or str(Path(sys.executable).with_name("mcp-sse-audit"))
-    if st.exists():
-        shutil.rmtree(st)
     steps = {}
-    print(f"ingest {len(files)} files, {total / 1e9:.2f} GB, limit {a.limit_mb} MiB", file=sys.stderr, flush=True)
-    steps["ingest"] = run([exe, "ingest", str(data), "--store", str(st)], cg, a.timeout, OUT / "large_ingest.log")
-    if cg is not None:
+    if a.skip_ingest:
+        old = json.loads((OUT / "large_run.json").read_text())
+        steps["ingest"] = old["steps"]["ingest"]
+    else:
+        if st.exists():
+            shutil.rmtree(st)
+        print(f"ingest {len(files)} files, {total / 1e9:.2f} GB, limit {a.limit_mb} MiB", file=sys.stderr, flush=True)
+        steps["ingest"] = run([exe, "ingest", str(data), "--store", str(st)], cg, a.timeout, OUT / "large_ingest.log")
+    if cg is not None and not a.skip_ingest:
         steps["ingest"]["cgroup_peak_mib"] = round(int((cg / how).read_text()) / 2**20)
         if how == "memory.max_usage_in_bytes":
             (cg / how).write_text("0")  # v1: reset the peak for the next step
     parts = a.partitions or len(files)
+    (OUT / "large-findings.ndjson").unlink(missing_ok=True)  # never report an earlier run's summary
     print(f"analyze in {parts} partitions", file=sys.stderr, flush=True)
     steps["analyze"] = run([exe, "analyze", "--store", str(st), "--partitions", str(parts), "--json-lines", str(OUT / "large-findings.ndjson"),
                             "--fail-on", "never", "-q"], cg, a.timeout, OUT / "large_analyze.log")

@@ -1,0 +1,194 @@
+"""A long fuzz campaign over the properties of tests/test_fuzz.py, bounded by a time budget.
+
+    /work/venv/bin/python bench/fuzz_campaign.py --minutes 25            # what bench/README.md reports
+    nice -n 10 python bench/fuzz_campaign.py --minutes 5 --only sse      # a quick one, SSE properties only
+
+The CI run of tests/test_fuzz.py takes its ``ci`` profile (tens of examples per property).  This script
+imports the same module under ``HYPOTHESIS_PROFILE=long`` and runs every hypothesis property again and
+again (each call a fresh random seed, in batches sized to about 30 s) until the property's share of the
+budget is used, then sweeps truncation points of every file in sample_logs/ (all offsets of a file, in a
+seeded random order, round-robin over the files) with the same invariants as the CI sweep.
+
+A property that fails is recorded (hypothesis' shrunk falsifying example and the error) and not run
+again; the campaign goes on with the others.  Failures are also kept in hypothesis' example database
+(``.hypothesis/``), so the next ``pytest tests/test_fuzz.py`` replays them first.
+
+Writes ``bench/out/fuzz_campaign.json`` (``--out``) and prints a markdown table: per property the test
+cases run (hypothesis' generated, replayed and shrinking calls of the test body), the time, and the
+result; per format the truncation points checked.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import platform
+import random
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "out" / "fuzz_campaign.json"
+BATCH_SECONDS = 30.0  # aim of one hypothesis call; a failure is reported at most this late
+
+
+def load_module(profile: str):
+    os.environ["HYPOTHESIS_PROFILE"] = profile
+    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT))
+    return importlib.import_module("test_fuzz")
+
+
+def properties(mod, only: str | None) -> list[tuple[str, object]]:
+    found = [(name, fn) for name, fn in vars(mod).items() if name.startswith("test_") and hasattr(fn, "hypothesis")]
+    return [(n, f) for n, f in sorted(found) if not only or only in n]
+
+
+def run_property(name: str, fn, budget: float, log) -> dict:
+    """Call the property in batches until ``budget`` seconds are used; count the test cases run."""
+    from hypothesis import settings
+
+    count = [0]
+    inner = fn.hypothesis.inner_test
+
+    def counted(*a, **kw):
+        count[0] += 1
+        return inner(*a, **kw)
+
+    fn.hypothesis.inner_test = counted
+    base = fn._hypothesis_internal_use_settings
+    started = time.monotonic()
+    batch, calls, failure = 50, 0, None
+    try:
+        while time.monotonic() - started < budget:
+            fn._hypothesis_internal_use_settings = settings(base, max_examples=batch)
+            t0, c0 = time.monotonic(), count[0]
+            try:
+                fn()
+            except Exception as exc:  # a falsifying example: hypothesis has shrunk it and put it in the message
+                failure = {"error": f"{type(exc).__name__}: {exc}"[:4000], "traceback": traceback.format_exc(limit=-8)[-6000:]}
+                log(f"  FAILED {name}: {type(exc).__name__}: {str(exc)[:300]}")
+                break
+            calls += 1
+            spent, ran = time.monotonic() - t0, max(1, count[0] - c0)
+            left = budget - (time.monotonic() - started)
+            # next batch: about BATCH_SECONDS, never past the budget (at least one example)
+            per = spent / ran
+            batch = max(1, min(int(min(BATCH_SECONDS, left) / per) if per > 0 else 10_000, 100_000))
+    finally:
+        fn.hypothesis.inner_test = inner
+        fn._hypothesis_internal_use_settings = base
+    secs = time.monotonic() - started
+    return {"property": name, "test_cases": count[0], "calls": calls, "seconds": round(secs, 1),
+            "per_second": round(count[0] / secs, 1) if secs else None, "failure": failure}
+
+
+def truncation_phase(mod, budget: float, log) -> dict:
+    """Every offset of every sample file, in a seeded random order, round-robin over the files, until the budget is used."""
+    rng = random.Random(2026)
+    plans = []
+    for path in mod.SAMPLES:
+        n = len(path.read_bytes())
+        pts = list(range(n + 1))
+        rng.shuffle(pts)
+        plans.append([path, pts, 0])
+    started = time.monotonic()
+    per_kind: dict[str, dict] = {}
+    failures = []
+    step = 25
+    while plans and time.monotonic() - started < budget:
+        for plan in list(plans):
+            path, pts, done = plan
+            chunk = sorted(pts[done : done + step])
+            kind = "gz" if path.name.endswith(".gz") else mod._kind(path)
+            stat = per_kind.setdefault(kind, {"files": 0, "points": 0, "offsets": 0, "seconds": 0.0})
+            if done == 0:
+                stat["files"] += 1
+                stat["offsets"] += len(pts)
+            t0 = time.monotonic()
+            try:
+                mod.truncation_sweep(path, chunk)
+            except Exception as exc:
+                failures.append({"file": str(path.relative_to(ROOT)), "error": f"{type(exc).__name__}: {exc}"[:2000]})
+                log(f"  FAILED truncation {path.name}: {type(exc).__name__}: {str(exc)[:300]}")
+                plans.remove(plan)
+                continue
+            stat["seconds"] += time.monotonic() - t0
+            stat["points"] += len(chunk)
+            plan[2] = done + step
+            if plan[2] >= len(pts):
+                plans.remove(plan)
+            if time.monotonic() - started >= budget:
+                break
+    for stat in per_kind.values():
+        stat["seconds"] = round(stat["seconds"], 1)
+        stat["coverage"] = round(stat["points"] / stat["offsets"], 4) if stat["offsets"] else None
+    return {"seconds": round(time.monotonic() - started, 1), "per_format": per_kind, "failures": failures}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--minutes", type=float, default=25.0, help="total time budget (default 25)")
+    ap.add_argument("--truncation-share", type=float, default=0.2, help="share of the budget for the truncation sweeps (default 0.2)")
+    ap.add_argument("--only", help="only properties whose name contains this (the truncation sweeps still run, unless --no-truncation)")
+    ap.add_argument("--no-truncation", action="store_true")
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args()
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    mod = load_module("long")
+    props = properties(mod, args.only)
+    total = args.minutes * 60
+    trunc_budget = 0 if args.no_truncation else total * args.truncation_share
+    each = (total - trunc_budget) / max(1, len(props))
+    log(f"{len(props)} properties, {each:.0f} s each; truncation sweeps {trunc_budget:.0f} s")
+    started = time.monotonic()
+    results = []
+    for name, fn in props:
+        log(f"{name} ...")
+        r = run_property(name, fn, each, log)
+        log(f"  {r['test_cases']} test cases in {r['seconds']} s")
+        results.append(r)
+    trunc = truncation_phase(mod, trunc_budget, log) if trunc_budget else None
+    report = {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - (time.monotonic() - started))),
+        "minutes_budget": args.minutes,
+        "seconds": round(time.monotonic() - started, 1),
+        "python": platform.python_version(),
+        "hypothesis": importlib.import_module("hypothesis").__version__,
+        "cpus": os.cpu_count(),
+        "properties": results,
+        "truncation": trunc,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1) + "\n")
+    print(table(report))
+    log(f"wrote {args.out}")
+    sys.exit(1 if any(r["failure"] for r in results) or (trunc and trunc["failures"]) else 0)
+
+
+def table(report: dict) -> str:
+    lines = ["| property | test cases | seconds | cases/s | result |", "|---|---:|---:|---:|---|"]
+    for r in report["properties"]:
+        result = "ok" if not r["failure"] else "FAILED: " + r["failure"]["error"].splitlines()[0][:120]
+        lines.append(f"| `{r['property']}` | {r['test_cases']:,} | {r['seconds']:.0f} | {r['per_second']:,.0f} | {result} |")
+    t = report.get("truncation")
+    if t:
+        lines += ["", "| truncation sweep | files | points checked | of offsets | seconds |", "|---|---:|---:|---:|---:|"]
+        for kind, s in sorted(t["per_format"].items()):
+            lines.append(f"| {kind} | {s['files']} | {s['points']:,} | {s['offsets']:,} ({s['coverage']:.1%}) | {s['seconds']:.0f} |")
+        for f in t["failures"]:
+            lines.append(f"\nFAILED truncation {f['file']}: {f['error'][:300]}")
+    n = sum(r["test_cases"] for r in report["properties"])
+    lines.append(f"\n{n:,} property test cases and {sum(s['points'] for s in (t or {}).get('per_format', {}).values()):,} "
+                 f"truncation points in {report['seconds'] / 60:.1f} min")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
