@@ -9,10 +9,12 @@ number: a bad line never costs the lines around it.
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timezone
 from typing import BinaryIO
 
 from .anomalies import AnomalyLog
+from .jsonrpc import text_safe
 from .tables import Builder, Ingested
 
 CLOSE_REASONS = {"eof", "reset", "error", "capture_end"}
@@ -23,11 +25,11 @@ def parse_ts(value: object) -> datetime | None:
         return None
     try:
         ts = datetime.fromisoformat(value)
-    except ValueError:
+        if ts.tzinfo is None:  # naive times are taken as UTC, as the format requires UTC
+            ts = ts.replace(tzinfo=timezone.utc)
+        return ts.astimezone(timezone.utc)
+    except (ValueError, OverflowError):  # OverflowError: a valid time whose UTC is past year 9999
         return None
-    if ts.tzinfo is None:  # naive times are taken as UTC, as the format requires UTC
-        ts = ts.replace(tzinfo=timezone.utc)
-    return ts.astimezone(timezone.utc)
 
 
 def _headers(value: object) -> dict[str, str] | None:
@@ -41,6 +43,20 @@ def _headers(value: object) -> dict[str, str] | None:
             v = ", ".join(str(x) for x in v)
         out[str(k).lower()] = str(v)
     return out
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _text_safe(value):
+    """Lone surrogates (from escapes like \\ud800) replaced in every string of a decoded record."""
+    if isinstance(value, str):
+        return text_safe(value)
+    if isinstance(value, dict):
+        return {text_safe(k): _text_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_text_safe(v) for v in value]
+    return value
 
 
 def _opt_str(rec: dict, key: str) -> tuple[bool, str | None]:
@@ -74,6 +90,11 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
         if not isinstance(rec, dict):
             log.add("jsonl_bad_line", where, f"a JSON {type(rec).__name__}, not an object")
             continue
+        if "\\u" in text and _SURROGATE_ESCAPE.search(text):
+            safe = _text_safe(rec)
+            if safe != rec:
+                log.add("text_lone_surrogate", where)
+                rec = safe
         kind = rec.get("kind")
         conn = rec.get("conn")
         if isinstance(conn, int) and not isinstance(conn, bool):
@@ -116,8 +137,8 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
         if kind == "response":
             headers = _headers(rec.get("headers"))
             status = rec.get("status")
-            if headers is None or not isinstance(status, int) or isinstance(status, bool):
-                log.add("jsonl_bad_record", where, "response needs `status` (integer) and `headers` (object)")
+            if headers is None or type(status) is not int or not 0 <= status < 2**31:
+                log.add("jsonl_bad_record", where, "response needs `status` (integer 0..2^31-1) and `headers` (object)")
                 continue
             b.response(row, status, headers)
         elif kind == "sse":
@@ -160,7 +181,7 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
             b.body(row, data, where)
         else:  # close
             reason = rec.get("reason")
-            if reason not in CLOSE_REASONS:
+            if not isinstance(reason, str) or reason not in CLOSE_REASONS:
                 log.add("jsonl_bad_record", where, f"close `reason` must be one of {sorted(CLOSE_REASONS)}")
                 reason = "error"
             row["end_reason"] = reason

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 
 META_VERSION = "io.modelcontextprotocol/protocolVersion"  # params._meta key of revision 2026-07-28
@@ -30,12 +31,23 @@ def id_text(rid: object) -> str | None:
     if rid is None:
         return None
     if isinstance(rid, str):
-        return '"' + rid.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return json.dumps(rid, ensure_ascii=False, separators=(",", ":"))
+        return text_safe('"' + rid.replace("\\", "\\\\").replace('"', '\\"') + '"')
+    return text_safe(json.dumps(rid, ensure_ascii=False, separators=(",", ":")))
 
 
 class NotJsonRpc(ValueError):
     """The text is not JSON-RPC (the caller records ``jsonrpc_invalid``)."""
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def text_safe(value: str) -> str:
+    """A string JSON decoding may have given with lone surrogates (an escape like \\ud800): those become
+    U+FFFD, as no UTF-8 text (and no Arrow column) can hold them; other strings come back unchanged."""
+    if _SURROGATE.search(value) is None:
+        return value
+    return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def _one(obj: object) -> Message:
@@ -55,6 +67,7 @@ def _one(obj: object) -> Message:
         meta = params["_meta"].get(META_VERSION)
         version = meta if isinstance(meta, str) else None
     if method is not None:
+        method = text_safe(method)
         digest = None
         # only requests are compared by their arguments (a re-issued call, a renumbered server
         # request); notifications are the bulk of SSE traffic and never are
@@ -62,6 +75,7 @@ def _one(obj: object) -> Message:
             canon = json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
             digest = hashlib.sha256(canon.encode("utf-8", "surrogatepass")).hexdigest()
         # an id of null cannot be answered: it is read as a notification, as the column-wise reader does
+        version = None if version is None else text_safe(version)
         return Message("request" if rpc_id is not None else "notification", rpc_id, method, None, None, version, digest)
     if "error" in obj:
         err = obj["error"]
@@ -72,12 +86,12 @@ def _one(obj: object) -> Message:
             rpc_id,
             None,
             code if isinstance(code, int) and not isinstance(code, bool) else None,
-            msg if isinstance(msg, str) else None,
+            text_safe(msg) if isinstance(msg, str) else None,
             None,
             None,
         )
     if "result" in obj:
-        return Message("response", rpc_id, None, None, None, version, None)
+        return Message("response", rpc_id, None, None, None, None if version is None else text_safe(version), None)
     raise NotJsonRpc("object has neither method, result nor error")
 
 
