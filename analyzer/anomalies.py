@@ -26,6 +26,7 @@ CATALOG: dict[str, Kind] = {
     # --- proxy JSONL
     "jsonl_bad_line": Kind("error", True, "a line is not a JSON object"),
     "jsonl_invalid_utf8": Kind("warning", False, "a line held bytes that are not UTF-8; they were replaced"),
+    "jsonl_line_too_long": Kind("error", True, "a line longer than the line limit was skipped unread"),
     "text_lone_surrogate": Kind("warning", False, "a JSON string held a lone surrogate escape (\\ud800-\\udfff), which no UTF-8 text can carry; it became U+FFFD"),
     "jsonl_bad_record": Kind("error", True, "a record lacks a required field or has one of the wrong type"),
     "jsonl_unknown_kind": Kind("info", True, "a record of a kind this version does not know; kept out of the analysis"),

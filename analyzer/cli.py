@@ -1,6 +1,7 @@
 """The mcp-sse-audit command: a thin click layer over analyzer.pipeline."""
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from datetime import timezone
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from . import __version__, findings, pipeline, report
+from . import __version__, findings, limits, pipeline, report
 from .errors import AuditError
 
 class Failure(click.ClickException):
@@ -34,6 +35,27 @@ since 1970-01-01 UTC, as reproducible builds do) to fix that time too and
 get byte-identical files that audit jobs can diff:
   SOURCE_DATE_EPOCH=$(date -d 2026-12-01 +%s) mcp-sse-audit analyze logs/ --json a.json
 """
+
+
+def _limit_options(fn):
+    """--max-line-mb, --max-har-mb, --max-gunzip-ratio (analyzer/limits.py): the command runs within them."""
+
+    @functools.wraps(fn)
+    def run(*args, max_line_mb, max_har_mb, max_gunzip_ratio, **kwargs):
+        with limits.using(limits.Limits(max_line_mb << 20, max_har_mb << 20, max_gunzip_ratio)):
+            return fn(*args, **kwargs)
+
+    d = limits.Limits()
+    for opt in (
+        click.option("--max-line-mb", type=click.IntRange(1, 1 << 20), default=d.line_bytes >> 20, show_default=True, metavar="MB",
+                     help="Limit: a JSONL line longer than this is rejected unread (jsonl_line_too_long)."),
+        click.option("--max-har-mb", type=click.IntRange(1, 1 << 30), default=d.document_bytes >> 20, show_default=True, metavar="MB",
+                     help="Limit: a larger HAR (parsed whole, ~10x its size in memory) is refused."),
+        click.option("--max-gunzip-ratio", type=click.IntRange(1, 1 << 30), default=d.gunzip_ratio, show_default=True, metavar="N",
+                     help=f"Limit: a .gz stops past N times its size (and past {limits.GUNZIP_FLOOR >> 20} MiB): decompression bombs."),
+    ):
+        run = opt(run)
+    return run
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -80,6 +102,7 @@ def main() -> None:
 )
 @click.option("--no-redact", is_flag=True, help="Keep Authorization, Cookie, API keys and token query parameters in the outputs.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary; only errors.")
+@_limit_options
 def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_master, json_out, jsonl_out, html_out, fail_on, fmt, ports, no_redact, quiet):
     """Analyze captured MCP traffic (HAR, proxy JSONL, pcap/pcapng; directories are walked, .gz is read).
 
@@ -163,6 +186,7 @@ so a nightly run over a growing archive parses only the new files.
 @click.option("--port", "ports", type=click.IntRange(1, 65535), multiple=True, metavar="PORT", help="pcap only: these server ports.")
 @click.option("--no-redact", is_flag=True, help="Keep secrets in the stored tables.")
 @click.option("-q", "--quiet", is_flag=True)
+@_limit_options
 def ingest(paths, store_dir, fmt, ports, no_redact, quiet):
     """Parse captures into a Parquet store of canonical tables, skipping inputs it already holds."""
     from . import store as store_mod

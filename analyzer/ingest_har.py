@@ -24,6 +24,7 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import BinaryIO
 
+from . import limits
 from .anomalies import AnomalyLog
 from .errors import InputError
 from .ingest_jsonl import parse_ts
@@ -94,7 +95,16 @@ _ENTRIES = re.compile(r'"entries"\s*:\s*\[')
 
 def load(source: str, stream: BinaryIO) -> tuple[list, tuple[str, bool] | None]:
     """``log.entries``, and for a document that breaks off: (the JSON error, whether an entry was cut)."""
-    text = stream.read().decode("utf-8", "replace")
+    cap = limits.current().document_bytes
+    raw = stream.read(cap + 1)
+    if len(raw) > cap:
+        raise InputError(
+            source,
+            f"a HAR document larger than {cap >> 20} MiB: it would be parsed whole (about ten times its size in "
+            "memory); raise --max-har-mb if this machine has the memory, or export the HAR in parts",
+        )
+    text = raw.decode("utf-8", "replace")
+    del raw
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:

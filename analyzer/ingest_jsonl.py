@@ -13,6 +13,7 @@ import re
 from datetime import datetime, timezone
 from typing import BinaryIO
 
+from . import limits
 from .anomalies import AnomalyLog
 from .jsonrpc import text_safe
 from .tables import Builder, Ingested
@@ -59,6 +60,27 @@ def _text_safe(value):
     return value
 
 
+def _lines(stream: BinaryIO, limit: int):
+    """The stream's lines; a line longer than ``limit`` comes as its length (an int), skipped in 1 MiB
+    reads, so memory never holds more than ``limit`` bytes of one line."""
+    readline = stream.readline
+    while True:
+        raw = readline(limit + 1)
+        if not raw:
+            return
+        if len(raw) <= limit or raw.endswith(b"\n"):
+            yield raw
+            continue
+        size = len(raw)
+        del raw
+        while True:  # bounded by the stream's end
+            rest = readline(1 << 20)
+            size += len(rest)
+            if not rest or rest.endswith(b"\n"):
+                break
+        yield size
+
+
 def _opt_str(rec: dict, key: str) -> tuple[bool, str | None]:
     v = rec.get(key)
     return (v is None or isinstance(v, str)), v
@@ -72,7 +94,12 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
     ev_xid, ev_line, ev_ts, ev_id = cols["xid"].append, cols["line"].append, cols["ts"].append, cols["id"].append
     ev_event, ev_data, ev_retry, ev_fate = cols["event"].append, cols["data"].append, cols["retry"].append, cols["fate"].append
     records = 0
-    for lineno, raw in enumerate(stream, start=1):
+    max_line = limits.current().line_bytes
+    for lineno, raw in enumerate(_lines(stream, max_line), start=1):
+        if type(raw) is int:  # a line past the limit, skipped unread: its length
+            records += 1
+            log.add("jsonl_line_too_long", f"line {lineno}", f"{raw} bytes; the limit is {max_line >> 20} MiB (--max-line-mb)")
+            continue
         if not raw.strip():
             continue
         records += 1

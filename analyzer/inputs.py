@@ -19,7 +19,7 @@ from typing import BinaryIO, Callable
 
 import pyarrow as pa
 
-from . import ingest_har, ingest_jsonl, ingest_pcap
+from . import ingest_har, ingest_jsonl, ingest_pcap, limits
 from .anomalies import AnomalyLog
 from .errors import InputError
 from .tables import Ingested
@@ -78,11 +78,15 @@ class _Gunzip(io.RawIOBase):
     over (read_one reads the head twice).
     """
 
-    def __init__(self, fh: BinaryIO) -> None:
+    def __init__(self, fh: BinaryIO, compressed: int = 0) -> None:
         super().__init__()
         self.fh = fh
         self.broken: str | None = None
         self.produced = 0
+        # a decompression bomb stops here, read as a cut input (analyzer.limits)
+        ratio = limits.current().gunzip_ratio
+        self.cap = max(ratio * compressed, limits.GUNZIP_FLOOR)
+        self.ratio = ratio
         self._restart()
 
     def _restart(self) -> None:
@@ -111,8 +115,12 @@ class _Gunzip(io.RawIOBase):
     def readinto(self, buf) -> int:  # type: ignore[override]
         if self.broken is not None:
             return 0
+        if self.pos >= self.cap:
+            self.broken = (f"stopped at {self.pos >> 20} MiB decompressed, more than {self.ratio} times the compressed size "
+                           "(a decompression bomb? raise --max-gunzip-ratio if the file is genuine)")
+            return 0
         try:
-            got = self.gz.read1(len(buf))  # read1: what is decompressed so far comes out before a cut ends it
+            got = self.gz.read1(min(len(buf), self.cap - self.pos))  # read1: what is decompressed so far comes out before a cut ends it
         except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
             self.broken = str(exc) or type(exc).__name__
             return 0
@@ -139,7 +147,7 @@ def open_input(source: str) -> BinaryIO:
     head = fh.read(2)
     fh.seek(0)
     if head == b"\x1f\x8b":
-        return io.BufferedReader(_Gunzip(fh), CHUNK)  # type: ignore[return-value]
+        return io.BufferedReader(_Gunzip(fh, os.fstat(fh.fileno()).st_size), CHUNK)  # type: ignore[return-value]
     return fh
 
 

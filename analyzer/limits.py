@@ -1,0 +1,49 @@
+"""Resource limits for hostile or broken inputs: documented options with safe defaults.
+
+One pathological input must neither exhaust memory nor hang the run, and never cost the other
+inputs.  Each limit is an option of ``analyze`` and ``ingest`` (see ``--help``); when one is hit the
+input's anomaly rows say which, where, and which option raises it:
+
+* ``line_bytes`` (``--max-line-mb``, 64): a JSONL line longer than this is rejected unread (skipped in
+  1 MiB steps, never held whole): one record, one ``jsonl_line_too_long`` row.
+* ``document_bytes`` (``--max-har-mb``, 2048): a HAR is one JSON document and is parsed whole (about
+  ten times its size in memory); a larger one is refused with a message, the other inputs go on.
+* ``gunzip_ratio`` (``--max-gunzip-ratio``, 200): a ``.gz`` stops decompressing once it has produced
+  more than this many times its compressed size (and at least ``GUNZIP_FLOOR``): a decompression bomb
+  reads as an input cut at that point, with an ``input_unreadable`` row naming the limit.  Real logs
+  compress 5-30x.
+
+Counts are never limited: a million tiny SSE events in one connection are a million rows, read in
+one linear pass (``tests/test_limits.py``).
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+GUNZIP_FLOOR = 256 << 20  # below this, any ratio is fine (tiny files of repetitive JSON)
+
+
+@dataclass(frozen=True)
+class Limits:
+    line_bytes: int = 64 << 20
+    document_bytes: int = 2048 << 20
+    gunzip_ratio: int = 200
+
+
+_current = Limits()
+
+
+def current() -> Limits:
+    return _current
+
+
+@contextlib.contextmanager
+def using(limits: Limits):
+    """Run with these limits (the CLI sets them once per command; tests narrow them)."""
+    global _current
+    old, _current = _current, limits
+    try:
+        yield limits
+    finally:
+        _current = old
