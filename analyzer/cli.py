@@ -74,7 +74,8 @@ def main() -> None:
     "--partitions", type=click.IntRange(1, 100_000), default=1, show_default=True, metavar="N",
     help="With --store: analyze in N partitions, one after another, so memory holds one partition, not the "
     "archive. A partition never splits an input or a session (inputs sharing a session id stay together); "
-    "the findings are the same as with 1.",
+    "the findings are the same as with 1. Without --html the JSON (compact) and JSON Lines are written "
+    "partition by partition too; --html needs the whole document in memory.",
 )
 @click.option(
     "--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
@@ -132,7 +133,15 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
             if paths:
                 store_mod.ingest(list(paths), store_dir, fmt, not no_redact, frozenset(ports) or None, progress)
             utc = lambda d: d.replace(tzinfo=timezone.utc) if d else None  # noqa: E731
-            if partitions > 1:
+            if partitions > 1 and not html_out:
+                # bounded memory: the outputs are written partition by partition, never held whole
+                from . import spill
+
+                written = spill.write(store_dir, partitions, jsonl_out, json_out, utc(since), utc(until), tuple(sessions), progress)
+                if not quiet:
+                    click.echo(_safe(summary_text({"summary": written.summary, "findings": [], "anomalies": []})), err=(json_out == "-" or jsonl_out == "-"))
+                sys.exit(1 if written.fails(fail_on) else 0)
+            if partitions > 1:  # the HTML report needs the whole document in memory
                 from . import partitions as partitions_mod
 
                 result = partitions_mod.analyze(store_dir, partitions, utc(since), utc(until), tuple(sessions), progress)

@@ -1,0 +1,43 @@
+"""Partitioned analysis that writes as it goes (analyzer/spill.py): the single pass's outputs, exactly."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from analyzer import findings, pipeline, spill, store
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_logs"
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory):
+    st = tmp_path_factory.mktemp("store") / "st"
+    store.ingest([str(SAMPLES)], st)
+    return st
+
+
+@pytest.mark.parametrize("n", [1, 3, 40])
+def test_streamed_outputs_are_the_single_pass_outputs(filled, tmp_path, monkeypatch, n):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1764547200")
+    tables, rows = store.load(filled)
+    single = pipeline.analyze_tables(tables, rows, [], [], len(rows)).document
+    got = spill.write(filled, n, str(tmp_path / "f.ndjson"), str(tmp_path / "f.json"), spill_dir=str(tmp_path))
+    expect_lines = "".join(line + "\n" for line in findings.json_lines(single))
+    assert (tmp_path / "f.ndjson").read_text() == expect_lines
+    assert json.loads((tmp_path / "f.json").read_text()) == single
+    assert (tmp_path / "f.json").read_text() == json.dumps(single, ensure_ascii=False, separators=(",", ":")) + "\n"
+    assert got.summary == single["summary"] and got.fails("critical")
+    assert not list(tmp_path.glob("mcp-sse-audit-spill-*"))  # the spill folder is gone
+
+
+def test_narrowed_streamed_run(filled, tmp_path, monkeypatch):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1764547200")
+    tables, rows = store.load(filled)
+    sid = next(s["session_id"] for s in pipeline.analyze_tables(tables, rows, [], [], len(rows)).document["sessions"])
+    tables, rows = store.load(filled, sessions=(sid,))
+    single = pipeline.analyze_tables(tables, rows, [], [], len(rows)).document
+    spill.write(filled, 5, str(tmp_path / "f.ndjson"), None, sessions=(sid,))
+    assert (tmp_path / "f.ndjson").read_text() == "".join(line + "\n" for line in findings.json_lines(single))
