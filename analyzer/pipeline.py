@@ -32,10 +32,15 @@ class Result:
         return None
 
     def fails(self, fail_on: str) -> bool:
-        if fail_on == "never":
-            return False
-        limit = SEVERITIES.index(fail_on)
-        return any(self.document["summary"]["findings_by_severity"].get(s) for s in SEVERITIES[: limit + 1])
+        return fails(self.document["summary"], fail_on)
+
+
+def fails(summary: dict, fail_on: str) -> bool:
+    """A finding at or above ``fail_on`` (exit code 1)."""
+    if fail_on == "never":
+        return False
+    limit = SEVERITIES.index(fail_on)
+    return any(summary["findings_by_severity"].get(s) for s in SEVERITIES[: limit + 1])
 
 
 def generated_at() -> str:

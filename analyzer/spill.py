@@ -41,10 +41,7 @@ class Written:
     readable: int
 
     def fails(self, fail_on: str) -> bool:
-        if fail_on == "never":
-            return False
-        limit = SEVERITIES.index(fail_on)
-        return any(self.summary["findings_by_severity"].get(s) for s in SEVERITIES[: limit + 1])
+        return pipeline.fails(self.summary, fail_on)
 
 
 def _items(path: Path) -> Iterator[dict]:
