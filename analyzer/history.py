@@ -46,6 +46,8 @@ EFFECTS = {
     "so a replayed stream delivers its results a second time.",
     "reissued_request_ran_twice": "Duplicate side effects: the client re-issued a call after a broken stream (as revision "
     "2026-07-28 requires) but the server had not cancelled the first one.",
+    "reissued_after_break": "Possible duplicate side effects: the first attempt had started on the server when its stream "
+    "broke, and the client sent the same call again; nothing on the wire shows that the first was rolled back.",
     "last_event_id_of_other_session": "The client resumed with an event id of another session: a server that accepts it "
     "may replay that session's events (responses, tool results) into this one.",
     "cross_session_replay": "Another session's events were replayed into this one: its tool results and notifications "
@@ -178,11 +180,16 @@ def cursor_claims(b: pl.DataFrame) -> pl.DataFrame:
     """What the client claimed (Last-Event-ID) against what history shows it had."""
     with_header = b.filter(pl.col("header").is_not_null() & (pl.col("header") != ""))
     evidence = pl.concat_list(_ref())
+    # A gap already says the events after the claim were lost on the way to the client; a
+    # stale claim is the other reading of the same wire, when the server sent them again.
     stale = with_header.filter(
         pl.col("last_before").is_not_null() & (pl.col("last_before") != pl.col("header")) & pl.col("id_found")
+        & (pl.col("verdict") != "gap")
     ).with_columns(
         message=pl.format(
-            "the client resumed with Last-Event-ID {} although the stream had already delivered up to {}",
+            "the client resumed with Last-Event-ID {} although the capture shows the stream had already delivered up to {}: "
+            "either those events were lost after the capture point (then replaying them is right) or the client "
+            "resumed from an older point than it had reached",
             pl.col("header"), pl.col("last_before"),
         ),
         evidence=evidence,
@@ -207,7 +214,8 @@ def cross_session(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     named = (
         b.filter(pl.col("header").is_not_null() & (pl.col("header") != "") & ~pl.col("id_found"))
         .join(delivered.rename({"id": "header"}).drop("digest"), on=["source", "header"])
-        .filter(pl.col("o_session") != pl.col("session"))
+        # another Mcp-Session-Id in the same input (two hops of one capture are one session)
+        .filter(pl.col("o_session_id") != pl.col("session_id"))
         .unique("gx")
         .with_columns(
             message=pl.format("the reconnect sent Last-Event-ID {}, an event of session {}", pl.col("header"), pl.col("o_session_id")),
@@ -221,7 +229,7 @@ def cross_session(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     distinctive = (
         f.events.filter(pl.col("visible") & pl.col("has_id") & (pl.col("data") != "") & pl.col("id_scheme").is_in(["uuid", "ts_stream_ms", "opaque"]))
         .group_by("source", "id", "digest")
-        .agg(pl.col("session").n_unique().alias("n"))
+        .agg(pl.col("session_id").n_unique().alias("n"))
         .filter(pl.col("n") <= 2)
         .select("source", "id", "digest")
     )
@@ -234,7 +242,7 @@ def cross_session(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     same_stream = after.filter(pl.col("sprefix").is_not_null() & (pl.col("sprefix") != "")).join(prefixes, on=["source", "sprefix"])
     replayed = (
         pl.concat([same_event.select(same_stream.columns), same_stream], how="vertical_relaxed")
-        .filter(pl.col("o_session") != pl.col("b_session"))
+        .filter(pl.col("o_session_id") != pl.col("session_id"))
         .group_by("gx")
         .agg(
             n=pl.col("id").n_unique(),

@@ -49,9 +49,11 @@ def _ordered_exchanges(x: pl.DataFrame) -> pl.DataFrame:
             pl.col("started").forward_fill().over("source").alias("_t"),
             pl.coalesce("req_session_id", "resp_session_id").fill_null("").alias("session_id"),
         )
-        # The grouping key: each input is its own history, the same id in two inputs is two
-        # sessions.  Captures of one incident are tied by shared exchanges (``incident``).
-        .with_columns((pl.col("source") + "\x1f" + pl.col("session_id")).alias("session"))
+        .pipe(views.hops)
+        # The grouping key: each view (an input, or one hop of a multi-hop capture) is its own
+        # history, the same id in two views is two sessions.  Views of one incident are tied by
+        # shared exchanges (``incident``).
+        .with_columns((pl.col("view") + "\x1f" + pl.col("session_id")).alias("session"))
         .sort(["_t", "source", "xid"], nulls_last=False)
         .with_row_index("pos")
         .with_columns(pl.col("pos").cast(pl.Int64))
@@ -169,7 +171,7 @@ def _stream_roots(x: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
 def build(tables: dict) -> tuple[Frames, pl.DataFrame]:
     """Frames with sessions and streams, and the links table (one row per boundary)."""
     x = _ordered_exchanges(pl.from_arrow(tables["exchanges"]))
-    keys = x.select("source", "xid", "gx", "pos", "session", "session_id")
+    keys = x.select("source", "xid", "gx", "pos", "view", "session", "session_id")
     ev = (
         pl.from_arrow(tables["events"])
         .join(keys, on=["source", "xid"], how="inner")

@@ -68,12 +68,13 @@ def _boundaries(f: Frames, links: pl.DataFrame) -> pl.DataFrame:
             cursor_str=pl.coalesce(pl.when(pl.col("header") != "").then(pl.col("header")), pl.col("last_before")),
         )
     )
-    # For contiguous ids the cursor is max(claim, last delivered) on the same stream prefix:
-    # a stale claim then shows as the duplicates it causes, and a capture that missed
-    # events never invents a gap.
-    same_stream = pl.col("h_prefix").is_null() | pl.col("l_prefix").is_null() | (pl.col("h_prefix") == pl.col("l_prefix"))
+    # The cursor is the client's own claim: WHATWG's Last-Event-ID is the last event the
+    # *client* received.  A capture point (a proxy, a server-side pcap) can have seen more
+    # events leave on the old connection than ever arrived; a server that resumes past them
+    # lost them, and only the claim shows it.  (Taking max(claim, delivered) turned exactly
+    # that failure into "continuous".)  Without a header, the last id delivered is all we have.
     return b.with_columns(
-        cursor_seq=pl.when(same_stream).then(pl.max_horizontal("h_seq", "l_seq")).otherwise(pl.col("h_seq")),
+        cursor_seq=pl.coalesce("h_seq", pl.when(pl.col("header").fill_null("") == "").then(pl.col("l_seq"))),
         cursor_prefix=pl.coalesce("h_prefix", "l_prefix"),
     ).sort("pos")
 
@@ -101,7 +102,39 @@ def _after_events(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
             foreign=pl.col("cursor_prefix").is_not_null() & pl.col("sprefix").is_not_null() & (pl.col("sprefix") != pl.col("cursor_prefix")),
         )
     )
-    return ev
+    return ev.join(_prior(f, b), on=["gx", "id"], how="left")
+
+
+def _prior(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
+    """Per boundary and id: had the stream already delivered it, before or after the client's cursor?
+
+    ``before_claim``: the client says it had it (Last-Event-ID at or after it in delivery
+    order): sending it again is a duplicate.  ``after_claim``: it left the capture point
+    after the cursor, so by the client's own Last-Event-ID it never arrived: sending it
+    again is the replay the client needs (or, if the client resumed from an older point
+    than it had reached, a duplicate the wire alone cannot tell apart).
+    """
+    delivered = f.events.filter(pl.col("visible") & pl.col("has_id")).select("stream", "pos", "ordinal", "id")
+    before = (
+        b.select("gx", "stream", "cursor_str", pl.col("pos").alias("b_pos"))
+        .join(delivered, on="stream")
+        .filter(pl.col("pos") < pl.col("b_pos"))
+        .sort("gx", "pos", "ordinal")
+        .with_columns(r=pl.int_range(pl.len()).over("gx"))
+    )
+    claim = before.filter(pl.col("id") == pl.col("cursor_str")).group_by("gx").agg(claim_r=pl.col("r").max())
+    return (
+        before.group_by("gx", "id")
+        .agg(first_r=pl.col("r").min())
+        .join(claim, on="gx", how="left")
+        .select(
+            "gx",
+            "id",
+            prior=pl.when(pl.col("claim_r").is_null() | (pl.col("first_r") <= pl.col("claim_r")))
+            .then(pl.lit("before_claim"))
+            .otherwise(pl.lit("after_claim")),
+        )
+    )
 
 
 def _sequence_checks(f: Frames, after: pl.DataFrame) -> pl.DataFrame:
@@ -124,7 +157,7 @@ def _sequence_checks(f: Frames, after: pl.DataFrame) -> pl.DataFrame:
     expand = pl.when(shared).then(pl.lit(MAX_EXPAND)).otherwise(pl.lit(LIST_CAP))
     missing = (
         seq.filter(pl.col("step") > 1)
-        .select("rid", "gx", "session", "stream", "id_scheme", "sprefix",
+        .select("rid", "gx", "session", "stream", "id_scheme", "sprefix", "b_pos",
                 m=pl.int_ranges(pl.col("prev") + 1, pl.min_horizontal(pl.col("seq"), pl.col("prev") + 1 + expand)))
         .explode("m")
     )
@@ -141,12 +174,24 @@ def _sequence_checks(f: Frames, after: pl.DataFrame) -> pl.DataFrame:
         .unique()
     )
     missing = missing.join(taken, on=["rid", "m"], how="anti")
+    # missing ids the capture point saw leave on this stream before the reconnect
+    passed = (
+        f.events.filter(pl.col("visible") & pl.col("seq").is_not_null())
+        .select("stream", pl.col("seq").alias("m"), pl.col("pos").alias("d_pos"), pl.col("sprefix").alias("d_prefix"))
+        .join(missing.select("rid", "stream", "m", "b_pos", "sprefix"), on=["stream", "m"])
+        .filter((pl.col("d_pos") < pl.col("b_pos")) & pl.col("d_prefix").eq_missing(pl.col("sprefix")))
+        .select("rid", "m")
+        .unique()
+        .group_by("rid")
+        .agg(n_passed=pl.len())
+    )
     per_row = missing.group_by("rid").agg(
         n_missing_listed=pl.len(),
         missing_ids=idschemes.format_ids(pl.col("sprefix"), pl.col("id_scheme"), pl.col("m")).head(LIST_CAP),
     )
     seq = (
         seq.join(per_row, on="rid", how="left")
+        .join(passed, on="rid", how="left")
         .with_columns(
             # beyond the expansion cap nothing was subtracted: those ids count as missing
             n_missing=pl.when(pl.col("step") <= 1)
@@ -167,6 +212,7 @@ def _sequence_checks(f: Frames, after: pl.DataFrame) -> pl.DataFrame:
         break_id=pl.col("id").filter(pl.col("brk").is_not_null()).first(),
         lost_ids=pl.col("missing_ids").drop_nulls().list.explode(keep_nulls=False, empty_as_null=False).head(LIST_CAP),
         lost_count=pl.col("n_missing").sum(),
+        n_passed=pl.col("n_passed").sum(),
         dup_ids=pl.col("id").filter(pl.col("dup")).head(LIST_CAP),
         dup_count=pl.col("dup").sum(),
     )
@@ -198,7 +244,7 @@ def _opaque_checks(f: Frames, after: pl.DataFrame) -> pl.DataFrame:
         "stream", "id", pl.col("pos").alias("d_pos"), pl.col("gx").alias("d_gx")
     )
     seen_before = (
-        after.filter(~pl.col("overlap"))
+        after.filter(~pl.col("overlap") & (pl.col("prior") == "before_claim"))
         .join(delivered, on=["stream", "id"], how="inner")
         .filter(pl.col("d_pos") < pl.col("b_pos"))
         .select("gx", "ordinal", "id")
@@ -266,6 +312,9 @@ def judge(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
         first_event_id_after=pl.col("id").first(),
         overlap=pl.col("overlap").any(),
         n_after=(~pl.col("overlap")).sum(),
+        # re-sent events that had left the capture point after the client's cursor
+        resent_ids=pl.col("id").filter(~pl.col("overlap") & (pl.col("prior") == "after_claim")).unique(maintain_order=True).head(LIST_CAP),
+        resent_count=(~pl.col("overlap") & (pl.col("prior") == "after_claim")).sum(),
     )
     b = (
         b.join(first, on="gx", how="left")
@@ -314,7 +363,23 @@ def judge(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
         .when(pl.col("rpc_cross").is_not_null())
         .then(v("cross_stream_replay", pl.col("rpc_cross")))
         .when(contiguous & (pl.col("first_break") == "gap"))
-        .then(v("gap", pl.format("event id {} came after {}: {} event id(s) were never delivered", pl.col("break_id"), pl.col("break_prev"), pl.col("lost_count"))))
+        .then(v("gap", pl.format(
+            "event id {} came after {}: {} event id(s) were never delivered{}",
+            pl.col("break_id"), pl.col("break_prev"), pl.col("lost_count"),
+            pl.when(pl.col("n_passed").fill_null(0) > 0)
+            .then(pl.format(
+                " ({} of them left the capture point on the old connection, but the client's own Last-Event-ID {} shows they never arrived)",
+                pl.col("n_passed"), pl.col("cursor_str"),
+            ))
+            .otherwise(pl.lit("")),
+        )))
+        .when((pl.col("hist_lost_count").fill_null(0) > 0) & pl.col("hist_passed").fill_null(False))
+        .then(v("gap", pl.format(
+            "{} event(s) left the capture point on the old connection after the client's Last-Event-ID {} ({}), "
+            "but that Last-Event-ID shows they never arrived, and the server resumed past them (shown by {})",
+            pl.col("hist_lost_count"), pl.col("cursor_str"), pl.col("hist_lost_ids").list.head(5).list.join(", "),
+            pl.col("hist_sources").list.join(", "),
+        )))
         .when(pl.col("hist_lost_count").fill_null(0) > 0)
         .then(v("gap", pl.format(
             "{} event(s) the server emitted on the resumed stream after the cursor never reached the client{} (shown by {})",
@@ -341,6 +406,15 @@ def judge(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
         .when(pl.col("overlap"))
         .then(pl.format("{} (the server first re-sent event {} unchanged: the client must drop that duplicate)", pl.col("_vr").struct.field("r"), pl.col("cursor_str")))
         .otherwise(pl.col("_vr").struct.field("r")),
+    ).with_columns(
+        reason=pl.when(pl.col("resent_count").fill_null(0) > 0)
+        .then(pl.format(
+            "{}; {} event(s) sent again had already left the capture point after the client's Last-Event-ID {}: "
+            "by that Last-Event-ID they never reached the client, and resending them is right; "
+            "if the client had them after all (a stale Last-Event-ID), it processes them twice",
+            pl.col("reason"), pl.col("resent_count"), pl.col("cursor_str"),
+        ))
+        .otherwise(pl.col("reason")),
     )
     is_int_verdict = contiguous & pl.col("verdict").is_in(["gap", "replay_reset", "continuous"]) & (pl.col("first_break").is_not_null() | (pl.col("verdict") != "gap"))
     by_history = (
@@ -349,11 +423,14 @@ def judge(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
     b = b.with_columns(
         lost_event_ids=pl.when(by_history).then(pl.col("hist_lost_ids")).when(is_int_verdict).then(pl.col("lost_ids")).otherwise(pl.lit([], dtype=pl.List(pl.String))),
         lost_count=pl.when(by_history).then(pl.col("hist_lost_count")).when(is_int_verdict).then(pl.col("lost_count")).otherwise(0),
-        duplicated_event_ids=pl.when(is_int_verdict)
-        .then(pl.col("dup_ids"))
-        .otherwise(pl.col("o_dup_ids"))
-        .fill_null(pl.lit([], dtype=pl.List(pl.String))),
-        duplicated_count=pl.when(is_int_verdict).then(pl.col("dup_count")).otherwise(pl.col("o_dup_count")).fill_null(0),
+        # the events the server sent twice past the capture point: definite duplicates (at or
+        # before the client's cursor), then the ones resent after it (see ``_prior``)
+        duplicated_event_ids=pl.concat_list(
+            pl.when(is_int_verdict).then(pl.col("dup_ids")).otherwise(pl.col("o_dup_ids")).fill_null(pl.lit([], dtype=pl.List(pl.String))),
+            pl.col("resent_ids").fill_null(pl.lit([], dtype=pl.List(pl.String))),
+        ).list.unique(maintain_order=True).list.head(LIST_CAP),
+        duplicated_count=pl.when(is_int_verdict).then(pl.col("dup_count")).otherwise(pl.col("o_dup_count")).fill_null(0)
+        + pl.col("resent_count").fill_null(0),
         handled_correctly=pl.when(pl.col("verdict") == "continuous").then(True).otherwise(pl.col("handled")),
     )
     b = b.with_columns(

@@ -41,16 +41,55 @@ LIST_CAP = 1000
 MAX_ROUNDS = 64  # connected components: hook + pointer jumping; 64 rounds cover any real set of captures
 
 
-def fingerprint(x: pl.DataFrame) -> pl.DataFrame:
-    """``fp``: the same HTTP exchange in two inputs gets the same value (sessionless traffic never matches)."""
-    base = pl.concat_str(
+def _base() -> pl.Expr:
+    """What an exchange *is*, whoever saw it: session id, method, Last-Event-ID, request body."""
+    return pl.concat_str(
         [pl.col("session_id"), pl.col("method").fill_null(""), pl.col("last_event_id").fill_null("\x00"), pl.col("request_body").fill_null("")],
         separator="\x1f",
+    ).hash()
+
+
+def hops(x: pl.DataFrame) -> pl.DataFrame:
+    """``view``: the input, or one hop of it when one capture holds the same exchanges on several hops.
+
+    ``tcpdump -i any`` on a host that runs nginx/envoy/a sidecar in front of the server
+    records every exchange twice: client -> proxy and proxy -> upstream, with their own
+    TCP connections, keep-alive and Content-Encoding.  Analyzed as one history, each copy
+    looks like a second delivery (cross-stream replays, duplicate responses, extra
+    reconnects).  A capture is split into hops by the server endpoint of each connection
+    (pcap ``conn`` is ``client->server#n``) when some exchange of a session appears on two
+    endpoints; each hop is then a view like a separate capture, matched to the others by
+    content (``fingerprint``), and each reconnect is judged once, from the hop nearest the
+    client (``dedupe``).  Captures with one server endpoint, HAR and JSONL keep one view.
+    """
+    endpoint = pl.col("conn").str.extract(r"->([^#]*)#", 1)
+    hx = x.with_columns(_ep=endpoint, _fpb=_base())
+    multi = (
+        hx.filter((pl.col("session_id") != "") & pl.col("_ep").is_not_null())
+        .group_by("source", "_fpb")
+        .agg(_n=pl.col("_ep").n_unique())
+        .filter(pl.col("_n") > 1)
+        .select("source")
+        .unique()
+        .with_columns(_multi=pl.lit(True))
     )
     return (
+        hx.join(multi, on="source", how="left")
+        .with_columns(
+            view=pl.when(pl.col("_multi").fill_null(False) & pl.col("_ep").is_not_null())
+            .then(pl.format("{} (hop to {})", pl.col("source"), pl.col("_ep")))
+            .otherwise(pl.col("source"))
+        )
+        .drop("_ep", "_fpb", "_multi")
+    )
+
+
+def fingerprint(x: pl.DataFrame) -> pl.DataFrame:
+    """``fp``: the same HTTP exchange in two views gets the same value (sessionless traffic never matches)."""
+    return (
         x.sort("pos")
-        .with_columns(_fpb=base.hash())
-        .with_columns(_k=pl.int_range(pl.len()).over(["source", "_fpb"]))
+        .with_columns(_fpb=_base())
+        .with_columns(_k=pl.int_range(pl.len()).over(["view", "_fpb"]))
         .with_columns(fp=pl.when(pl.col("session_id") != "").then(pl.format("{}#{}", pl.col("_fpb"), pl.col("_k"))))
         .drop("_fpb", "_k")
     )
@@ -95,7 +134,7 @@ def incidents(x: pl.DataFrame) -> pl.DataFrame:
 def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.DataFrame:
     """Per boundary: events history proves were emitted after the cursor and never delivered,
     and whether another view proves the reconnect's first event is the cursor's successor."""
-    x = f.exchanges.select("gx", "fp", "source")
+    x = f.exchanges.select("gx", "fp", pl.col("view").alias("source"))
     ev = f.events.filter(pl.col("has_id"))
     keys = b.select("gx", "resumed_gx", "cursor_str", "stream", pl.col("pos").alias("b_pos"), pl.col("source").alias("b_source"))
     # the resumed connection as other inputs saw it, plus this input's own cut-off events
@@ -105,7 +144,7 @@ def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.Data
         .filter(pl.col("rfp").is_not_null() & (pl.col("v_gx") != pl.col("resumed_gx")))
         .select("gx", "v_gx", "v_source", "cursor_str")
     )
-    view_ev = ev.select(pl.col("gx").alias("v_gx"), "ordinal", "id", "digest", "fate", pl.col("location").alias("v_location"))
+    view_ev = ev.select(pl.col("gx").alias("v_gx"), "ordinal", "id", "digest", "fate", pl.col("location").alias("v_location"), pl.col("source").alias("v_file"))
     at_cursor = (
         rviews.join(view_ev, on="v_gx")
         .filter(pl.col("id") == pl.col("cursor_str"))
@@ -116,12 +155,29 @@ def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.Data
         rviews.join(at_cursor, on=["gx", "v_gx"])
         .join(view_ev, on="v_gx")
         .filter(pl.col("ordinal") > pl.col("c_ord"))
-        .select("gx", "ordinal", "id", "digest", "fate", pl.col("v_source").alias("e_source"), pl.col("v_location").alias("e_location"))
+        .select("gx", "ordinal", "id", "digest", "fate", pl.col("v_source").alias("e_source"), pl.col("v_location").alias("e_location"),
+                pl.col("v_file").alias("e_file"))
     )
+    own_ev = ev.select(pl.col("gx").alias("resumed_gx"), "ordinal", "id", "digest", "fate", "visible", "source", "view", "location")
+    own_cursor = (
+        keys.join(own_ev, on="resumed_gx")
+        .filter(pl.col("id") == pl.col("cursor_str"))
+        .group_by("gx")
+        .agg(own_c_ord=pl.col("ordinal").max())
+    )
+    # This capture's own view of the resumed connection: events cut off by the disconnect, and
+    # events that left the capture point after the client's Last-Event-ID (the client's claim
+    # says they never arrived: lost between the capture point and the client, unless replayed).
     emitted_own = (
-        keys.join(ev.filter(~pl.col("visible")).select(pl.col("gx").alias("resumed_gx"), "ordinal", "id", "digest", "fate", "source", "location"), on="resumed_gx")
-        .select("gx", "ordinal", "id", "digest", "fate", pl.col("source").alias("e_source"), pl.col("location").alias("e_location"))
+        keys.join(own_ev, on="resumed_gx")
+        .join(own_cursor, on="gx", how="left")
+        .filter(~pl.col("visible") | (pl.col("ordinal") > pl.col("own_c_ord")).fill_null(False))
+        .select(
+            "gx", "ordinal", "id", "digest", "fate", pl.col("view").alias("e_source"), pl.col("location").alias("e_location"),
+            pl.col("source").alias("e_file"), e_kind=pl.when(pl.col("visible")).then(pl.lit("passed")).otherwise(pl.lit("cut_off")),
+        )
     )
+    emitted_other = emitted_other.with_columns(e_kind=pl.lit("other"))
     emitted = pl.concat([emitted_other, emitted_own])
     # delivered: on the reconnect or any later connection of the same stream, in this input
     delivered = (
@@ -152,14 +208,17 @@ def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.Data
             hist_lost_count=pl.len(),
             hist_reused=(pl.col("new_digest").is_not_null() & (pl.col("new_digest") != pl.col("digest"))).sum(),
             hist_sources=pl.col("e_source").unique().sort(),
-            hist_refs=pl.struct(pl.col("e_source").alias("source"), pl.col("e_location").alias("location")).head(4),
+            # every lost event was seen leaving this capture point after the client's cursor
+            hist_passed=(pl.col("e_kind") == "passed").all(),
+            hist_refs=pl.struct(pl.col("e_file").alias("source"), pl.col("e_location").alias("location")).head(4),
         )
     )
     first_after = after.filter(~pl.col("overlap")).sort("gx", "ordinal").group_by("gx").agg(
         f_id=pl.col("id").first(), f_digest=pl.col("digest").first()
     )
     successor = (
-        emitted_other.sort("gx", "ordinal")
+        pl.concat([emitted_other, emitted_own.filter(pl.col("e_kind") == "passed")])
+        .sort("gx", "ordinal")
         .group_by("gx", "e_source")
         .agg(s_id=pl.col("id").first(), s_digest=pl.col("digest").first())
         .join(first_after, on="gx")

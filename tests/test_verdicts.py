@@ -140,10 +140,42 @@ def test_get_reopen_without_last_event_id_is_judged_against_history(capture, ana
 
 
 def test_stale_last_event_id_replays_already_processed_events(capture, analyze):
-    """typescript-sdk PR #2466: a frozen resumption token replays what the client already had."""
+    """typescript-sdk PR #2466: a frozen resumption token replays what the client already had.
+
+    The wire cannot tell that from events lost between the capture point and the client
+    (then the replay is exactly right): the verdict follows the client's claim, and the
+    re-sent events are listed as duplicates with a stale_last_event_id warning."""
     doc = analyze(capture.initialize().stream(ids=range(1, 6)).stream(last="3", ids=range(4, 8)))
     b = only_boundary(doc)
-    assert b["verdict"] == "replay_reset" and b["duplicated_event_ids"] == ["4", "5"]
+    assert b["verdict"] == "continuous" and b["duplicated_event_ids"] == ["4", "5"] and b["duplicated_count"] == 2
+    assert "left the capture point" in b["reason"] and "processes them twice" in b["reason"]
+    assert "stale_last_event_id" in rules(doc)
+
+
+def test_events_lost_between_capture_point_and_client_are_a_gap(capture, analyze):
+    """Issue [1/6] item 1: the proxy saw 4 and 5 leave, the client says it has 3, the server resumes at 6."""
+    doc = analyze(capture.initialize().stream(ids=range(1, 6)).stream(last="3", ids=range(6, 9)).call())
+    b = only_boundary(doc)
+    assert b["verdict"] == "gap" and b["lost_event_ids"] == ["4", "5"] and b["lost_count"] == 2
+    assert b["duplicated_event_ids"] == []
+    assert "2 of them left the capture point" in b["reason"] and "Last-Event-ID 3" in b["reason"]
+    assert b["severity"] == "critical"
+    assert "stale_last_event_id" not in rules(doc)
+
+
+def test_opaque_events_lost_between_capture_point_and_client_are_a_gap(capture, analyze):
+    ev = [(f"u-{c}", json.dumps({"n": c})) for c in "abcdefgh"]
+    doc = analyze(capture.initialize().stream(events=ev[:5]).stream(last="u-c", events=ev[5:]))
+    b = only_boundary(doc)
+    assert b["verdict"] == "gap" and b["lost_event_ids"] == ["u-d", "u-e"]
+    assert "left the capture point" in b["reason"] and "never arrived" in b["reason"]
+
+
+def test_opaque_replay_from_the_claim_is_proven_continuous_by_the_old_connection(capture, analyze):
+    ev = [(f"u-{c}", json.dumps({"n": c})) for c in "abcdefgh"]
+    doc = analyze(capture.initialize().stream(events=ev[:5]).stream(last="u-c", events=ev[3:]))
+    b = only_boundary(doc)
+    assert b["verdict"] == "continuous" and b["duplicated_event_ids"] == ["u-d", "u-e"]
     assert "stale_last_event_id" in rules(doc)
 
 
