@@ -9,7 +9,7 @@ import json
 
 import polars as pl
 
-from . import eras, history, rpc
+from . import eras, history, reissue, rpc
 from .streams import Frames
 from .verdicts import VERDICT_ORDER
 
@@ -133,13 +133,42 @@ def _boundary_records(f: Frames, b: pl.DataFrame) -> list[dict]:
     return out
 
 
+RETRY_EVIDENCE = 12  # request refs listed for one reconnect retried many times
+
+
 def _boundary_findings(records: list[dict]) -> list[dict]:
+    """One finding per non-continuous reconnect; the retries of one reconnect are one finding.
+
+    A client whose resume is answered with an empty stream polls again with the same
+    Last-Event-ID until it gives up: the same stream, the same Last-Event-ID, the same
+    verdict, nothing delivered in between.  Each attempt keeps its own boundary; the
+    finding says how many attempts and over which time span (not ten critical findings).
+    """
     out = []
-    for r in records:  # one finding per non-continuous boundary: a loop over boundaries at the edge, not over events
+    last_on_stream: dict[tuple, tuple[dict, dict]] = {}  # (session, stream) -> (last record, its finding)
+    for r in records:  # a loop over boundaries at the edge, not over events
         use = r.pop("next_use")
         pos = r.pop("_pos")
         hist_refs = r.pop("_hist_refs") or []
+        key = (r["session"], r["stream"])
+        prev = last_on_stream.get(key)
         if r["verdict"] == "continuous":
+            last_on_stream.pop(key, None)
+            continue
+        if (
+            prev is not None
+            and prev[0]["last_event_id"] == r["last_event_id"]
+            and prev[0]["verdict"] == r["verdict"]
+            and not prev[0]["events_after"]
+        ):
+            fnd = prev[1]
+            fnd["attempts"] += 1
+            fnd["attempts_span"][1] = r["started"]
+            if len(fnd["evidence"]) < RETRY_EVIDENCE and r["request"] not in fnd["evidence"]:
+                fnd["evidence"].append(r["request"])
+            if SEV_RANK[r["severity"]] < SEV_RANK[fnd["severity"]]:
+                fnd["severity"] = r["severity"]
+            last_on_stream[key] = (r, fnd)
             continue
         handled = {True: "the client re-initialized before using the session again",
                    False: f"the client used the old session again ({use and use['location']}) without re-initializing",
@@ -160,17 +189,59 @@ def _boundary_findings(records: list[dict]) -> list[dict]:
                 "effect": history.EFFECTS[r["verdict"]],
                 "evidence": ev,
                 "pos": pos,
+                "attempts": 1,
+                "attempts_span": [r["started"], r["started"]],
             }
         )
+        last_on_stream[key] = (r, out[-1])
+    for fnd in out:
+        n = fnd["attempts"]
+        span = fnd.pop("attempts_span")
+        if n == 1:
+            del fnd["attempts"]
+            continue
+        fnd["attempts_span"] = span
+        fnd["message"] += (
+            f" The client tried this reconnect {n} times with the same Last-Event-ID"
+            f" from {span[0]} to {span[1]}, and nothing was delivered in between."
+        )
     return out
+
+
+def _one_hop(f: Frames, hist: pl.DataFrame) -> pl.DataFrame:
+    """History findings of a multi-hop capture, once: each hop is its own view (views.hops), and
+    a per-stream counter or an unanswered request shows on every hop.  A rule reported on the
+    hop nearest the client (the one whose exchanges start first) is not repeated for the other
+    hops of the same capture and session; what only another hop shows is kept."""
+    views_ = (
+        f.exchanges.filter(pl.col("view") != pl.col("source"))
+        .group_by("session")
+        .agg(pl.col("source").first(), pl.col("session_id").first(), first=pl.col("pos").min())
+        .with_columns(primary=pl.col("first") == pl.col("first").min().over("source", "session_id"))
+    )
+    if views_.is_empty():
+        return hist
+    tagged = hist.join(views_.select("session", pl.col("source").alias("_src"), "primary"), on="session", how="left")
+    on_primary = (
+        tagged.filter(pl.col("primary").fill_null(False))
+        .select("rule", "_src", "session_id")
+        .unique()
+        .with_columns(_dup=pl.lit(True))
+    )
+    return (
+        tagged.join(on_primary, on=["rule", "_src", "session_id"], how="left", maintain_order="left")
+        .filter(pl.col("primary").is_null() | pl.col("primary") | pl.col("_dup").is_null())
+        .drop("_src", "primary", "_dup")
+    )
 
 
 def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool = False) -> dict:
     boundaries = _boundary_records(f, b)
     hist = pl.concat(
-        [history.id_order(f), history.digest_conflicts(f), history.cursor_claims(b), history.cross_session(f, b),
-         history.ts_get_stream(b), rpc.history_findings(f), eras.findings(f, rev)], how="vertical_relaxed"
+        [history.id_order(f), history.digest_conflicts(f, b), history.cursor_claims(b), history.cross_session(f, b),
+         history.ts_get_stream(b), rpc.history_findings(f), eras.findings(f, rev), reissue.findings(f, rev)], how="vertical_relaxed"
     ).sort("pos")
+    hist = _one_hop(f, hist)
     findings = _boundary_findings(boundaries) + hist.to_dicts()
     # worst first, then in the order the capture shows them; the whole record breaks ties, so the order
     # never depends on the order the rules produced rows in (audit jobs diff two runs)

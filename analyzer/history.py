@@ -124,19 +124,27 @@ def id_order(f: Frames) -> pl.DataFrame:
     return pl.concat([_frame(backwards, "id_not_monotonic", "error"), _frame(repeated, "id_repeated", "error")])
 
 
-def digest_conflicts(f: Frames) -> pl.DataFrame:
+def digest_conflicts(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     """One (session, id) seen with two different digests.
 
     Inside one stream this proves that two different events went out under one
     id (a restarted counter, another process).  Across streams it is the
     per-stream counter that the spec forbids ("globally unique across all
     streams within that session"): a Last-Event-ID then cannot name its stream.
+    Ids that restart after a ``session_resurrected`` reconnect are the new
+    process's own numbering, already explained by that verdict: events are
+    compared only within the same process (before / after the first such reconnect).
     """
+    restart = b.filter(pl.col("verdict") == "session_resurrected").group_by("session").agg(r_pos=pl.col("pos").min())
     # a cut-off event holds only part of its data: its digest says nothing about its id
-    ev = f.events.filter(pl.col("has_id") & pl.col("visible") & (pl.col("session_id") != ""))
-    per_stream = ev.group_by("session", "stream", "id").agg(in_stream=pl.col("digest").n_unique())
+    ev = (
+        f.events.filter(pl.col("has_id") & pl.col("visible") & (pl.col("session_id") != ""))
+        .join(restart, on="session", how="left")
+        .with_columns(_epoch=(pl.col("pos") >= pl.col("r_pos")).fill_null(False))
+    )
+    per_stream = ev.group_by("session", "_epoch", "stream", "id").agg(in_stream=pl.col("digest").n_unique())
     grouped = (
-        ev.group_by("session", "id")
+        ev.group_by("session", "_epoch", "id")
         .agg(
             session_id=pl.col("session_id").first(),
             n=pl.col("digest").n_unique(),
@@ -145,7 +153,7 @@ def digest_conflicts(f: Frames) -> pl.DataFrame:
             pos=pl.col("pos").min(),
         )
         .filter(pl.col("n") > 1)
-        .join(per_stream.group_by("session", "id").agg(pl.col("in_stream").max()), on=["session", "id"])
+        .join(per_stream.group_by("session", "_epoch", "id").agg(pl.col("in_stream").max()), on=["session", "_epoch", "id"])
         .sort("pos", "id")
     )
     # one finding per session and kind (a restarted counter conflicts on every id it reuses)
@@ -154,9 +162,9 @@ def digest_conflicts(f: Frames) -> pl.DataFrame:
             df.group_by("session")
             .agg(
                 session_id=pl.col("session_id").first(),
-                n_ids=pl.len(),
+                n_ids=pl.col("id").n_unique(),
                 first=pl.col("id").first(),
-                ids=pl.col("id").head(5).str.join(", "),
+                ids=pl.col("id").unique(maintain_order=True).head(5).str.join(", "),
                 pos=pl.col("pos").min(),
                 evidence=pl.col("evidence").first(),
             )
@@ -202,6 +210,72 @@ def cursor_claims(b: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([_frame(stale, "stale_last_event_id", "warning"), _frame(unknown, "unknown_last_event_id", "warning")])
 
 
+def replayed_across_sessions(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
+    """Per reconnect: events another session of the same input had been delivered first.
+
+    A shared event store that looks up Last-Event-ID without the session replays one
+    session's events into another (fastmcp PR #4402, GHSA-84j6-jc92-77jm).  With per-session
+    integer counters the ids even look continuous; the content gives it away: the same id
+    *and* the same payload (digest) that another session was delivered earlier.  Only
+    payloads that at most two sessions share count ("progress 1" alike in every session
+    is no proof), and never empty data (priming events).  Ids that carry their stream
+    (go, csharp, typescript) also count when they name a stream another session used.
+    Sessions are compared by Mcp-Session-Id, so two hops of one capture are one session.
+    """
+    keys = b.select("gx", pl.col("pos").alias("b_pos"), pl.col("session").alias("b_session"), "session_id")
+    delivered = f.events.filter(pl.col("visible") & pl.col("has_id")).select(
+        "source", pl.col("session_id").alias("o_session_id"), "id", "digest", pl.col("pos").alias("o_pos"), pl.col("location").alias("o_location"),
+    )
+    after = f.events.filter(pl.col("visible") & pl.col("has_id")).select("gx", "ordinal", "source", "id", "digest", "sprefix", "location").join(keys, on="gx")
+    distinctive = (
+        f.events.filter(pl.col("visible") & pl.col("has_id") & (pl.col("data") != ""))
+        .group_by("source", "id", "digest")
+        .agg(pl.col("session_id").n_unique().alias("n"))
+        .filter(pl.col("n") <= 2)
+        .select("source", "id", "digest")
+    )
+    # an event this session had itself been delivered before the reconnect is explained by its own history
+    own_before = (
+        after.select("gx", "b_pos", "session_id", "source")
+        .unique()
+        .join(delivered.rename({"o_session_id": "session_id"}), on=["source", "session_id"])
+        .filter(pl.col("o_pos") < pl.col("b_pos"))
+        .select("gx", "id", "digest")
+    )
+    same_event = (
+        after.join(distinctive, on=["source", "id", "digest"], how="semi")
+        .join(own_before, on=["gx", "id", "digest"], how="anti")
+        .join(delivered, on=["source", "id", "digest"])
+        .filter(pl.col("o_pos") < pl.col("b_pos"))
+    )
+    prefixes = (
+        f.events.filter(pl.col("visible") & pl.col("sprefix").is_not_null() & (pl.col("sprefix") != ""))
+        .select("source", "sprefix", pl.col("session_id").alias("o_session_id"), pl.col("location").alias("o_location"))
+        .unique(["source", "sprefix", "o_session_id"])
+    )
+    same_stream = after.filter(pl.col("sprefix").is_not_null() & (pl.col("sprefix") != "")).join(prefixes, on=["source", "sprefix"])
+    cols = ["gx", "ordinal", "b_session", "session_id", "b_pos", "source", "id", "location", "o_session_id", "o_location"]
+    return (
+        pl.concat([same_event.select(cols), same_stream.select(cols)])
+        .filter(pl.col("o_session_id") != pl.col("session_id"))
+        # joins keep no order: sort before anything takes a first
+        .sort(["gx", "ordinal", "o_session_id", "o_location"])
+        .unique(["gx", "id", "o_session_id"], keep="first", maintain_order=True)
+        .group_by("gx")
+        .agg(
+            xs_n=pl.col("id").n_unique(),
+            session=pl.col("b_session").first(),
+            session_id=pl.col("session_id").first(),
+            xs_other=pl.col("o_session_id").first(),
+            xs_ids=pl.col("id").unique(maintain_order=True).head(5),
+            pos=pl.col("b_pos").first(),
+            xs_evidence=pl.concat_list(
+                pl.struct("source", "location").head(2), pl.struct("source", pl.col("o_location").alias("location")).head(2)
+            ).first(),
+        )
+    )
+
+
 def cross_session(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     """A reconnect naming another session's event, and streams replayed across sessions.
 
@@ -222,37 +296,10 @@ def cross_session(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
             evidence=pl.concat_list(_ref()),
         )
     )
-    after = f.events.filter(pl.col("visible") & pl.col("has_id")).join(b.select("gx", "pos", pl.col("session").alias("b_session")), on="gx")
-    # the same event (id and payload), or an id naming a stream another session used (go, csharp, typescript ids).
-    # Only ids unique by construction count (uuid, typescript, opaque), and only events with data that
-    # at most two sessions share: counters restart per session and "progress 1" is common.
-    distinctive = (
-        f.events.filter(pl.col("visible") & pl.col("has_id") & (pl.col("data") != "") & pl.col("id_scheme").is_in(["uuid", "ts_stream_ms", "opaque"]))
-        .group_by("source", "id", "digest")
-        .agg(pl.col("session_id").n_unique().alias("n"))
-        .filter(pl.col("n") <= 2)
-        .select("source", "id", "digest")
-    )
-    same_event = after.join(distinctive, on=["source", "id", "digest"], how="semi").join(delivered, on=["source", "id", "digest"])
-    prefixes = (
-        f.events.filter(pl.col("visible") & pl.col("sprefix").is_not_null() & (pl.col("sprefix") != ""))
-        .select("source", "sprefix", pl.col("session").alias("o_session"), pl.col("session_id").alias("o_session_id"))
-        .unique()
-    )
-    same_stream = after.filter(pl.col("sprefix").is_not_null() & (pl.col("sprefix") != "")).join(prefixes, on=["source", "sprefix"])
-    replayed = (
-        pl.concat([same_event.select(same_stream.columns), same_stream], how="vertical_relaxed")
-        .filter(pl.col("o_session_id") != pl.col("session_id"))
-        .group_by("gx")
-        .agg(
-            n=pl.col("id").n_unique(),
-            session=pl.col("b_session").first(),
-            session_id=pl.col("session_id").first(),
-            other=pl.col("o_session_id").first(),
-            pos=pl.col("pos").first(),
-            evidence=pl.struct("source", "location").head(4),
-        )
-        .with_columns(message=pl.format("{} event(s) delivered on this reconnect had been delivered in session {}", pl.col("n"), pl.col("other")))
+    replayed = replayed_across_sessions(f, b).with_columns(
+        message=pl.format("{} event(s) delivered on this reconnect had been delivered in session {} ({})",
+                          pl.col("xs_n"), pl.col("xs_other"), pl.col("xs_ids").list.join(", ")),
+        evidence=pl.col("xs_evidence"),
     )
     return pl.concat([_frame(named, "last_event_id_of_other_session", "error"), _frame(replayed, "cross_session_replay", "critical")])
 

@@ -22,7 +22,7 @@ class Message:
     error_code: int | None
     error_message: str | None
     protocol_version: str | None  # initialize params/result protocolVersion, or params._meta (2026-07-28)
-    params_digest: str | None  # sha256 of the canonical JSON of params: the same call re-issued under a new id
+    params_digest: str | None  # sha256 of the canonical JSON of params without _meta: the same call re-issued under a new id
 
 
 def id_text(rid: object) -> str | None:
@@ -72,6 +72,10 @@ def _one(obj: object) -> Message:
         # only requests are compared by their arguments (a re-issued call, a renumbered server
         # request); notifications are the bulk of SSE traffic and never are
         if params is not None and obj.get("id") is not None:
+            # params._meta is the SDK's, not the call's (progressToken, protocol version, trace
+            # context): a call re-issued under a new id carries a new progressToken
+            if isinstance(params, dict) and "_meta" in params:
+                params = {k: v for k, v in params.items() if k != "_meta"}
             canon = json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
             digest = hashlib.sha256(canon.encode("utf-8", "surrogatepass")).hexdigest()
         # an id of null cannot be answered: it is read as a notification, as the column-wise reader does

@@ -104,6 +104,56 @@ def boundary_signals(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
         .agg(resurrected=pl.col("why").first())
         .rename({"b_gx": "gx"})
     )
+    # A restarted process that re-creates the session id uninitialized answers every resume
+    # with an empty 200, and the client retries the same Last-Event-ID until it gives up: the
+    # proof (an error that it forgot the session, a second initialize result) comes only after
+    # the last retry.  Every reconnect between the last proof of the old process (anything the
+    # server delivered: a response, a notification, a server request) and the first proof of
+    # the new one is resurrected, not only the one right before the proof.
+    proofs = (
+        m.filter(
+            (pl.col("direction") == "server_to_client")
+            & (
+                ((pl.col("kind") == "error") & pl.col("status").is_between(200, 299)
+                 & (pl.col("error_code").is_in(FORGOT_CODES) | pl.col("error_message").str.contains(FORGOT).fill_null(False)))
+                | ((pl.col("kind") == "response") & pl.col("protocol_version").is_not_null())
+            )
+        )
+        .join(keys.select(pl.col("gx").alias("b_gx"), pl.col("pos").alias("b_pos"), "session"), on="session")
+        .filter(pl.col("pos") >= pl.col("b_pos"))
+        .sort("pos")
+        .group_by("b_gx")
+        .agg(p_pos=pl.col("pos").first(), p_loc=pl.col("x_location").first(), p_code=pl.col("error_code").first(),
+             p_msg=pl.col("error_message").first(), p_init=(pl.col("kind") == "response").first())
+    )
+    alive = (
+        m.filter((pl.col("direction") == "server_to_client") & pl.col("kind").is_in(["response", "notification", "request"]))
+        .filter(~(pl.col("protocol_version").is_not_null() & (pl.col("kind") == "response")))
+        .select("session", pl.col("pos").alias("a_pos"))
+    )
+    alive_between = (
+        proofs.join(keys.select(pl.col("gx").alias("b_gx"), pl.col("pos").alias("b_pos"), "session"), on="b_gx")
+        .join(alive, on="session")
+        .filter((pl.col("a_pos") >= pl.col("b_pos")) & (pl.col("a_pos") < pl.col("p_pos")))
+        .select("b_gx")
+        .unique()
+    )
+    extended = (
+        proofs.join(alive_between, on="b_gx", how="anti")
+        .select(
+            pl.col("b_gx").alias("gx"),
+            resurrected_later=pl.when(pl.col("p_init"))
+            .then(pl.format("the server delivered nothing of the old session after this reconnect, and then issued a second "
+                            "initialize result under the same session id ({}): a new process", pl.col("p_loc")))
+            .otherwise(pl.format("the server delivered nothing of the old session after this reconnect, and then answered {} "
+                                 "error {} \"{}\" under the same session id: a new process that re-created the session uninitialized",
+                                 pl.col("p_loc"), pl.col("p_code"), pl.col("p_msg"))),
+        )
+    )
+    resurrected = (
+        resurrected.join(extended, on="gx", how="full", coalesce=True)
+        .select("gx", resurrected=pl.coalesce("resurrected", "resurrected_later"))
+    )
     return (
         keys.select("gx")
         .join(refused, on="gx", how="left")

@@ -77,7 +77,7 @@ MESSAGES = pa.schema(
         ("error_code", pa.int64()),
         ("error_message", pa.string()),
         ("protocol_version", pa.string()),
-        ("params_digest", pa.string()),  # sha256 of canonical JSON params (requests only)
+        ("params_digest", pa.string()),  # sha256 of canonical JSON params without _meta (requests only)
     ]
 )
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from . import eras, idschemes, rpc, views
+from . import eras, history, idschemes, rpc, views
 from .streams import SSE, Frames
 
 LIST_CAP = 1000  # ids listed per boundary; the counts stay exact
@@ -102,7 +102,7 @@ def _after_events(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
             foreign=pl.col("cursor_prefix").is_not_null() & pl.col("sprefix").is_not_null() & (pl.col("sprefix") != pl.col("cursor_prefix")),
         )
     )
-    return ev.join(_prior(f, b), on=["gx", "id"], how="left")
+    return ev.join(_prior(f, b), on=["gx", "id"], how="left").sort(["gx", "ordinal"])
 
 
 def _prior(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
@@ -325,6 +325,7 @@ def judge(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
         .join(rpc.boundary_signals(f, b), on="gx", how="left")
         .join(eras.polling(f, b), on="gx", how="left")
         .join(views.boundary_history(f, b, after), on="gx", how="left")
+        .join(history.replayed_across_sessions(f, b).select("gx", "xs_n", "xs_other", "xs_ids"), on="gx", how="left")
         .with_columns(pl.col("n_after").fill_null(0), pl.col("overlap").fill_null(False))
     )
     contiguous = pl.col("id_scheme").is_in(idschemes.CONTIGUOUS)
@@ -354,6 +355,14 @@ def judge(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
         .then(v("unverifiable", pl.format("the reconnect was answered {} {}, not an event stream", pl.col("status"), pl.col("content_type").fill_null("(no content type)"))))
         .when(~pl.col("body_recorded"))
         .then(v("unverifiable", pl.lit("the capture did not record the reconnect's body, so its events are unknown")))
+        # Another session's events make every id comparison meaningless (its counter, its
+        # stream): judged before the id-based verdicts.
+        .when(pl.col("xs_n").fill_null(0) > 0)
+        .then(v("cross_stream_replay", pl.format(
+            "{} event(s) on this reconnect are the same events (id and payload) that session {} had been delivered "
+            "earlier (first: {}): another session's stream was replayed here",
+            pl.col("xs_n"), pl.col("xs_other"), pl.col("xs_ids").list.first(),
+        )))
         .when(contiguous & (pl.col("first_break") == "replay_reset"))
         .then(v("replay_reset", pl.format("event id {} came after {}: ids went back, {} event(s) already processed were delivered again", pl.col("break_id"), pl.col("break_prev"), pl.col("dup_count"))))
         .when(~contiguous & (pl.col("o_dup_count").fill_null(0) > 0))

@@ -199,7 +199,9 @@ def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.Data
                 emitted.filter(pl.col("fate") == "cut_off").join(delivered.select("gx", "id").unique(), on=["gx", "id"], how="anti"),
             ]
         )
-        .unique(["gx", "id", "digest"], keep="first")
+        # joins keep no order: the kept row (which view showed it) must not depend on threads
+        .sort(["gx", "id", "digest", "e_kind", "e_source", "ordinal"])
+        .unique(["gx", "id", "digest"], keep="first", maintain_order=True)
         .join(reused, on=["gx", "id"], how="left")
         .sort("gx", "ordinal")
         .group_by("gx")

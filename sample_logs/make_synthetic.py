@@ -205,6 +205,26 @@ def _all() -> dict[str, list[Ex]]:
                         "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}),
         resp_headers=sse_headers(), events=[(None, result(rid))] if answered else [], end=end, at=1 + rid)
     sc["stateless_reissue"] = lambda: [stateless(1, "reset", True), stateless(2, "eof", True)]
+
+    # 2025-11-25 session: tools/call id 2 reports progress twice, then its stream resets without the
+    # response; the client does not resume (it gives up) and sends the same call again as id 3 with a new
+    # progressToken, which runs to the end -> reissued_after_break (the first attempt had started)
+    def invoice(rid, at, events, end):
+        body = {"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                "params": {"name": "create_invoice", "arguments": {"customer": "c-42", "cents": 1999}, "_meta": {"progressToken": f"tok-{rid}"}}}
+        h = {"content-type": "application/json", "accept": "application/json, text/event-stream", "mcp-session-id": S1, "mcp-protocol-version": "2025-11-25"}
+        return Ex("POST", h, body=json.dumps(body), resp_headers=sse_headers(), events=events, end=end, at=at)
+
+    def progress(rid, n):
+        return json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": f"tok-{rid}", "progress": n, "total": 3}})
+
+    sc["reissued_after_break"] = lambda: [
+        Ex("POST", {"content-type": "application/json"}, body=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}),
+           resp_headers={"content-type": "application/json", "mcp-session-id": S1},
+           json_body=json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-11-25"}}), at=0),
+        invoice(2, 1, [("1", ""), ("2", progress(2, 1)), ("3", progress(2, 2))], "reset"),
+        invoice(3, 3, [("4", ""), ("5", progress(3, 1)), ("6", progress(3, 2)), ("7", result(3))], "eof"),
+    ]
     return sc
 
 
