@@ -380,6 +380,11 @@ def judge(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
                 " ({} of them left the capture point on the old connection, but the client's own Last-Event-ID {} shows they never arrived)",
                 pl.col("n_passed"), pl.col("cursor_str"),
             ))
+            .when(pl.col("hist_lost_count").fill_null(0) > 0)
+            .then(pl.format(
+                " ({} of them were seen on the resumed connection by {}, but never reached this view)",
+                pl.col("hist_lost_count"), pl.col("hist_sources").list.join(", "),
+            ))
             .otherwise(pl.lit("")),
         )))
         .when((pl.col("hist_lost_count").fill_null(0) > 0) & pl.col("hist_passed").fill_null(False))
