@@ -97,6 +97,7 @@ def _boundary_records(f: Frames, b: pl.DataFrame) -> list[dict]:
         "last_before",
         "first_event_id_after",
         "verdict",
+        "rule_id",
         "reason",
         "severity",
         "lost_event_ids",

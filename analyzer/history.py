@@ -297,8 +297,9 @@ def cross_session(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
         )
     )
     replayed = replayed_across_sessions(f, b).with_columns(
-        message=pl.format("{} event(s) delivered on this reconnect had been delivered in session {} ({})",
-                          pl.col("xs_n"), pl.col("xs_other"), pl.col("xs_ids").list.join(", ")),
+        message=pl.format("{} event(s) delivered on this reconnect had been delivered in session {} ({}{})",
+                          pl.col("xs_n"), pl.col("xs_other"), pl.col("xs_ids").list.join(", "),
+                          pl.when(pl.col("xs_n") > 5).then(pl.lit(", …")).otherwise(pl.lit(""))),
         evidence=pl.col("xs_evidence"),
     )
     return pl.concat([_frame(named, "last_event_id_of_other_session", "error"), _frame(replayed, "cross_session_replay", "critical")])

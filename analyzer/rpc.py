@@ -173,10 +173,13 @@ def history_findings(f: Frames) -> pl.DataFrame:
     answer = pl.col("kind").is_in(["response", "error"])
     requests = m.filter(c2s & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null())
     responses = m.filter(s2c & answer & pl.col("rpc_id").is_not_null())
-    # a stream that broke, or that the client closed before the server finished it
+    # a stream that broke, that the client closed before the server finished it, or that the server
+    # ended without the response (2025-11-25 polling close: if the client never resumes, nothing else
+    # will ever bring the response; the python client with reconnection off re-issues instead)
     broke = f.exchanges.filter(
         pl.col("end_reason").is_in(["reset", "error", "aborted", "open", "capture_end"])
         | ((pl.col("end_reason") == "eof") & (pl.col("end_by") == "client"))
+        | ((pl.col("end_reason") == "eof") & (pl.col("content_type") == SSE))
     ).select("gx")
     has_boundary_after = f.exchanges.filter(pl.col("last_event_id").is_not_null()).select("session", pl.col("pos").alias("bpos"))
 
@@ -193,7 +196,7 @@ def history_findings(f: Frames) -> pl.DataFrame:
             how="semi",
         )
         .with_columns(
-            message=pl.format("request {} id {} never got a response, although its stream broke or was resumed", pl.col("method"), pl.col("rpc_id")),
+            message=pl.format("request {} id {} never got a response, although its stream broke, ended or was resumed", pl.col("method"), pl.col("rpc_id")),
             evidence=pl.concat_list("ref"),
         )
     )

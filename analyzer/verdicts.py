@@ -20,6 +20,8 @@ The reference's four cases, made exact and extended:
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import polars as pl
 
 from . import eras, history, idschemes, rpc, views
@@ -38,6 +40,140 @@ VERDICT_ORDER = [
     "unverifiable",
     "continuous",
 ]
+
+
+@dataclass(frozen=True)
+class Branch:
+    """One branch of the decision chain: the first branch whose condition holds gives the verdict."""
+
+    rule_id: str
+    verdict: str
+    when: pl.Expr
+    reason: pl.Expr
+    doc: str  # the condition in words (README's decision table is checked against these)
+
+
+def decision_chain() -> list[Branch]:
+    """The verdict at a boundary, in the order it is decided (DESIGN.md's priority, made exact).
+
+    The transport answers first (no response, refused, another session, a forgotten
+    session, a new replay epoch); then whether there is anything to judge (an event
+    stream, recorded); then what the events are: another session's, replayed, another
+    stream's, lost; then whether continuity is proven.  ``opaque_unproven`` is the fallback.
+    """
+    contiguous = pl.col("id_scheme").is_in(idschemes.CONTIGUOUS)
+    status_ok = pl.col("status").is_between(200, 299)
+    other_session = pl.col("resp_session_id").is_not_null() & (pl.col("resp_session_id") != pl.col("session_id"))
+    epoch_changed = pl.col("epoch_before").ne_missing(pl.col("replay_epoch")) & (
+        pl.col("epoch_before").is_not_null() | pl.col("replay_epoch").is_not_null()
+    )
+    rejected_why = pl.when(pl.col("error_message").is_not_null()).then(pl.format(" ({})", pl.col("error_message"))).otherwise(pl.lit(""))
+    hist_lost = pl.col("hist_lost_count").fill_null(0) > 0
+    B = Branch
+    return [
+        B("no_response", "unverifiable", pl.col("status").is_null(),
+          pl.lit("the reconnect got no response (aborted or connection failed)"),
+          "the reconnect got no response (aborted, connection failed)"),
+        B("refused", "session_invalid", ~status_ok,
+          pl.format("the reconnect was answered HTTP {}{}", pl.col("status"), rejected_why),
+          "answered non-2xx (the reason quotes the server: `404 Session not found`, `400 Invalid event ID format`, `409 Conflict`)"),
+        B("other_session_id", "session_invalid", other_session,
+          pl.format("the reconnect was answered with another Mcp-Session-Id ({})", pl.col("resp_session_id")),
+          "answered with another `Mcp-Session-Id`"),
+        B("forgotten_session", "session_resurrected", pl.col("resurrected").is_not_null(), pl.col("resurrected"),
+          "the old session id was accepted, but before the old process delivers anything again the server answers "
+          "`-32600`/`-32602`/\"not initialized\", issues a second `initialize` result, or numbers its own requests from the start"),
+        B("epoch_changed", "epoch_change", epoch_changed,
+          pl.format("the replay epoch changed from {} to {}", pl.col("epoch_before").fill_null("(none)"), pl.col("replay_epoch").fill_null("(none)")),
+          "`X-MCP-Replay-Epoch` differs from the resumed connection's"),
+        B("not_an_event_stream", "unverifiable", pl.col("content_type") != SSE,
+          pl.format("the reconnect was answered {} {}, not an event stream", pl.col("status"), pl.col("content_type").fill_null("(no content type)")),
+          "answered 2xx but not `text/event-stream`"),
+        B("body_not_recorded", "unverifiable", ~pl.col("body_recorded"),
+          pl.lit("the capture did not record the reconnect's body, so its events are unknown"),
+          "the capture did not record the body"),
+        # Another session's events make every id comparison meaningless (its counter, its stream).
+        B("other_sessions_events", "cross_stream_replay", pl.col("xs_n").fill_null(0) > 0,
+          pl.format("{} event(s) on this reconnect are the same events (id and payload) that session {} had been delivered "
+                    "earlier (first: {}): another session's stream was replayed here",
+                    pl.col("xs_n"), pl.col("xs_other"), pl.col("xs_ids").list.first()),
+          "events with the id *and* payload another session was delivered earlier (a store keyed without the session), any id scheme"),
+        B("ids_went_back", "replay_reset", contiguous & (pl.col("first_break") == "replay_reset"),
+          pl.format("event id {} came after {}: ids went back, {} event(s) already processed were delivered again",
+                    pl.col("break_id"), pl.col("break_prev"), pl.col("dup_count")),
+          "contiguous ids: an id not above the client's Last-Event-ID (or the previous event) anywhere in the resumed connection"),
+        B("opaque_redelivered", "replay_reset", ~contiguous & (pl.col("o_dup_count").fill_null(0) > 0),
+          pl.format("{} event id(s) this stream had already delivered were delivered again", pl.col("o_dup_count")),
+          "opaque ids: an id the stream had delivered at or before the client's Last-Event-ID, delivered again"),
+        B("foreign_stream_ids", "cross_stream_replay", pl.col("foreign_count").fill_null(0) > 0,
+          pl.format("{} event(s) carry ids of another stream (first: {}; the resumed stream is {})",
+                    pl.col("foreign_count"), pl.col("foreign_id"), pl.col("cursor_prefix")),
+          "ids that name another stream (go, csharp, typescript ids carry it)"),
+        B("response_of_other_stream", "cross_stream_replay", pl.col("rpc_cross").is_not_null(), pl.col("rpc_cross"),
+          "a JSON-RPC response whose request opened another stream"),
+        B("ids_jumped", "gap", contiguous & (pl.col("first_break") == "gap"),
+          pl.format(
+              "event id {} came after {}: {} event id(s) were never delivered{}",
+              pl.col("break_id"), pl.col("break_prev"), pl.col("lost_count"),
+              pl.when(pl.col("n_passed").fill_null(0) > 0)
+              .then(pl.format(
+                  " ({} of them left the capture point on the old connection, but the client's own Last-Event-ID {} shows they never arrived)",
+                  pl.col("n_passed"), pl.col("cursor_str"),
+              ))
+              .when(hist_lost)
+              .then(pl.format(
+                  " ({} of them were seen on the resumed connection by {}, but never reached this view)",
+                  pl.col("hist_lost_count"), pl.col("hist_sources").list.join(", "),
+              ))
+              .otherwise(pl.lit("")),
+          ),
+          "contiguous ids: `first > last + 1` from the client's Last-Event-ID, anywhere in the resumed connection "
+          "(ids another stream of the session took excepted)"),
+        B("lost_after_capture_point", "gap", hist_lost & pl.col("hist_passed").fill_null(False),
+          pl.format(
+              "{} event(s) left the capture point on the old connection after the client's Last-Event-ID {} ({}), "
+              "but that Last-Event-ID shows they never arrived, and the server resumed past them (shown by {})",
+              pl.col("hist_lost_count"), pl.col("cursor_str"), pl.col("hist_lost_ids").list.head(5).list.join(", "),
+              pl.col("hist_sources").list.join(", "),
+          ),
+          "events that left the capture point after the client's Last-Event-ID (so never reached the client) and were never replayed"),
+        B("lost_in_history", "gap", hist_lost,
+          pl.format(
+              "{} event(s) the server emitted on the resumed stream after the cursor never reached the client{} (shown by {})",
+              pl.col("hist_lost_count"),
+              pl.when(pl.col("hist_reused") > 0).then(pl.format("; {} of their ids were reused for other events", pl.col("hist_reused"))).otherwise(pl.lit("")),
+              pl.col("hist_sources").list.join(", "),
+          ),
+          "another view (capture, hop) or the cut-off tail shows events emitted after the cursor that never arrived"),
+        B("owed_nothing_replayed", "gap", (pl.col("n_after") == 0) & (pl.col("owed").fill_null(0) > 0),
+          pl.format("nothing was replayed, yet {} request(s) sent on the resumed stream never got their response ({})", pl.col("owed"), pl.col("owed_ids")),
+          "nothing replayed while the resumed stream still owed a response"),
+        B("no_event_after", "unverifiable", pl.col("n_after") == 0,
+          pl.lit("no event with an id arrived after the reconnect, so nothing shows the stream resumed"),
+          "no event with an id after the reconnect"),
+        B("no_cursor", "unverifiable", contiguous & pl.col("cursor_seq").is_null(),
+          pl.lit("the client sent no Last-Event-ID and the earlier stream delivered no id to compare with"),
+          "contiguous ids, but no Last-Event-ID and no earlier id to compare with"),
+        B("ids_continue", "continuous", contiguous,
+          pl.format("event ids continue from the cursor {} without a gap or a repeat", pl.col("cursor_str")),
+          "contiguous ids continue from the client's Last-Event-ID, and every later id keeps validating"),
+        B("successor_proven", "continuous", pl.col("successor_source").is_not_null(),
+          pl.format("{} shows that event {} came right after the cursor, and the reconnect starts with it",
+                    pl.col("successor_source"), pl.col("first_event_id_after")),
+          "opaque ids: another view, or the old connection itself, shows the reconnect starts with the event that followed the cursor"),
+    ]
+
+
+FALLBACK = ("opaque_unproven", "unverifiable", "opaque ids and nothing proves which event came after the cursor")
+
+
+def chain_markdown() -> str:
+    """README's decision table, from ``decision_chain`` (tests/test_readme.py keeps the two equal)."""
+    rows = ["| # | branch (`rule_id`) | verdict | when |", "|---|---|---|---|"]
+    for n, br in enumerate(decision_chain(), start=1):
+        rows.append(f"| {n} | `{br.rule_id}` | `{br.verdict}` | {br.doc} |")
+    rows.append(f"| {len(rows) - 1} | `{FALLBACK[0]}` | `{FALLBACK[1]}` | {FALLBACK[2]} |")
+    return "\n".join(rows) + "\n"
 
 
 def _boundaries(f: Frames, links: pl.DataFrame) -> pl.DataFrame:
@@ -329,92 +465,12 @@ def judge(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
         .with_columns(pl.col("n_after").fill_null(0), pl.col("overlap").fill_null(False))
     )
     contiguous = pl.col("id_scheme").is_in(idschemes.CONTIGUOUS)
-    status_ok = pl.col("status").is_between(200, 299)
-    other_session = pl.col("resp_session_id").is_not_null() & (pl.col("resp_session_id") != pl.col("session_id"))
-    epoch_changed = pl.col("epoch_before").ne_missing(pl.col("replay_epoch")) & (
-        pl.col("epoch_before").is_not_null() | pl.col("replay_epoch").is_not_null()
-    )
-    not_sse = pl.col("content_type") != SSE
-    rejected_why = pl.when(pl.col("error_message").is_not_null()).then(pl.format(" ({})", pl.col("error_message"))).otherwise(pl.lit(""))
-
-    def v(verdict: str, reason: pl.Expr) -> pl.Expr:
-        return pl.struct(v=pl.lit(verdict), r=reason)
-
-    verdict_reason = (
-        pl.when(pl.col("status").is_null())
-        .then(v("unverifiable", pl.lit("the reconnect got no response (aborted or connection failed)")))
-        .when(~status_ok)
-        .then(v("session_invalid", pl.format("the reconnect was answered HTTP {}{}", pl.col("status"), rejected_why)))
-        .when(other_session)
-        .then(v("session_invalid", pl.format("the reconnect was answered with another Mcp-Session-Id ({})", pl.col("resp_session_id"))))
-        .when(pl.col("resurrected").is_not_null())
-        .then(v("session_resurrected", pl.col("resurrected")))
-        .when(epoch_changed)
-        .then(v("epoch_change", pl.format("the replay epoch changed from {} to {}", pl.col("epoch_before").fill_null("(none)"), pl.col("replay_epoch").fill_null("(none)"))))
-        .when(not_sse)
-        .then(v("unverifiable", pl.format("the reconnect was answered {} {}, not an event stream", pl.col("status"), pl.col("content_type").fill_null("(no content type)"))))
-        .when(~pl.col("body_recorded"))
-        .then(v("unverifiable", pl.lit("the capture did not record the reconnect's body, so its events are unknown")))
-        # Another session's events make every id comparison meaningless (its counter, its
-        # stream): judged before the id-based verdicts.
-        .when(pl.col("xs_n").fill_null(0) > 0)
-        .then(v("cross_stream_replay", pl.format(
-            "{} event(s) on this reconnect are the same events (id and payload) that session {} had been delivered "
-            "earlier (first: {}): another session's stream was replayed here",
-            pl.col("xs_n"), pl.col("xs_other"), pl.col("xs_ids").list.first(),
-        )))
-        .when(contiguous & (pl.col("first_break") == "replay_reset"))
-        .then(v("replay_reset", pl.format("event id {} came after {}: ids went back, {} event(s) already processed were delivered again", pl.col("break_id"), pl.col("break_prev"), pl.col("dup_count"))))
-        .when(~contiguous & (pl.col("o_dup_count").fill_null(0) > 0))
-        .then(v("replay_reset", pl.format("{} event id(s) this stream had already delivered were delivered again", pl.col("o_dup_count"))))
-        .when(pl.col("foreign_count").fill_null(0) > 0)
-        .then(v("cross_stream_replay", pl.format("{} event(s) carry ids of another stream (first: {}; the resumed stream is {})", pl.col("foreign_count"), pl.col("foreign_id"), pl.col("cursor_prefix"))))
-        .when(pl.col("rpc_cross").is_not_null())
-        .then(v("cross_stream_replay", pl.col("rpc_cross")))
-        .when(contiguous & (pl.col("first_break") == "gap"))
-        .then(v("gap", pl.format(
-            "event id {} came after {}: {} event id(s) were never delivered{}",
-            pl.col("break_id"), pl.col("break_prev"), pl.col("lost_count"),
-            pl.when(pl.col("n_passed").fill_null(0) > 0)
-            .then(pl.format(
-                " ({} of them left the capture point on the old connection, but the client's own Last-Event-ID {} shows they never arrived)",
-                pl.col("n_passed"), pl.col("cursor_str"),
-            ))
-            .when(pl.col("hist_lost_count").fill_null(0) > 0)
-            .then(pl.format(
-                " ({} of them were seen on the resumed connection by {}, but never reached this view)",
-                pl.col("hist_lost_count"), pl.col("hist_sources").list.join(", "),
-            ))
-            .otherwise(pl.lit("")),
-        )))
-        .when((pl.col("hist_lost_count").fill_null(0) > 0) & pl.col("hist_passed").fill_null(False))
-        .then(v("gap", pl.format(
-            "{} event(s) left the capture point on the old connection after the client's Last-Event-ID {} ({}), "
-            "but that Last-Event-ID shows they never arrived, and the server resumed past them (shown by {})",
-            pl.col("hist_lost_count"), pl.col("cursor_str"), pl.col("hist_lost_ids").list.head(5).list.join(", "),
-            pl.col("hist_sources").list.join(", "),
-        )))
-        .when(pl.col("hist_lost_count").fill_null(0) > 0)
-        .then(v("gap", pl.format(
-            "{} event(s) the server emitted on the resumed stream after the cursor never reached the client{} (shown by {})",
-            pl.col("hist_lost_count"),
-            pl.when(pl.col("hist_reused") > 0).then(pl.format("; {} of their ids were reused for other events", pl.col("hist_reused"))).otherwise(pl.lit("")),
-            pl.col("hist_sources").list.join(", "),
-        )))
-        .when((pl.col("n_after") == 0) & (pl.col("owed").fill_null(0) > 0))
-        .then(v("gap", pl.format("nothing was replayed, yet {} request(s) sent on the resumed stream never got their response ({})", pl.col("owed"), pl.col("owed_ids"))))
-        .when(pl.col("n_after") == 0)
-        .then(v("unverifiable", pl.lit("no event with an id arrived after the reconnect, so nothing shows the stream resumed")))
-        .when(contiguous & pl.col("cursor_seq").is_null())
-        .then(v("unverifiable", pl.lit("the client sent no Last-Event-ID and the earlier stream delivered no id to compare with")))
-        .when(contiguous)
-        .then(v("continuous", pl.format("event ids continue from the cursor {} without a gap or a repeat", pl.col("cursor_str"))))
-        .when(pl.col("successor_source").is_not_null())
-        .then(v("continuous", pl.format("{} shows that event {} came right after the cursor, and the reconnect starts with it", pl.col("successor_source"), pl.col("first_event_id_after"))))
-        .otherwise(v("unverifiable", pl.lit("ids are opaque and no capture shows which event came after the cursor")))
-    )
+    verdict_reason = pl.struct(v=pl.lit(FALLBACK[1]), r=pl.lit("ids are opaque and no capture shows which event came after the cursor"), rule=pl.lit(FALLBACK[0]))
+    for br in reversed(decision_chain()):
+        verdict_reason = pl.when(br.when).then(pl.struct(v=pl.lit(br.verdict), r=br.reason, rule=pl.lit(br.rule_id))).otherwise(verdict_reason)
     b = b.with_columns(_vr=verdict_reason).with_columns(
         verdict=pl.col("_vr").struct.field("v"),
+        rule_id=pl.col("_vr").struct.field("rule"),
         reason=pl.when((pl.col("_vr").struct.field("v") == "unverifiable") & pl.col("polling").fill_null(False))
         .then(pl.format("{} (2025-11-25 polling: the server closed the connection after sending retry)", pl.col("_vr").struct.field("r")))
         .when(pl.col("overlap"))

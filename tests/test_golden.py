@@ -37,7 +37,7 @@ def project(doc: dict) -> dict:
             {
                 k: b[k]
                 for k in (
-                    "boundary_id", "session_id", "last_event_id", "last_before", "first_event_id_after", "verdict", "reason",
+                    "boundary_id", "session_id", "last_event_id", "last_before", "first_event_id_after", "verdict", "rule_id", "reason",
                     "lost_event_ids", "duplicated_event_ids", "handled_correctly", "severity",
                 )
             }

@@ -67,7 +67,7 @@ def test_scenario_fires_once_naming_both_ids_and_the_tool(ext):
     locs = [e["location"] for e in f["evidence"]]
     assert len(locs) == 3 and locs[0] != locs[2]
     # the first attempt is still the request that never got its response
-    assert [u["message"] for u in hits(doc, "request_unanswered")] == ["request tools/call id 2 never got a response, although its stream broke or was resumed"]
+    assert [u["message"] for u in hits(doc, "request_unanswered")] == ["request tools/call id 2 never got a response, although its stream broke, ended or was resumed"]
 
 
 def test_scenario_jsonl_and_har_agree():

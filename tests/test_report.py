@@ -530,7 +530,7 @@ def test_summary_answers_at_a_glance(merged_doc):
     assert ranks and ranks == sorted(ranks) and ranks[0] == 0
     # inputs and their anomalies
     assert "sse_unterminated_event</code> × 2" in summary
-    assert "(16 har, 17 jsonl)" in summary
+    assert "(17 har, 18 jsonl)" in summary
     quiet = copy.deepcopy(merged_doc)
     quiet["summary"]["verdicts"] = {k: 0 for k in v}
     quiet["summary"]["findings_by_severity"] = {"critical": 0, "error": 0, "warning": 0, "info": 0}

@@ -6,6 +6,13 @@
 resumption at all. The whole run is bounded by `--timeout` seconds.
 
     python client.py http://127.0.0.1:18081/mcp --steps 5
+
+Options of the newer scenarios (off by default): `--tag` (slow_count's `tag`),
+`--sessions N` (N sessions one after the other, tags `<tag>-1` ...), `--call-timeout`,
+`--max-reconnect N` (sets `mcp.client.streamable_http.MAX_RECONNECTION_ATTEMPTS`; note
+that 0 also means the standalone GET stream is never opened), `--reissue` (call again
+with the same arguments after a failure), `--follow-up` / `--follow-up-pause`
+(`tools/list` + another `tools/call` in the same session after a failure).
 """
 
 from __future__ import annotations
@@ -23,24 +30,53 @@ def stamp() -> str:
     return time.strftime("%H:%M:%S", time.localtime()) + f".{int(time.time() * 1000) % 1000:03d}"
 
 
-async def run(url: str, steps: int, timeout: float) -> int:
+async def run(url: str, steps: int, timeout: float, opts: argparse.Namespace | None = None) -> int:
+    """One session: initialize, call slow_count, exit (plus the optional follow-ups of the newer scenarios)."""
+    tag = getattr(opts, "tag", None)
+    call_timeout = getattr(opts, "call_timeout", None)
+
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         print(f"{stamp()} progress {progress}/{total} {message}", flush=True)
 
     async def on_log(params) -> None:  # noqa: ANN001 - mcp_types.LoggingMessageNotificationParams
         print(f"{stamp()} log {params.level}: {params.data}", flush=True)
 
+    arguments: dict = {"steps": steps}
+    if tag:
+        arguments["tag"] = tag
+
+    async def call(client: Client, what: str) -> bool:
+        try:
+            result = await client.call_tool("slow_count", arguments, read_timeout_seconds=call_timeout,
+                                            progress_callback=on_progress)
+        except Exception as exc:  # report what the SDK surfaced
+            print(f"{stamp()} {what} failed: {type(exc).__name__}: {exc}", flush=True)
+            return False
+        texts = [getattr(c, "text", repr(c)) for c in result.content]
+        print(f"{stamp()} {what} result: isError={result.is_error} {texts}", flush=True)
+        return True
+
     with anyio.fail_after(timeout):
         async with Client(url, mode="legacy", read_timeout_seconds=timeout, logging_callback=on_log) as client:
-            print(f"{stamp()} initialized: protocol {client.protocol_version}", flush=True)
-            try:
-                result = await client.call_tool("slow_count", {"steps": steps}, progress_callback=on_progress)
-            except Exception as exc:  # report what the SDK surfaced, then leave (DELETE is sent on exit)
-                print(f"{stamp()} call_tool failed: {type(exc).__name__}: {exc}", flush=True)
-                return 1
-            texts = [getattr(c, "text", repr(c)) for c in result.content]
-            print(f"{stamp()} result: isError={result.is_error} {texts}", flush=True)
-    return 0
+            print(f"{stamp()} initialized: protocol {client.protocol_version} session "
+                  f"{getattr(client.session, 'session_id', None) or ''}".rstrip(), flush=True)
+            if await call(client, "call_tool"):
+                return 0
+            if opts is not None and opts.reissue:
+                # The application retries the failed call: same tool, same arguments, new request id.
+                print(f"{stamp()} re-issuing the same tools/call {arguments}", flush=True)
+                return 0 if await call(client, "re-issued call_tool") else 1
+            if opts is not None and opts.follow_up:
+                # The application goes on using the session after the failed call (after a pause, so the
+                # capture shows what the transport keeps doing for the abandoned request meanwhile).
+                await anyio.sleep(opts.follow_up_pause)
+                try:
+                    tools = await client.list_tools()
+                    print(f"{stamp()} follow-up list_tools: {[t.name for t in tools.tools]}", flush=True)
+                except Exception as exc:
+                    print(f"{stamp()} follow-up list_tools failed: {type(exc).__name__}: {exc}", flush=True)
+                await call(client, "follow-up call_tool")
+            return 1  # DELETE is sent on exit
 
 
 def main() -> int:
@@ -48,14 +84,38 @@ def main() -> int:
     parser.add_argument("url")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=30.0)
+    # Newer scenarios (all off by default: the original scenarios run exactly as before).
+    parser.add_argument("--tag", default=None, help="pass slow_count(tag=...) (server --tagged)")
+    parser.add_argument("--sessions", type=int, default=1,
+                        help="run this many sessions one after the other; tag '<tag>-<n>' for session n")
+    parser.add_argument("--call-timeout", type=float, default=None, help="read timeout of the tools/call")
+    parser.add_argument("--max-reconnect", type=int, default=None,
+                        help="set mcp.client.streamable_http.MAX_RECONNECTION_ATTEMPTS (mcp 2.3.0 has no API for it)")
+    parser.add_argument("--reissue", action="store_true", help="if the call fails, call again with the same arguments")
+    parser.add_argument("--follow-up", action="store_true",
+                        help="if the call fails, go on with tools/list and another tools/call in the same session")
+    parser.add_argument("--follow-up-pause", type=float, default=0.0, help="seconds to wait before the follow-ups")
     args = parser.parse_args()
-    try:
-        return anyio.run(run, args.url, args.steps, args.timeout)
-    except Exception as exc:
-        leaves = exc.exceptions if isinstance(exc, BaseExceptionGroup) else [exc]
-        for leaf in leaves:
-            print(f"{stamp()} client error: {type(leaf).__name__}: {leaf}", flush=True)
-        return 2
+    if args.max_reconnect is not None:
+        import mcp.client.streamable_http as client_transport
+
+        print(f"{stamp()} MAX_RECONNECTION_ATTEMPTS {client_transport.MAX_RECONNECTION_ATTEMPTS} -> "
+              f"{args.max_reconnect}", flush=True)
+        client_transport.MAX_RECONNECTION_ATTEMPTS = args.max_reconnect
+    base_tag = args.tag
+    code = 0
+    for n in range(1, args.sessions + 1):
+        if args.sessions > 1:
+            args.tag = f"{base_tag or 'session'}-{n}"
+            print(f"{stamp()} --- session {n} (tag {args.tag})", flush=True)
+        try:
+            code = max(code, anyio.run(run, args.url, args.steps, args.timeout, args))
+        except Exception as exc:
+            leaves = exc.exceptions if isinstance(exc, BaseExceptionGroup) else [exc]
+            for leaf in leaves:
+                print(f"{stamp()} client error: {type(leaf).__name__}: {leaf}", flush=True)
+            code = 2
+    return code
 
 
 if __name__ == "__main__":

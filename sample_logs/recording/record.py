@@ -16,11 +16,18 @@ out). Afterwards `editcap -F pcapng` (Wireshark's editcap) converts the pcap
 of `--pcapng-of` to .pcapng, and the pcap of `--gz-of` is gzipped to .pcap.gz.
 Everything listens on 127.0.0.1 only; every wait has a deadline.
 
-    python3 sample_logs/recording/record.py                 # all scenarios
+    python3 sample_logs/recording/record.py                 # the original three scenarios
     python3 sample_logs/recording/record.py resume-dense    # one
+    python3 sample_logs/recording/record.py all             # every scenario, the newer ones too
     python3 sample_logs/recording/record.py --no-pcap       # JSONL + HAR only (no tcpdump)
     REC_PYTHON=/work/rec-venv/bin/python MITMDUMP=/work/mitm-venv/bin/mitmdump  (defaults)
     TCPDUMP=tcpdump EDITCAP=editcap  (defaults; tcpdump needs root or CAP_NET_RAW)
+
+Newer scenarios (named explicitly or with `all`): resurrection-loop, shared-store,
+reissue-after-break, capture-client-loss and capture-client-loss-send-buffer. They pass
+extra options to server.py / client.py (`Scenario.server_args`, `client_args`), and the
+capture-client-loss ones put `partition_relay.py` between the client and A
+(`Scenario.relay`; its log is `<scenario>.relay.log`). See sample_logs/README.md.
 
 `--har-mode` (default keep): `stream` = B streams SSE without the helper (HAR
 bodies stay empty), `buffer` = plain `hardump` (mitmproxy buffers SSE; shows
@@ -61,6 +68,11 @@ class Scenario:
     steps: int = 5
     interval: float = 0.3
     kill_after_step: int | None = None  # SIGKILL the server after this step, restart it on the same port
+    # Newer scenarios (defaults keep the original three exactly as they were):
+    server_args: tuple[str, ...] = ()  # extra server.py options (both processes of a restart)
+    client_args: tuple[str, ...] = ()  # extra client.py options
+    client_timeout: float = 30.0  # client.py --timeout (the whole run)
+    relay: tuple[str, ...] | None = None  # run partition_relay.py between client and A with these options
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -70,7 +82,38 @@ SCENARIOS: dict[str, Scenario] = {
     "resume-dense": Scenario(store="dense", retry_ms=500, close_at="2,4"),
     # Server process killed after step 2 and restarted: old session id is unknown.
     "server-restart": Scenario(store="dense", retry_ms=3000, steps=6, kill_after_step=2),
+    # Server killed after step 2, the new process re-creates the unknown session id uninitialized
+    # (server.py --resurrect-unknown-sessions): resume GETs get empty 200s, the client re-polls, then
+    # its follow-up requests get -32602.
+    "resurrection-loop": Scenario(
+        store="dense", retry_ms=1000, steps=6, kill_after_step=2,
+        server_args=("--resurrect-unknown-sessions", "--log-calls"),
+        client_args=("--call-timeout", "8", "--follow-up", "--follow-up-pause", "2.5")),
+    # Two sessions one after the other share one event store that looks ids up without the session.
+    "shared-store": Scenario(
+        store="shared-stream", retry_ms=500, close_at="2",
+        server_args=("--tagged", "--log-calls"), client_args=("--sessions", "2", "--tag", "session")),
+    # The server closes the first call's stream after step 2; the client does not resume
+    # (MAX_RECONNECTION_ATTEMPTS = 0) and the application calls the tool again with the same arguments.
+    "reissue-after-break": Scenario(
+        store="dense", retry_ms=500, close_at="2",
+        server_args=("--tagged", "--log-calls", "--close-first-only"),
+        client_args=("--max-reconnect", "0", "--reissue", "--tag", "invoice-42")),
+    # One-way partition between the client and A (partition_relay.py): A and the pcap see events the
+    # client never got; the client resumes with its own, older Last-Event-ID.
+    # (a) a correct store replays from the client's Last-Event-ID:
+    "capture-client-loss": Scenario(
+        store="counter", retry_ms=500, steps=8, server_args=("--tagged", "--log-calls"),
+        client_args=("--tag", "partition"), relay=("--after-events", "3", "--hold", "1.0")),
+    # (b) a "send-buffer" store resumes after the last event it handed to the old connection:
+    "capture-client-loss-send-buffer": Scenario(
+        store="send-buffer", retry_ms=500, steps=8, server_args=("--tagged", "--log-calls"),
+        client_args=("--tag", "partition"), relay=("--after-events", "3", "--hold", "1.0")),
 }
+
+
+# `record.py` without scenario names records these (the original three, as before the newer ones were added).
+DEFAULT_SCENARIOS = ("resume-uuid", "resume-dense", "server-restart")
 
 
 def free_port() -> int:
@@ -154,7 +197,8 @@ def derive_gz(pcap: Path) -> Path:
 
 def server_cmd(sc: Scenario, port: int) -> list[str]:
     return [REC_PYTHON, "-u", "server.py", "--port", str(port), "--store", sc.store,
-            "--retry-ms", str(sc.retry_ms), "--close-at", sc.close_at, "--interval", str(sc.interval)]
+            "--retry-ms", str(sc.retry_ms), "--close-at", sc.close_at, "--interval", str(sc.interval),
+            *sc.server_args]
 
 
 def mitm_cmd(listen: int, upstream: int, extra: list[str]) -> list[str]:
@@ -221,15 +265,26 @@ def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path, har_mode: str,
         for proc, log in zip(procs, (b_log, a_log), strict=True):
             if proc.poll() is not None:
                 raise RuntimeError(f"mitmdump exited early ({proc.returncode}), see {log}")
+        client_port = a_port
+        if sc.relay is not None:
+            r_port = free_port()
+            r_log = log_dir / f"{name}.relay.log"
+            procs.append(start([sys.executable, "-u", str(HERE / "partition_relay.py"), "--listen", str(r_port),
+                                "--upstream", str(a_port), "--deadline", str(sc.client_timeout + 30),
+                                *sc.relay], r_log))
+            wait_port(r_port, procs[-1])
+            client_port = r_port
         watcher = None
         if sc.kill_after_step is not None:
             watcher = threading.Thread(target=watch_and_restart, args=(sc, server, s_port, s_log, stop_event))
             watcher.start()
-        print(f"[{name}] server :{s_port} <- HAR proxy :{b_port} <- JSONL proxy :{a_port} <- client", flush=True)
+        chain = f"HAR proxy :{b_port} <- JSONL proxy :{a_port}" + (
+            f" <- partition relay :{client_port}" if client_port != a_port else "")
+        print(f"[{name}] server :{s_port} <- {chain} <- client", flush=True)
         client = subprocess.run(
-            [REC_PYTHON, "-u", "client.py", f"http://{HOST}:{a_port}/mcp", "--steps", str(sc.steps),
-             "--timeout", "30"],
-            cwd=HERE, capture_output=True, text=True, timeout=60,
+            [REC_PYTHON, "-u", "client.py", f"http://{HOST}:{client_port}/mcp", "--steps", str(sc.steps),
+             "--timeout", f"{sc.client_timeout:g}", *sc.client_args],
+            cwd=HERE, capture_output=True, text=True, timeout=sc.client_timeout + 30,
         )
         (log_dir / f"{name}.client.log").write_text(client.stdout + client.stderr)
         print(client.stdout, end="", flush=True)
@@ -240,7 +295,7 @@ def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path, har_mode: str,
         time.sleep(0.5)  # let the proxies see the last connection closes
     finally:
         stop_event.set()
-        for proc in reversed(procs):  # A first, then B (its HAR is written on exit)
+        for proc in reversed(procs):  # relay, A first, then B (its HAR is written on exit)
             stop(proc)
         if server:
             stop(server[0])
@@ -263,7 +318,8 @@ def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path, har_mode: str,
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scenarios", nargs="*", help=f"any of {list(SCENARIOS)} (default: all)")
+    parser.add_argument("scenarios", nargs="*",
+                        help=f"any of {list(SCENARIOS)}, or 'all' (default: {' '.join(DEFAULT_SCENARIOS)})")
     parser.add_argument("--out-dir", type=Path, default=HERE.parent)
     parser.add_argument("--log-dir", type=Path, default=Path("/tmp/mcp-sse-audit-recording"))
     parser.add_argument("--har-mode", choices=("keep", "stream", "buffer"), default="keep")
@@ -274,10 +330,12 @@ def main() -> int:
     parser.add_argument("--gz-of", default="server-restart", metavar="SCENARIO",
                         help="also gzip this scenario's pcap to .pcap.gz (default %(default)s; '' = none)")
     args = parser.parse_args()
+    if args.scenarios == ["all"]:
+        args.scenarios = list(SCENARIOS)
     unknown = [n for n in args.scenarios if n not in SCENARIOS]
     if unknown:
         parser.error(f"unknown scenario(s) {unknown}; choose from {list(SCENARIOS)}")
-    for name in args.scenarios or list(SCENARIOS):
+    for name in args.scenarios or list(DEFAULT_SCENARIOS):
         pcap = record(name, SCENARIOS[name], args.out_dir.resolve(), args.log_dir, args.har_mode, args.pcap)
         if pcap is not None and args.har_mode == "keep" and name == args.pcapng_of:
             print(f"[{name}] wrote {derive_pcapng(pcap).name} (editcap -F pcapng)", flush=True)
