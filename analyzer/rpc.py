@@ -179,7 +179,7 @@ def history_findings(f: Frames) -> pl.DataFrame:
     broke = f.exchanges.filter(
         pl.col("end_reason").is_in(["reset", "error", "aborted", "open", "capture_end"])
         | ((pl.col("end_reason") == "eof") & (pl.col("end_by") == "client"))
-        | ((pl.col("end_reason") == "eof") & (pl.col("content_type") == SSE))
+        | (pl.col("end_reason").is_in(["eof", "complete"]) & (pl.col("content_type") == SSE))
     ).select("gx")
     has_boundary_after = f.exchanges.filter(pl.col("last_event_id").is_not_null()).select("session", pl.col("pos").alias("bpos"))
 
