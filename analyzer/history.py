@@ -131,16 +131,17 @@ def digest_conflicts(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     id (a restarted counter, another process).  Across streams it is the
     per-stream counter that the spec forbids ("globally unique across all
     streams within that session"): a Last-Event-ID then cannot name its stream.
-    Ids that restart after a ``session_resurrected`` reconnect are the new
-    process's own numbering, already explained by that verdict: events are
-    compared only within the same process (before / after the first such reconnect).
+    Ids after the first ``session_resurrected`` reconnect are the new process's own
+    numbering (restarting at 1, per stream or not), already explained by that verdict:
+    only the old process's events are compared.
     """
     restart = b.filter(pl.col("verdict") == "session_resurrected").group_by("session").agg(r_pos=pl.col("pos").min())
     # a cut-off event holds only part of its data: its digest says nothing about its id
     ev = (
         f.events.filter(pl.col("has_id") & pl.col("visible") & (pl.col("session_id") != ""))
         .join(restart, on="session", how="left")
-        .with_columns(_epoch=(pl.col("pos") >= pl.col("r_pos")).fill_null(False))
+        .filter(pl.col("r_pos").is_null() | (pl.col("pos") < pl.col("r_pos")))
+        .with_columns(_epoch=pl.lit(False))
     )
     per_stream = ev.group_by("session", "_epoch", "stream", "id").agg(in_stream=pl.col("digest").n_unique())
     grouped = (
