@@ -30,6 +30,7 @@ its incident (streams.py), and that connection's other views come in here.
 """
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from .streams import Frames
 
 LIST_CAP = 1000
+HOP_WINDOW = timedelta(seconds=2)  # a proxy forwards a request within this of receiving it
 MAX_ROUNDS = 64  # connected components: hook + pointer jumping; 64 rounds cover any real set of captures
 
 
@@ -64,11 +66,18 @@ def hops(x: pl.DataFrame) -> pl.DataFrame:
     """
     endpoint = pl.col("conn").str.extract(r"->([^#]*)#", 1)
     hx = x.with_columns(_ep=endpoint, _fpb=_base())
+    # A proxy forwards at once: the two copies of one exchange start within HOP_WINDOW of each
+    # other.  Neighbours in time order suffice (linear, unlike a self-join on a session's many
+    # alike GETs); a client that merely reached one server by two addresses at other times is
+    # not taken for a proxy.
     multi = (
-        hx.filter((pl.col("session_id") != "") & pl.col("_ep").is_not_null())
-        .group_by("source", "_fpb")
-        .agg(_n=pl.col("_ep").n_unique())
-        .filter(pl.col("_n") > 1)
+        hx.filter((pl.col("session_id") != "") & pl.col("_ep").is_not_null() & pl.col("started").is_not_null())
+        .sort("source", "_fpb", "started")
+        .with_columns(
+            _prev_ep=pl.col("_ep").shift(1).over("source", "_fpb"),
+            _gap=(pl.col("started") - pl.col("started").shift(1).over("source", "_fpb")),
+        )
+        .filter((pl.col("_prev_ep") != pl.col("_ep")) & (pl.col("_gap") <= HOP_WINDOW))
         .select("source")
         .unique()
         .with_columns(_multi=pl.lit(True))

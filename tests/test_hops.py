@@ -3,8 +3,11 @@ other sessions' events with colliding integer ids: issue [1/6] items 1, 2, 5 and
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import polars as pl
+import pytest
 
 import pcapgen as g
 from conftest import SID as CSID, SID2
@@ -78,19 +81,23 @@ def test_events_lost_between_hops_are_a_gap_shown_by_the_upstream_hop(tmp_path):
     assert [f["rule"] for f in doc["findings"]] == ["gap"]
 
 
-def test_hops_split_only_when_an_exchange_appears_on_two_endpoints():
+def test_hops_split_only_when_an_exchange_appears_on_two_endpoints_at_once():
+    t = [datetime(2026, 12, 1, tzinfo=timezone.utc) + timedelta(milliseconds=ms) for ms in (0, 5, 100, 105, 0, 0, 0, 60_000)]
     x = pl.DataFrame({
-        "source": ["a.pcap"] * 4 + ["b.pcap"] * 2,
-        "conn": ["1.1.1.1:1->9.9.9.9:80#1", "1.1.1.1:2->9.9.9.9:80#1", "2.2.2.2:3->8.8.8.8:8000#1", "1.1.1.1:4->9.9.9.9:80#1",
-                 "1.1.1.1:1->9.9.9.9:80#1", "1.1.1.1:2->7.7.7.7:80#1"],
-        "session_id": ["s", "s", "s", "t", "u", "v"],
-        "method": ["POST", "GET", "POST", "GET", "GET", "GET"],
-        "last_event_id": [None] * 6,
-        "request_body": ["{}", None, "{}", None, None, None],
+        "source": ["a.pcap"] * 4 + ["b.pcap"] * 2 + ["c.pcap"] * 2,
+        "conn": ["1.1.1.1:1->9.9.9.9:80#1", "2.2.2.2:3->8.8.8.8:8000#1", "1.1.1.1:2->9.9.9.9:80#1", "1.1.1.1:4->9.9.9.9:80#1",
+                 "1.1.1.1:1->9.9.9.9:80#1", "1.1.1.1:2->7.7.7.7:80#1",
+                 "1.1.1.1:1->9.9.9.9:80#1", "1.1.1.1:2->[::1]:80#1"],
+        "session_id": ["s", "s", "s", "t", "u", "v", "w", "w"],
+        "method": ["POST", "POST", "GET", "GET", "GET", "GET", "GET", "GET"],
+        "last_event_id": [None] * 8,
+        "request_body": ["{}", "{}", None, None, None, None, None, None],
+        "started": t,
     })
     got = views.hops(x)["view"].to_list()
-    assert got == ["a.pcap (hop to 9.9.9.9:80)", "a.pcap (hop to 9.9.9.9:80)", "a.pcap (hop to 8.8.8.8:8000)", "a.pcap (hop to 9.9.9.9:80)",
-                   "b.pcap", "b.pcap"]
+    assert got == ["a.pcap (hop to 9.9.9.9:80)", "a.pcap (hop to 8.8.8.8:8000)", "a.pcap (hop to 9.9.9.9:80)", "a.pcap (hop to 9.9.9.9:80)",
+                   "b.pcap", "b.pcap",  # two endpoints, but no exchange on both
+                   "c.pcap", "c.pcap"]  # the same GET on two addresses a minute apart: a client, not a proxy
 
 
 def test_resurrection_retry_loop_is_one_verdict_and_one_finding(capture, analyze):
@@ -140,3 +147,44 @@ def test_integer_ids_of_another_session_replayed_are_cross_stream_replay(capture
     assert verdicts == ["continuous", "cross_stream_replay"]
     (f,) = [f for f in doc["findings"] if f["rule"] == "cross_session_replay"]
     assert f["session_id"] == SID2 and "3 event(s)" in f["message"]
+
+
+# ---------------------------------------------------------------------------- real proxy-host captures
+# sample_logs/real-nginx-*.pcap: tcpdump -i any on a host running nginx (gzip on) in front of the SDK
+# server (sample_logs/README.md, "proxy host"). Every exchange is on two hops; the client hop is gzip.
+
+REAL = Path(__file__).resolve().parent.parent / "sample_logs"
+
+
+def _real(name: str) -> dict:
+    return pipeline.run([str(REAL / name)]).document
+
+
+@pytest.mark.parametrize("name, verdicts", [
+    ("real-nginx-python-resume.pcap", ["continuous", "continuous"]),
+    ("real-nginx-python-resume-mitm.pcap", ["continuous", "continuous"]),  # three hops: A->B, B->nginx, nginx->server
+])
+def test_proxy_host_capture_judges_each_reconnect_once(name, verdicts):
+    doc = _real(name)
+    assert [b["verdict"] for b in doc["boundaries"]] == verdicts
+    n_hops = 3 if "mitm" in name else 2
+    assert all(len(b["views"]) == n_hops for b in doc["boundaries"])
+    # nothing but the per-stream counter warning of the python test store, once, not once per hop
+    assert [f["rule"] for f in doc["findings"]] == ["id_reused_across_streams"]
+
+
+def test_keep_alive_and_pooled_connections_are_all_framed_and_paired():
+    """The typescript client pools connections (its resumes reuse the idle one that carried initialize),
+    nginx pools upstream: every request on every hop gets its response, none is left over."""
+    doc = _real("real-nginx-ts-resume.pcap")
+    assert not [a for a in doc["anomalies"] if a["code"].startswith(("http_", "tcp_"))], doc["anomalies"]
+    per_hop: dict[str, list] = {}
+    for x in doc["exchanges"]:
+        per_hop.setdefault(x["conn"].split("->")[1].split("#")[0], []).append((x["method"], x["status"]))
+    assert len(per_hop) == 2
+    client_hop, upstream_hop = per_hop.values()
+    assert client_hop == upstream_hop and len(client_hop) == 7
+    assert all(status is not None for _, status in client_hop)
+    # several exchanges on one client connection (keep-alive)
+    conns = [x["conn"].split("#")[0] for x in doc["exchanges"]]
+    assert max(conns.count(c) for c in set(conns)) >= 3
