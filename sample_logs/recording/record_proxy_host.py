@@ -36,8 +36,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -53,8 +51,13 @@ NODE = os.environ.get("NODE", "node")
 TS_REC_DIR = Path(os.environ.get("TS_REC_DIR", "/work/ts-rec"))
 NGINX = os.environ.get("NGINX", "nginx")
 TCPDUMP = os.environ.get("TCPDUMP", "tcpdump")
-MITMDUMP = os.environ.get("MITMDUMP", "/work/mitm-venv/bin/mitmdump")
 HOST = "127.0.0.1"
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import record as _shared  # noqa: E402  (the python harness: process, port and mitmdump helpers shared by all three)
+
+free_port, wait_port, start, stop, mitm_cmd = _shared.free_port, _shared.wait_port, _shared.start, _shared.stop, _shared.mitm_cmd
 
 
 @dataclass(frozen=True)
@@ -159,25 +162,6 @@ http {{
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port: int, proc: subprocess.Popen, deadline_s: float = 20.0) -> None:
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise RuntimeError(f"process {proc.args!r} exited with {proc.returncode} before listening on {port}")
-        with socket.socket() as s:
-            s.settimeout(0.5)
-            if s.connect_ex((HOST, port)) == 0:
-                return
-        time.sleep(0.1)
-    raise RuntimeError(f"nothing listening on {HOST}:{port} after {deadline_s}s")
-
-
 def wait_text(path: Path, text: str, proc: subprocess.Popen, deadline_s: float = 10.0) -> None:
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
@@ -189,37 +173,10 @@ def wait_text(path: Path, text: str, proc: subprocess.Popen, deadline_s: float =
     raise RuntimeError(f"{text!r} not seen in {path} after {deadline_s}s")
 
 
-def start(cmd: list[str], log: Path, cwd: Path = HERE, env: dict[str, str] | None = None) -> subprocess.Popen:
-    out = open(log, "ab")  # noqa: SIM115 - closed with the process
-    return subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
-
-
-def stop(proc: subprocess.Popen, first: int = signal.SIGINT, grace_s: float = 10.0) -> None:
-    """Signal our own process (by its pid), escalate after bounded waits."""
-    for sig, wait_s in ((first, grace_s), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        if proc.poll() is not None:
-            return
-        try:
-            os.kill(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 def node_env() -> dict[str, str]:
     env = dict(os.environ)
     env["NODE_PATH"] = str(TS_REC_DIR / "node_modules")
     return env
-
-
-def mitm_cmd(listen: int, upstream: int, extra: list[str]) -> list[str]:
-    return [MITMDUMP, "--mode", f"reverse:http://{HOST}:{upstream}", "--listen-host", HOST,
-            "--listen-port", str(listen), "--set", "connection_strategy=lazy",
-            "--set", "termlog_verbosity=info", "--set", "flow_detail=1", *extra]
 
 
 def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path) -> None:
