@@ -31,6 +31,11 @@ CATALOG: dict[str, Kind] = {
     "jsonl_bad_record": Kind("error", True, "a record lacks a required field or has one of the wrong type"),
     "jsonl_unknown_kind": Kind("info", True, "a record of a kind this version does not know; kept out of the analysis"),
     "jsonl_orphan_record": Kind("error", True, "a response/sse/body/close record on a connection with no request before it"),
+    "jsonl_sse_not_decoded": Kind(
+        "error", True,
+        "an sse record of a compressed event stream parsed without undoing its Content-Encoding (mitm_addon.py before it "
+        "decoded): noise, not read; the stream's events are unknown (record again with the current addon)",
+    ),
     "jsonl_bad_timestamp": Kind("warning", False, "a `ts` that is not RFC 3339; the record is kept without a time"),
     # --- HAR
     "har_invalid": Kind("error", True, "the document is not HAR (no log.entries)"),
@@ -92,6 +97,25 @@ CATALOG: dict[str, Kind] = {
         "or what the client sent was not a request); it is not analyzed",
     ),
     "http_body_not_kept": Kind("info", False, "a non-SSE response body over 32 MiB was not kept: JSON-RPC messages in it are not analyzed"),
+    # --- Content-Encoding of bodies (analyzer.content_coding; every format)
+    "body_encoding_truncated": Kind(
+        "warning", False,
+        "a compressed body (Content-Encoding gzip, deflate, br, zstd) ended before its compressed stream did: "
+        "what was decoded up to the cut is kept and parsed, the rest was never seen",
+    ),
+    "body_encoding_invalid": Kind(
+        "error", False,
+        "a compressed body is corrupt from a byte offset on: what was decoded before it is kept and parsed, the rest is unknown",
+    ),
+    "body_encoding_unsupported": Kind(
+        "error", False,
+        "a Content-Encoding this version cannot undo: the body is not parsed, its events and JSON-RPC messages are unknown, not absent",
+    ),
+    "body_decoded_over_limit": Kind(
+        "error", False,
+        "a compressed body decoded to more than --max-gunzip-ratio times its size (a decompression bomb?): "
+        "decoding stopped there, what came before is kept",
+    ),
     # --- JSON-RPC
     "jsonrpc_invalid": Kind("info", False, "a body or SSE data field that should hold JSON-RPC does not parse as it"),
 }

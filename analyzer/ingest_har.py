@@ -14,6 +14,12 @@ Producer quirks handled here:
   a ``200 text/event-stream`` entry therefore means "not recorded", never "no
   events" (``body_recorded = false`` and a ``har_sse_body_not_recorded`` row).
 - No producer keeps per-event times for SSE: events get ``ts = null``.
+- Bodies are normally kept decoded (``Content-Encoding`` undone by the browser
+  or mitmproxy), but mitmproxy keeps a stream cut mid-way as the raw encoded
+  bytes (base64 gzip, ``H4sI…``): a body that is still encoded by its
+  Content-Encoding (magic bytes, or a trial decode for br/deflate) is decoded
+  as far as it goes (:mod:`analyzer.content_coding`); SSE byte offsets are then
+  offsets in the decoded body.  No SSE problem is ever read from encoded bytes.
 """
 from __future__ import annotations
 
@@ -24,7 +30,7 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import BinaryIO
 
-from . import limits
+from . import content_coding, limits
 from .anomalies import AnomalyLog
 from .errors import InputError
 from .ingest_jsonl import parse_ts
@@ -88,6 +94,34 @@ def _body_bytes(content: dict, log: AnomalyLog, where: str) -> bytes | None:
             log.add("har_bad_base64", where, str(exc))
             return None
     return text.encode("utf-8", "surrogatepass")
+
+
+def _undo_coding(value: str, data: bytes, content: dict, log: AnomalyLog, where: str) -> bytes | None:
+    """The body with its Content-Encoding undone when the producer kept it encoded; None: the body
+    cannot be decoded, so what it held is unknown (the anomaly row says why)."""
+    names, unknown = content_coding.codings(value)
+    if unknown is not None:
+        if content.get("encoding") != "base64" or _is_text(data):
+            return data  # text: the producer kept it decoded (or it never was encoded)
+        got = content_coding.Decoder(value).anomaly()
+        if got is not None:
+            log.add(got[0], where, got[1])
+        return None
+    if not content_coding.looks_encoded(value, data):
+        return data
+    out, dec = content_coding.decode_all(value, data)
+    got = dec.anomaly()
+    if got is not None:
+        log.add(got[0], where, f"{got[1]} (the producer kept the body encoded)")
+    return None if dec.undecodable else out
+
+
+def _is_text(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 _ENTRIES = re.compile(r'"entries"\s*:\s*\[')
@@ -222,7 +256,15 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
             mime = content.get("mimeType")
             row["content_type"] = media_type(clean(mime) if isinstance(mime, str) else None)
         data = _body_bytes(content, log, where)
+        undecodable = False
+        coding = resp_headers.get("content-encoding")
+        if data is not None and coding:
+            data = _undo_coding(coding, data, content, log, where)
+            undecodable = data is None
         if row["content_type"] == SSE_MEDIA and row["status"] is not None and 200 <= row["status"] < 300:
+            if undecodable:
+                row["body_recorded"] = False  # its events are unknown, not absent
+                continue
             if data is None:
                 row["body_recorded"] = False
                 not_recorded += 1

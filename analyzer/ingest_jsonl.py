@@ -5,20 +5,35 @@ One JSON object per line; records of one connection are tied together by
 per connection with keep-alive); response/sse/body/close records attach to the
 connection's current exchange.  Every line is read or rejected with its line
 number: a bad line never costs the lines around it.
+
+A ``body`` record with ``"base64": true`` carries the raw body as the proxy
+received it (after de-chunking): it is decoded by the response's
+``Content-Encoding`` here (:mod:`analyzer.content_coding`), and when the
+response is an event stream its events are parsed from it (each with the
+record's time, at ``line N byte K`` of the decoded body).  ``sse`` records are always decoded text already --
+except from mitm_addon.py before it undid Content-Encoding: it parsed a gzip
+stream as SSE and wrote noise.  Such a stream (a coded event stream whose
+response record has no ``decoded`` field and whose first record holds
+U+FFFD) is read as not recorded, its records rejected (``jsonl_sse_not_decoded``).
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 from datetime import datetime, timezone
 from typing import BinaryIO
 
-from . import limits
+from . import content_coding, limits
 from .anomalies import AnomalyLog
 from .jsonrpc import text_safe
-from .tables import Builder, Ingested
+from .sse import parse_all
+from .tables import SSE_MEDIA, Builder, Ingested
 
 CLOSE_REASONS = {"eof", "reset", "error", "capture_end"}
+# a close record's "decoding" (mitm_addon.py: how the event stream's Content-Encoding ended)
+_DECODING = {"truncated": "body_encoding_truncated", "invalid": "body_encoding_invalid", "over_limit": "body_decoded_over_limit"}
 
 
 def parse_ts(value: object) -> datetime | None:
@@ -86,6 +101,50 @@ def _opt_str(rec: dict, key: str) -> tuple[bool, str | None]:
     return (v is None or isinstance(v, str)), v
 
 
+def _noise(rec: dict) -> bool:
+    """An sse record parsed from compressed bytes: its text holds U+FFFD (bytes that are not UTF-8)."""
+    values = [rec.get(k) for k in ("id", "event", "data", "partial_line")]
+    anomalies = rec.get("anomalies")
+    if isinstance(anomalies, list):
+        values += anomalies
+    return any(isinstance(v, str) and "\ufffd" in v for v in values)
+
+
+def _raw_body(b: Builder, row: dict, data: str, coding: str | None, where: str, ts: datetime | None) -> None:
+    """A ``"base64": true`` body record: the raw body, decoded by the response's Content-Encoding."""
+    log = b.log
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        log.add("jsonl_bad_record", where, "body `data` with `base64: true` is not base64")
+        return
+    sse = row["content_type"] == SSE_MEDIA and row["status"] is not None and 200 <= row["status"] < 300
+    if coding:
+        raw, dec = content_coding.decode_all(coding, raw)
+        got = dec.anomaly()
+        if got is not None:
+            log.add(got[0], where, got[1])
+        if dec.undecodable:
+            if sse:
+                row["body_recorded"] = False  # its events are unknown, not absent
+            return
+    if not sse:
+        b.body(row, raw.decode("utf-8", "replace"), where)
+        return
+    # an event stream recorded whole (a proxy that does not parse SSE): each event at its byte offset, as HAR's
+    for ev in parse_all(raw):
+        at = f"{where} byte {ev.offset}"
+        codes = list(ev.anomalies)
+        retry = ev.retry if ev.retry is None or ev.retry < 2**63 else None
+        if retry is None and ev.retry is not None and "sse_retry_invalid" not in codes:
+            codes.append("sse_retry_invalid")
+        for code in codes:
+            log.add(code, at)
+        if ev.fate == "cut_off":
+            log.add("sse_unterminated_event", at)
+        b.event(row, location=at, ts=ts, event_id=ev.id, event_type=ev.event, data=ev.data, retry=retry, fate=ev.fate)
+
+
 def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested:
     log = AnomalyLog(source)
     b = Builder(source, log, redact_secrets)
@@ -95,6 +154,8 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
     ev_event, ev_data, ev_retry, ev_fate = cols["event"].append, cols["data"].append, cols["retry"].append, cols["fate"].append
     records = 0
     max_line = limits.current().line_bytes
+    encodings: dict[int, str] = {}  # xid -> its response's Content-Encoding, for base64 body records
+    suspect: dict[int, str] = {}  # xid -> "undecided" | "noise": a coded event stream the recorder may have parsed undecoded
     for lineno, raw in enumerate(_lines(stream, max_line), start=1):
         if type(raw) is int:  # a line past the limit, skipped unread: its length
             records += 1
@@ -168,7 +229,21 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
                 log.add("jsonl_bad_record", where, "response needs `status` (integer 0..2^31-1) and `headers` (object)")
                 continue
             b.response(row, status, headers)
+            if headers.get("content-encoding"):
+                encodings[row["xid"]] = headers["content-encoding"]
+                if row["content_type"] == SSE_MEDIA and "decoded" not in rec and content_coding.Decoder(headers["content-encoding"]).active:
+                    suspect[row["xid"]] = "undecided"
         elif kind == "sse":
+            state = suspect.get(row["xid"])
+            if state == "undecided":  # its first record decides
+                if _noise(rec):
+                    state = suspect[row["xid"]] = "noise"
+                else:
+                    del suspect[row["xid"]]
+            if state == "noise":  # noise: every record of the stream is rejected, the stream's events are unknown
+                row["body_recorded"] = False
+                log.add("jsonl_sse_not_decoded", where, f"Content-Encoding {content_coding.Decoder(encodings[row['xid']]).label}")
+                continue
             eid = rec.get("id")
             etype = rec.get("event")
             data = rec.get("data")
@@ -205,6 +280,9 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
             if not isinstance(data, str):
                 log.add("jsonl_bad_record", where, "body needs `data` (string)")
                 continue
+            if rec.get("base64") is True:
+                _raw_body(b, row, data, encodings.get(row["xid"]), where, ts)
+                continue
             b.body(row, data, where)
         else:  # close
             reason = rec.get("reason")
@@ -215,6 +293,10 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
             row["ended"] = ts
             by = rec.get("by")
             row["end_by"] = by if by in ("client", "server") else None
+            code = _DECODING.get(rec.get("decoding")) if isinstance(rec.get("decoding"), str) else None
+            if code is not None:  # the recorder undid the stream's Content-Encoding and it did not end complete
+                detail = rec.get("decoding_detail")
+                log.add(code, where, f"{detail[:200] if isinstance(detail, str) else ''} (as the recorder decoded it)".lstrip())
             current.pop(conn, None)
     for row in current.values():
         if row["end_reason"] == "open" and row["status"] is not None and row["content_type"] != "text/event-stream":

@@ -15,6 +15,10 @@ the result onto the same rows the HAR and JSONL ingesters make:
   piece ends, parsed once at the end for all streams together
   (:mod:`analyzer.sse_columns`), and each event takes the piece that carried
   its blank line's first byte;
+* bodies with a ``Content-Encoding`` (nginx ``gzip on`` compresses event streams too) are decoded
+  piece by piece after de-chunking (:mod:`analyzer.content_coding`), before SSE or JSON-RPC
+  parsing: each decoded piece keeps the time and packet of the encoded piece whose arrival made it
+  available, so an event still takes the packet that completed it;
 * ``end_reason``: a response whose framing completed is "complete"; otherwise
   the TCP ending of the server's direction: FIN "eof", RST "reset", the
   capture's end "capture_end"; ``end_by`` is the side that closed first / reset.
@@ -39,6 +43,7 @@ import polars as pl
 
 from . import http1, sse_columns, tcp
 from .anomalies import CATALOG, AnomalyLog
+from .content_coding import Decoder
 from .capture import CaptureReader
 from .http1 import Body, BodyGap, Done, Head, MessageParser, Skipped, Stop
 from .tables import SSE_MEDIA, Builder, Ingested, media_type
@@ -55,7 +60,7 @@ _LIMIT_KEYS = {"snaplen_gap": "tcp_seq_gap"}
 
 class _Exchange:
     __slots__ = ("conv", "index", "req", "req_body", "req_size", "req_gap", "resp", "body", "body_size", "body_gap", "body_pkt",
-                 "keep", "sse", "runs", "resync", "carry", "last_ts", "last_pkt", "end_reason", "end_by", "ended")
+                 "keep", "sse", "runs", "resync", "carry", "last_ts", "last_pkt", "end_reason", "end_by", "ended", "dec", "req_dec")
 
     def __init__(self, conv: "_Conversation", index: int, req: Head) -> None:
         self.conv, self.index, self.req = conv, index, req
@@ -77,6 +82,8 @@ class _Exchange:
         self.end_reason = "open"
         self.end_by: str | None = None
         self.ended: int | None = None
+        self.dec: Decoder | None = None  # the response body's Content-Encoding, when it has one
+        self.req_dec: Decoder | None = None  # the request body's (rare; JSON-RPC needs it decoded all the same)
 
     @property
     def conn(self) -> str:
@@ -298,23 +305,38 @@ class _Conversation:
             if t is Body:
                 ex = self.sending
                 if ex is not None and ex.req_size < MAX_BODY:
-                    ex.req_body.append(r.data)
-                    ex.req_size += len(r.data)
+                    data = r.data
+                    if ex.req_dec is not None:
+                        data = ex.req_dec.feed(data)
+                        self._coding(ex, ex.req_dec, r.pkt, "request")
+                    if data:
+                        ex.req_body.append(data)
+                        ex.req_size += len(data)
             elif t is Head:
                 self.http = True
                 ex = _Exchange(self, len(self.exchanges) + 1, r)
                 self.exchanges.append(ex)
                 self.sending = ex
+                ex.req_dec = self._decoder(ex, r, "request")
                 if self.server_end is not None:  # sent after the server's side had ended: no answer can come
                     self._finish(ex, *self.server_end)
                     continue
                 self.unanswered.append(ex)
                 self._responses(self.resp.expect(r.method, r.pkt))  # type: ignore[union-attr, arg-type]
             elif t is Done:
+                ex = self.sending
+                if ex is not None and ex.req_dec is not None:
+                    tail = ex.req_dec.close()
+                    if tail and ex.req_size < MAX_BODY:
+                        ex.req_body.append(tail)
+                        ex.req_size += len(tail)
+                    self._coding(ex, ex.req_dec, r.pkt if r.pkt is not None else ex.req.pkt, "request")
                 self.sending = None
             elif t is BodyGap:
                 if self.sending is not None:
                     self.sending.req_gap = True
+                    if self.sending.req_dec is not None:
+                        self.sending.req_dec.lost(r.nbytes)
             else:
                 self._problem(r, self.client)  # type: ignore[arg-type]
                 if t is Stop:
@@ -345,6 +367,9 @@ class _Conversation:
             elif t is BodyGap:
                 ex = self.receiving
                 if ex is not None:
+                    if ex.dec is not None:  # compressed bytes lost: nothing after them can be decoded
+                        ex.dec.lost(r.nbytes)
+                        self._coding(ex, ex.dec, ex.last_pkt, "response")
                     if ex.sse is not None:
                         self._sse_cut(ex)
                         ex.sse, ex.resync, ex.carry = _Run(), True, b""
@@ -404,9 +429,55 @@ class _Conversation:
             ex.runs.append(ex.sse)
         ex.keep = media is None or media == "application/json" or media.endswith("+json")
         ex.last_pkt, ex.last_ts = head.pkt, head.ts
+        if ex.sse is not None or ex.keep:  # other bodies are only counted: no need to decode them
+            ex.dec = self._decoder(ex, head, "response")
+
+    def _decoder(self, ex: _Exchange, head: Head, part: str) -> Decoder | None:
+        value = head.headers.get("content-encoding")
+        if not value:
+            return None
+        dec = Decoder(value)
+        if not dec.active:  # identity
+            return None
+        self._coding(ex, dec, head.pkt, part)  # a coding that cannot be undone is told at once
+        return dec
+
+    def _coding(self, ex: _Exchange, dec: Decoder, pkt: int | None, part: str) -> None:
+        """One anomaly row per body whose decoding did not end complete, where it went wrong."""
+        if dec.reported:
+            return
+        got = dec.anomaly()
+        if got is not None:
+            dec.reported = True
+            code, detail = got
+            self.ing.log.add(code, f"packet {pkt}" if pkt is not None else "file", f"{part} body of {ex.conn}: {detail}")
+
+    def _decode_end(self, ex: _Exchange, ts: int | None, pkt: int | None) -> None:
+        """The response body ended: what the decoder still held is the last piece (with the packet that ended it)."""
+        dec = ex.dec
+        if dec is None or dec.closed:
+            return
+        if pkt is None:
+            ts, pkt = ex.last_ts, ex.last_pkt
+        tail = dec.close()
+        if tail:
+            self._decoded(ex, tail, ts, pkt)
+        self._coding(ex, dec, pkt, "response")
 
     def _body(self, ex: _Exchange, data: bytes, ts: int | None, pkt: int) -> None:
         ex.last_pkt, ex.last_ts = pkt, ts
+        dec = ex.dec
+        if dec is not None:
+            # decoded output becomes available with the encoded piece that completed it: it keeps that
+            # piece's time and packet, so the events' join_asof below still finds the right packet
+            data = dec.feed(data)
+            if dec.state != "open":
+                self._coding(ex, dec, pkt, "response")
+            if not data:
+                return
+        self._decoded(ex, data, ts, pkt)
+
+    def _decoded(self, ex: _Exchange, data: bytes, ts: int | None, pkt: int) -> None:
         sse = ex.sse
         if sse is None:
             if ex.keep and ex.body_size < MAX_BODY:
@@ -433,6 +504,7 @@ class _Conversation:
             run.close_ts, run.close_pkt = ex.last_ts, ex.last_pkt
 
     def _complete(self, ex: _Exchange, ts: int | None, pkt: int | None) -> None:
+        self._decode_end(ex, ts, pkt)
         self._sse_cut(ex)
         ex.end_reason = "complete"
         ex.ended = ts if ts is not None else ex.last_ts
@@ -440,6 +512,7 @@ class _Conversation:
             ex.body_pkt = pkt
 
     def _finish(self, ex: _Exchange, reason: str, by: str | None, ts: int | None) -> None:
+        self._decode_end(ex, None, None)
         self._sse_cut(ex)
         ex.end_reason = reason
         ex.end_by = by
@@ -648,6 +721,15 @@ def _emit(b: Builder, ex: _Exchange, note) -> None:
     else:
         url = target
     where = f"packet {req.pkt}"
+    dec = ex.req_dec
+    if dec is not None and not dec.closed:  # the request body never ended (the connection did first)
+        tail = dec.close()
+        if tail:
+            ex.req_body.append(tail)
+        got = dec.anomaly()
+        if got is not None and not dec.reported:
+            dec.reported = True
+            b.log.add(got[0], where, f"request body of {ex.conn}: {got[1]}")
     row = b.exchange(
         conn=ex.conn,
         location=where,
@@ -660,6 +742,8 @@ def _emit(b: Builder, ex: _Exchange, note) -> None:
     resp = ex.resp
     if resp is not None:
         b.response(row, resp.status, resp.headers)
+        if ex.dec is not None and ex.dec.undecodable:
+            row["body_recorded"] = False  # its events are unknown, not absent (the anomaly row says why)
         if ex.runs:
             pass  # events: column-wise, for all streams at once (_events)
         elif ex.body and not ex.body_gap and ex.body_size <= MAX_BODY:

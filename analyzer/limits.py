@@ -11,7 +11,9 @@ input's anomaly rows say which, where, and which option raises it:
 * ``gunzip_ratio`` (``--max-gunzip-ratio``, 200): a ``.gz`` stops decompressing once it has produced
   more than this many times its compressed size (and at least ``GUNZIP_FLOOR``): a decompression bomb
   reads as an input cut at that point, with an ``input_unreadable`` row naming the limit.  Real logs
-  compress 5-30x.
+  compress 5-30x.  The same ratio bounds every HTTP body decoded from its Content-Encoding
+  (``analyzer.content_coding``: gzip, deflate, br, zstd), with a floor of ``BODY_FLOOR`` per body:
+  decoding stops there (the work, not only the memory) with a ``body_decoded_over_limit`` row.
 
 Counts are never limited: a million tiny SSE events in one connection are a million rows, read in
 one linear pass (``tests/test_limits.py``).
@@ -22,6 +24,9 @@ import contextlib
 from dataclasses import dataclass
 
 GUNZIP_FLOOR = 256 << 20  # below this, any ratio is fine (tiny files of repetitive JSON)
+# per HTTP body: a capture holds many bodies, so the floor is lower than a whole file's; an event
+# stream of pings compresses far better than 200x, but 8 MiB of them is weeks of heartbeats
+BODY_FLOOR = 8 << 20
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ connection, so keep-alive reuse stays visible)::
     {"kind":"request","method":"GET","url":"…","headers":{lower-case: value},"body":"…"|null}
         (+ "body_b64" when the body is not UTF-8, + "client_addr")
     {"kind":"response","status":200,"headers":{…}}                at response headers
+        (+ "decoded":"gzip" when the event stream's Content-Encoding is undone before parsing)
     {"kind":"sse","id":"7"|null,"event":"message"|null,"data":"…","retry":3000|null}
         one per SSE block, written with its own timestamp while the stream passes;
         a block with fields but no data line: "data":null,"dispatched":false;
@@ -23,6 +24,8 @@ connection, so keep-alive reuse stays visible)::
         ignored input (retry not all digits, id with NUL, unknown field) -> "anomalies"
     {"kind":"body","data":"…"}                                     non-SSE body, once
     {"kind":"close","reason":"eof"|"reset"|"error","by":"server"|"client"|null,"detail":"…"}
+        (+ "decoding":"truncated"|"invalid"|"over_limit", "decoding_detail":"…" when the
+        stream's Content-Encoding did not decode to its end)
 
 ``text/event-stream`` responses are streamed (``flow.response.stream`` is a
 callable): without it mitmproxy buffers an SSE response until it ends, which
@@ -32,26 +35,55 @@ comments, multi-line data, id without NUL, retry only ASCII digits). Streamed
 bodies are not kept by mitmproxy, so a ``hardump`` from the same process has
 empty SSE bodies.
 
+A streamed body reaches ``flow.response.stream`` still content-encoded (nginx
+``gzip on`` compresses event streams too): it is decoded incrementally with
+``analyzer/content_coding.py`` before SSE parsing, and the bytes are passed on
+unchanged.  A coding that cannot be undone is not parsed: the raw body is
+written as one ``body`` record with ``"base64": true`` (the analyzer reports it
+as undecodable).
+
 Nothing is redacted here on purpose (Authorization, cookies, tokens are written
 as seen): the analyzer redacts at ingest. Treat the output as secret.
 
-Only mitmproxy and the standard library are imported: mitmproxy pins its own
-h11/cryptography versions that clash with the analyzer's dependencies, so it
-runs in a separate virtualenv and must not import the ``analyzer`` package.
+Only mitmproxy, the standard library and ``content_coding.py`` (loaded by path,
+with brotli and zstandard, which mitmproxy itself depends on) are imported:
+mitmproxy pins its own h11/cryptography versions that clash with the analyzer's
+dependencies, so it runs in a separate virtualenv and must not import the
+``analyzer`` package.
 """
 
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
 import re
+import sys
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import IO, Any
 
 from mitmproxy import ctx, http
 
 DEFAULT_FILE = "mcp-traffic.jsonl"
+RAW_KEEP = 16 << 20  # an undecodable streamed body is kept for its body record up to this many bytes
+
+
+def _load_content_coding():
+    """``content_coding.py`` beside this file, loaded by path: the analyzer package is not installed in
+    mitmproxy's virtualenv (registered in sys.modules first: mitmproxy loads scripts outside it)."""
+    name = "_mcp_audit_content_coding"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("content_coding.py"))
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[name] = module
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+content_coding = _load_content_coding()
 _BOM = b"\xef\xbb\xbf"
 _EOL = re.compile(rb"\r\n|\r|\n")
 
@@ -183,6 +215,62 @@ class SSEParser:
         return [record]
 
 
+class EventStream:
+    """An event stream's raw bytes as mitmproxy streams them: Content-Encoding undone, then SSE records.
+
+    ``feed(chunk)`` / ``close()`` -> record dicts (``close`` adds a ``body`` record for a body that could
+    not be decoded).  ``decoding``: how the coding's stream ended (None: nothing to undo, or complete)."""
+
+    __slots__ = ("parser", "decoder", "raw", "raw_size")
+
+    def __init__(self, content_encoding: str | None) -> None:
+        self.parser = SSEParser()
+        dec = content_coding.Decoder(content_encoding)
+        self.decoder = dec if dec.active else None
+        self.raw: list[bytes] = []  # an undecodable body, for its base64 body record
+        self.raw_size = 0
+
+    @property
+    def decoded(self) -> str | None:
+        """The coding undone before parsing (for the response record)."""
+        dec = self.decoder
+        return dec.label if dec is not None and dec.state != "unsupported" else None
+
+    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
+        dec = self.decoder
+        if dec is None:
+            return self.parser.feed(chunk)
+        if dec.state == "unsupported":
+            if self.raw_size < RAW_KEEP:
+                self.raw.append(chunk[: RAW_KEEP - self.raw_size])
+                self.raw_size += len(self.raw[-1])
+            return []
+        data = dec.feed(chunk)
+        return self.parser.feed(data) if data else []
+
+    def close(self) -> list[dict[str, Any]]:
+        dec = self.decoder
+        if dec is not None and dec.state == "unsupported":
+            record: dict[str, Any] = {"kind": "body", "data": base64.b64encode(b"".join(self.raw)).decode("ascii"), "base64": True}
+            if self.raw_size >= RAW_KEEP:
+                record["partial"] = True
+            return [record]
+        out: list[dict[str, Any]] = []
+        if dec is not None:
+            tail = dec.close()
+            if tail:
+                out += self.parser.feed(tail)
+        return out + self.parser.close()
+
+    @property
+    def decoding(self) -> dict[str, Any]:
+        """Fields for the close record when decoding did not end complete."""
+        dec = self.decoder
+        if dec is None or dec.state in ("complete", "open", "unsupported"):
+            return {}
+        return {"decoding": dec.state, "decoding_detail": dec.detail}
+
+
 class _Exchange:
     # A plain class: mitmproxy loads scripts outside sys.modules, which @dataclass cannot handle.
     __slots__ = ("conn", "request_written", "closed", "parser")
@@ -191,7 +279,7 @@ class _Exchange:
         self.conn = conn
         self.request_written = False
         self.closed = False
-        self.parser: SSEParser | None = None
+        self.parser: EventStream | None = None
 
 
 class McpJsonlRecorder:
@@ -262,12 +350,14 @@ class McpJsonlRecorder:
             self._write(kind, ts, ex.conn, **record)
 
     def _close(self, ex: _Exchange, ts: float | None, reason: str, by: str | None, detail: str) -> None:
+        decoding: dict[str, Any] = {}
         if ex.parser is not None:
             self._write_sse(ex, ex.parser.close(), ts)
+            decoding = ex.parser.decoding
             ex.parser = None
         if not ex.closed:
             ex.closed = True
-            self._write("close", ts, ex.conn, reason=reason, by=by, detail=detail)
+            self._write("close", ts, ex.conn, reason=reason, by=by, detail=detail, **decoding)
 
     # -- hooks -----------------------------------------------------------
     def request(self, flow: http.HTTPFlow) -> None:
@@ -277,11 +367,14 @@ class McpJsonlRecorder:
         assert flow.response is not None
         ex = self._exchange(flow)
         self._write_request(flow, ex)
-        self._write("response", flow.response.timestamp_start, ex.conn, status=flow.response.status_code,
-                    headers=_headers(flow.response.headers))
         content_type = flow.response.headers.get("content-type", "").split(";")[0].strip().lower()
-        if content_type == "text/event-stream":
-            parser = ex.parser = SSEParser()
+        stream = EventStream(flow.response.headers.get("content-encoding")) if content_type == "text/event-stream" else None
+        decoded = {"decoded": stream.decoded} if stream is not None and stream.decoded else {}
+        self._write("response", flow.response.timestamp_start, ex.conn, status=flow.response.status_code,
+                    headers=_headers(flow.response.headers), **decoded)
+        if stream is not None:
+            # the chunks are still content-encoded here (mitmproxy decodes only bodies it buffers)
+            parser = ex.parser = stream
 
             def passthrough(chunk: bytes) -> bytes:
                 if chunk:  # b"" marks the end of the body; response() handles it

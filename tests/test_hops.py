@@ -188,3 +188,18 @@ def test_keep_alive_and_pooled_connections_are_all_framed_and_paired():
     # several exchanges on one client connection (keep-alive)
     conns = [x["conn"].split("#")[0] for x in doc["exchanges"]]
     assert max(conns.count(c) for c in set(conns)) >= 3
+
+
+def test_mitm_triple_agrees_across_formats():
+    """One run through mitmdump A (JSONL) -> mitmdump B (HAR) -> nginx (gzip) -> server, the pcap holding all three hops."""
+    docs = {fmt: _real(f"real-nginx-python-resume-mitm.{fmt}") for fmt in ("jsonl", "har", "pcap")}
+
+    def key(d):
+        return [(b["last_event_id"], b["verdict"], b["first_event_id_after"], b["lost_event_ids"], b["duplicated_event_ids"], b["handled_correctly"])
+                for b in d["boundaries"]]
+    assert key(docs["jsonl"]) == key(docs["har"]) == key(docs["pcap"]) == [
+        ("3", "continuous", "4", [], [], True), ("6", "continuous", "7", [], [], True)]
+    assert {f["rule"] for d in docs.values() for f in d["findings"]} == {"id_reused_across_streams"}
+    # the stream the client cut inside the gzip stream decodes as far as it goes, in every format
+    for d in docs.values():
+        assert "body_encoding_truncated" in {a["code"] for a in d["anomalies"]}
