@@ -61,7 +61,11 @@ CATALOG: dict[str, Kind] = {
     "pcap_truncated_record": Kind(
         "error", True, "the file ends inside a packet record (the capture was cut while being written); reading stopped, every packet before it is kept",
     ),
-    "pcap_bad_record": Kind("error", True, "a record header with an impossible length: the file is corrupt from here; reading stopped"),
+    "pcap_bad_record": Kind(
+        "error", True,
+        "a record header that cannot be one (impossible length, sub-second field or time): the file is damaged here; "
+        "reading resumed at the next plausible record header (or stopped when none followed)",
+    ),
     "pcapng_corrupt_block": Kind(
         "error", True,
         "a pcapng block with a bad length, a trailer length that does not match, or fields that do not fit; "
@@ -131,20 +135,36 @@ SCHEMA = pa.schema(
 )
 
 
-class AnomalyLog:
-    """Collects anomaly rows for one input; checked against the catalog."""
+EXAMPLES_PER_KIND = 100  # rows kept per anomaly kind and input; the rest are counted in one summary row
 
-    __slots__ = ("source", "rows", "rejected")
+
+class AnomalyLog:
+    """Collects anomaly rows for one input; checked against the catalog.
+
+    Memory is bounded by the number of kinds, not of bad records: a file of two
+    million broken lines keeps the first ``EXAMPLES_PER_KIND`` rows of each kind
+    with their locations, and one more row per kind that counts the others
+    (location ``"+N more"``).  ``rejected`` and ``counts`` stay exact.
+    """
+
+    __slots__ = ("source", "rows", "rejected", "counts", "_last")
 
     def __init__(self, source: str) -> None:
         self.source = source
         self.rows: list[dict[str, str]] = []
         self.rejected = 0
+        self.counts: dict[str, int] = {}
+        self._last: dict[str, str] = {}
 
     def add(self, code: str, location: str, detail: str = "") -> None:
         kind = CATALOG[code]  # KeyError here is a programming error: names are not invented at call sites
         if kind.rejects:
             self.rejected += 1
+        n = self.counts.get(code, 0) + 1
+        self.counts[code] = n
+        if n > EXAMPLES_PER_KIND:
+            self._last[code] = location
+            return
         message = kind.meaning if not detail else f"{kind.meaning}: {detail}"
         self.rows.append(
             {
@@ -157,4 +177,18 @@ class AnomalyLog:
         )
 
     def table(self) -> pa.Table:
-        return pa.Table.from_pylist(self.rows, schema=SCHEMA)
+        rows = list(self.rows)
+        for code, n in self.counts.items():
+            if n > EXAMPLES_PER_KIND:
+                more = n - EXAMPLES_PER_KIND
+                rows.append(
+                    {
+                        "source": self.source,
+                        "location": f"+{more} more",
+                        "code": code,
+                        "severity": CATALOG[code].severity,
+                        "message": f"{CATALOG[code].meaning}: {more:,} more of this kind in this input after the "
+                        f"{EXAMPLES_PER_KIND} listed ({n:,} in all; the last at {self._last[code]})",
+                    }
+                )
+        return pa.Table.from_pylist(rows, schema=SCHEMA)

@@ -1,0 +1,87 @@
+"""Peak memory and time of a whole analysis on inputs made of damage: issue [2/6] item 2.
+
+    python bench/memory_faults.py            # ~2 minutes; writes bench/out/memory_faults.json, prints a table
+
+Each input is generated here (deterministic) under bench/out/, then analyzed by the CLI in a fresh
+subprocess (`os.wait4` gives that child's own peak RSS).  In the same session, as the baseline, a
+second subprocess runs plain Python that only reads the file's lines
+(`for line in f: pass`): the cost of touching the bytes at all.  Figures are ratios to the input size
+and to that baseline, never absolute seconds in a test.
+
+Inputs:
+  bad-4mb     4 MB of JSONL lines that are not JSON (2,000,000 bad records) between two good ones
+  bad-10mb    10 MB of the same (5,000,000 bad records)
+  tiny-160mb  2,000,000 tiny valid `sse` records on one connection (161 MB)
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "out"
+GOOD = '{"kind":"request","ts":"2026-01-01T00:00:00Z","conn":"c1","method":"GET","url":"http://x/mcp","headers":{"mcp-session-id":"s"}}\n'
+RESP = '{"kind":"response","ts":"2026-01-01T00:00:00Z","conn":"c1","status":200,"headers":{"content-type":"text/event-stream"}}\n'
+
+
+def make(name: str) -> Path:
+    path = OUT / f"{name}.jsonl"
+    if path.exists():
+        return path
+    OUT.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        if name.startswith("bad"):
+            n = {"bad-4mb": 2_000_000, "bad-10mb": 5_000_000}[name]
+            f.write(GOOD)
+            f.write("x\n" * n)
+            f.write(GOOD.replace('"c1"', '"c2"'))
+        else:
+            f.write(GOOD + RESP)
+            for i in range(1, 2_000_001):
+                f.write('{"kind":"sse","ts":"2026-01-01T00:00:01Z","conn":"c1","id":"%d","data":"x"}\n' % i)
+    return path
+
+
+def run(cmd: list[str], timeout: float = 900) -> dict:
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + timeout
+    while True:
+        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() > deadline:
+            p.kill()
+            pid, status, ru = os.wait4(p.pid, 0)
+            break
+        time.sleep(0.05)
+    return {"wall_s": round(time.perf_counter() - t0, 2), "peak_mib": round(ru.ru_maxrss / 1024, 1),
+            "exit": os.waitstatus_to_exitcode(status)}
+
+
+def main() -> int:
+    rows = []
+    for name in ("bad-4mb", "bad-10mb", "tiny-160mb"):
+        path = make(name)
+        size_mib = path.stat().st_size / 2**20
+        ours = run([sys.executable, "-c", "import sys; from analyzer.cli import main; sys.exit(main())", "analyze", str(path), "--json", str(OUT / f"{name}.findings.json"), "-q"])
+        base = run([sys.executable, "-c", f"f = open({str(path)!r}, 'rb')\nfor line in f: pass"])
+        rows.append({"input": name, "size_mib": round(size_mib, 1), "ours": ours, "baseline_read_lines": base,
+                     "peak_x_input": round(ours["peak_mib"] / size_mib, 2), "peak_x_baseline": round(ours["peak_mib"] / base["peak_mib"], 1),
+                     "wall_x_baseline": round(ours["wall_s"] / max(base["wall_s"], 0.01), 1)})
+    (OUT / "memory_faults.json").write_text(json.dumps(rows, indent=1))
+    print("| input | size | peak RSS | peak / input | peak / baseline | wall | wall / baseline | exit |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        o = r["ours"]
+        print(f"| {r['input']} | {r['size_mib']} MiB | {o['peak_mib']} MiB | {r['peak_x_input']}x | {r['peak_x_baseline']}x | "
+              f"{o['wall_s']} s | {r['wall_x_baseline']}x | {o['exit']} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+"""Anomalies are aggregated: memory grows with the kinds of damage, not with the number of bad records
+(issue [2/6] item 2; the memory figures are in bench/README.md, measured by bench/memory_faults.py)."""
+from __future__ import annotations
+
+from analyzer import anomalies, pipeline
+
+
+def test_log_keeps_examples_and_counts_the_rest():
+    log = anomalies.AnomalyLog("x.jsonl")
+    for n in range(1, 1001):
+        log.add("jsonl_bad_line", f"line {n}", "not JSON")
+    log.add("jsonl_bad_timestamp", "line 1001")
+    rows = log.table().to_pylist()
+    assert log.rejected == 1000 and log.counts == {"jsonl_bad_line": 1000, "jsonl_bad_timestamp": 1}
+    bad = [r for r in rows if r["code"] == "jsonl_bad_line"]
+    assert len(bad) == anomalies.EXAMPLES_PER_KIND + 1
+    assert [r["location"] for r in bad[:3]] == ["line 1", "line 2", "line 3"]
+    summary = bad[-1]
+    assert summary["location"] == "+900 more" and "1,000 in all" in summary["message"] and "line 1000" in summary["message"]
+    assert [r["code"] for r in rows].count("jsonl_bad_timestamp") == 1
+
+
+def test_a_file_of_bad_lines_is_accounted_for_exactly_in_bounded_rows(tmp_path):
+    p = tmp_path / "bad.jsonl"
+    good = '{"kind":"request","ts":"2026-01-01T00:00:00Z","conn":"c1","method":"GET","url":"http://x/mcp","headers":{"mcp-session-id":"s"}}\n'
+    p.write_text(good + "x\n" * 5000 + good.replace('"c1"', '"c2"'))
+    doc = pipeline.run([str(p)]).document
+    (inp,) = doc["inputs"]
+    assert (inp["records"], inp["rejected"]) == (5002, 5000)
+    assert len(doc["exchanges"]) == 2  # the good records around the damage are read
+    rows = [a for a in doc["anomalies"] if a["code"] == "jsonl_bad_line"]
+    assert len(rows) == anomalies.EXAMPLES_PER_KIND + 1 and rows[-1]["location"] == "+4900 more"
