@@ -47,6 +47,29 @@ _RESYNC = {
     "response": re.compile(rb"(?:^|\n)(HTTP/1\.[01] [0-9]{3}[ \r\n])"),
 }
 
+# Anomaly details never quote what a message carried (a request line holds the query string, a
+# header line an Authorization value): only header NAMES, and at most the method and the path.
+_CODINGS = frozenset({"chunked", "gzip", "x-gzip", "deflate", "compress", "x-compress", "identity", "br", "zstd", "trailers"})
+_START = re.compile(rb"(" + _TOKEN + rb") (/[^\x00-\x20\x7f?#;]{0,60})")
+
+
+def _start_of(line: bytes, is_request: bool) -> str:
+    """What may be said of a start line that did not parse: ``: GET /path ...`` (never the query),
+    ``: HTTP/1.1 200 ...``, or nothing."""
+    if is_request:
+        m = _START.match(line)
+        return f": {m.group(1)[:32].decode('ascii')} {m.group(2).decode('ascii', 'replace')} ..." if m else ""
+    m = _STATUS_LINE.match(line)
+    return f": HTTP/{m.group(1).decode()}.{m.group(2).decode()} {m.group(3).decode()} ..." if m else ""
+
+
+def _plain(value: str) -> str:
+    """A framing header value quoted only if it is plain: digits (Content-Length) or known transfer
+    codings (Transfer-Encoding); anything else only by its length."""
+    parts = [p.strip().lower() for p in value.split(",")]
+    if len(value) <= 40 and (all(p.isdigit() and p.isascii() for p in parts) or all(p in _CODINGS for p in parts)):
+        return f" {value!r}"
+    return f" ({len(value)} characters)"
 
 
 def starts_like_request(data: bytes) -> bool:
@@ -244,7 +267,8 @@ class MessageParser:
                     m = _CHUNK_LINE.fullmatch(line)  # chunk extensions (after ";") are ignored
                     if m is None:
                         self._flush(body, out, ts, pkt)
-                        self._stop(out, "parse", f"bad chunk size line {line[:40]!r}", pkt)
+                        size_line = line.rstrip(b"\r")
+                        self._stop(out, "parse", f"bad chunk size line ({len(size_line)} bytes, not a hex size)", pkt)
                         return out
                     self.remaining = int(m.group(1), 16)
                     self.state = CHUNK_DATA if self.remaining else TRAILER
@@ -347,7 +371,7 @@ class MessageParser:
         m = _HEAD_END.search(buf, max(0, old - 3))
         if m is None:
             if not self._plausible_start(buf):
-                self._stop(out, "parse", f"not an HTTP {self.role} line: {bytes(buf[:40])!r}", self.head_pkt)
+                self._stop(out, "parse", f"not an HTTP {self.role} line{_start_of(bytes(buf[:200]), self.is_request)}", self.head_pkt)
             elif len(buf) > MAX_HEAD:
                 self._stop(out, "parse", "header section longer than 64 KiB", self.head_pkt)
             return len(data)
@@ -371,17 +395,17 @@ class MessageParser:
             what = "request line" if self.is_request else "status line"
             if start.startswith(b"PRI * HTTP/2.0"):
                 what = "HTTP/1.x request line (this is HTTP/2 with prior knowledge, which is not supported)"
-            self._stop(out, "parse", f"not an HTTP {what}: {start[:60]!r}", self.head_pkt)
+            self._stop(out, "parse", f"not an HTTP {what}{_start_of(start, self.is_request)}", self.head_pkt)
             return
         headers: dict[str, str] = {}
         last = None
-        for line in lines[1:]:
+        for n, line in enumerate(lines[1:], start=2):
             if line[:1] in (b" ", b"\t") and last is not None:  # obsolete line folding: part of the previous value
                 headers[last] += " " + line.strip(b" \t").decode("utf-8", "replace")
                 continue
             name, sep, value = line.partition(b":")
             if not sep or not _HEADER_NAME.fullmatch(name):
-                self._stop(out, "parse", f"not an HTTP header line: {line[:60]!r}", self.head_pkt)
+                self._stop(out, "parse", f"not an HTTP header line: line {n} of the head ({len(line)} bytes, {'the name is not a token' if sep else 'no colon'})", self.head_pkt)
                 return
             key = name.decode("ascii").lower()
             val = value.strip(b" \t").decode("utf-8", "replace")
@@ -407,7 +431,7 @@ class MessageParser:
         te = head.headers.get("transfer-encoding")
         if te is not None:
             if te.rsplit(",", 1)[-1].strip().lower() != "chunked":
-                self._stop(out, "parse", f"request Transfer-Encoding {te!r} does not end with chunked (RFC 9112 §6.3: 400)", head.pkt)
+                self._stop(out, "parse", f"request Transfer-Encoding{_plain(te)} does not end with chunked (RFC 9112 §6.3: 400)", head.pkt)
                 return
             self.state = CHUNK_SIZE
             return
@@ -425,7 +449,7 @@ class MessageParser:
             return 0
         values = {v.strip() for v in cl.split(",")}
         if len(values) != 1 or not next(iter(values)).isdigit() or not next(iter(values)).isascii():
-            self._stop(out, "parse", f"bad Content-Length {cl[:40]!r}", pkt)
+            self._stop(out, "parse", f"bad Content-Length{_plain(cl)}", pkt)
             return None
         return int(next(iter(values)))
 

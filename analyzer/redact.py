@@ -1,52 +1,236 @@
 """Secrets never leave the ingester unless the user asks (--no-redact).
 
-Captured traffic carries bearer tokens, cookies and API keys.  Redaction
-happens once, when a record enters the canonical tables, so no later step
-(JSON, HTML, terminal) can leak what it never received.
+Captured traffic carries bearer tokens, cookies, API keys, signed URLs and passwords in tool
+arguments.  Redaction happens once, when a record enters the canonical tables
+(:class:`analyzer.tables.Builder`), so no later step (JSON, JSON Lines, HTML, the Parquet store,
+the terminal) can leak what it never received.
+
+What is secret is decided by NAME, the same way everywhere: header names (request and response),
+URL query and fragment parameters, JSON object keys at any depth (request bodies, SSE data), and
+``name=value`` / ``name: value`` / ``"name": "value"`` pairs inside text that is not JSON (and inside
+JSON string values).  The value goes, the name stays; JSON stays valid JSON.  URL userinfo
+(``user:pass@``) always goes.  See :func:`is_secret` for the exact rule and its exemptions.
+
+Digests are NOT taken from redacted text: ``events.digest`` and ``messages.params_digest`` are
+computed from the raw text first (so the analysis is the same with and without --no-redact, and
+two calls that differ only in a secret argument are still two different calls); only the text
+columns are redacted before the tables leave the Builder.
 """
 from __future__ import annotations
 
+import json
 import re
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from functools import lru_cache
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 REDACTED = "[REDACTED]"
 
-SECRET_HEADERS = frozenset(
-    {
-        "authorization",
-        "proxy-authorization",
-        "cookie",
-        "set-cookie",
-        "x-api-key",
-        "api-key",
-        "x-auth-token",
-        "x-access-token",
-        "x-amz-security-token",
-        "x-goog-api-key",
-    }
-)
-# query parameter names that carry credentials (matched case-insensitively, whole name)
-_SECRET_PARAM = re.compile(
-    r"^(access_?token|id_?token|refresh_?token|token|auth|api_?key|apikey|key|secret|client_secret|password|passwd|sig|signature|code)$",
+# -- the name rule ------------------------------------------------------------------------------
+# A name is secret when, lower-cased, it CONTAINS one of these substrings ...
+_SECRET_SUBSTRINGS = ("token", "secret", "key", "auth", "password", "passwd", "passphrase", "signature", "cookie",
+                      "credential", "jwt", "session", "bearer")
+# ... or has one of these as a whole WORD (split at non-alphanumerics and camelCase humps): as
+# substrings they are in everyday names ("sig" in signal and design, "pwd" in cwd-like names).
+_SECRET_WORDS = frozenset({"sig", "pwd"})
+# ... unless its normalized form (lower case, without "-", "_", "." and spaces) is one of these.
+# They are the analysis keys (Mcp-Session-Id, Last-Event-ID, progressToken pairs progress
+# notifications with their request) or common names that only look like secrets.
+EXEMPT = frozenset({
+    "mcpsessionid", "sessionid",  # the MCP session: the key every finding is grouped by
+    "lasteventid",  # the SSE resumption cursor
+    "progresstoken",  # params._meta.progressToken / notifications/progress params.progressToken
+    "author", "authors", "authority",  # "auth" in names that are no credentials
+    "maxtokens", "inputtokens", "outputtokens", "totaltokens", "prompttokens", "completiontokens",  # counts
+    "keyword", "keywords",
+})
+# URL parameters only: the OAuth authorization code ("code" in JSON is the JSON-RPC error code).
+_URL_ONLY = frozenset({"code"})
+
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_NORMALIZE = re.compile(r"[-_.\s]")
+
+
+@lru_cache(maxsize=4096)
+def is_secret(name: str) -> bool:
+    """Does a value under this name (header, URL parameter, JSON key, ``name=`` in text) hold a secret?"""
+    low = name.lower()
+    if _NORMALIZE.sub("", low) in EXEMPT:
+        return False
+    if any(s in low for s in _SECRET_SUBSTRINGS):
+        return True
+    return any(w.lower() in _SECRET_WORDS for w in _WORD.findall(name))
+
+
+def _url_param_secret(name: str) -> bool:
+    return is_secret(name) or name.lower() in _URL_ONLY
+
+
+# -- a cheap first look: most text holds no secret-like name at all ----------------------------
+_CANDIDATE_RX = r"(?i)token|secret|key|auth|passw|passphrase|pwd|sig|cookie|credential|jwt|session|bearer|://[^\s/@]+@"
+# names that trigger the first look but are exempt (the bulk of SSE traffic is progress notifications)
+_EXEMPT_RX = r"(?i)\b(?:progress_?token|mcp-session-id|session_?id|last-event-id)\b"
+_CANDIDATE = re.compile(_CANDIDATE_RX)
+
+# -- text that is not JSON ------------------------------------------------------------------------
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#@\"'<>]+@")
+# a credential after its scheme word, wherever it stands ("sent Bearer eyJhbGciOi..."): at least
+# 8 characters with a digit, so that prose ("basic usage") is left alone
+_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+(?=[A-Za-z0-9\-._~+/]*[0-9])[A-Za-z0-9\-._~+/]{8,}=*")
+_STOP = r"[^\s&,;\"'<>#)}\]]"
+_PAIR = re.compile(
+    r"(?<![A-Za-z0-9_.\-])(?P<q>[\"']?)(?P<name>[A-Za-z_][A-Za-z0-9_.\-]{0,63})(?P=q)(?P<sep>\s*[:=]\s*)"
+    r"(?P<val>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|(?:(?:bearer|basic|digest|token|negotiate)\s+)?" + _STOP + r"+)",
     re.IGNORECASE,
 )
 
 
+def _pairs(s: str) -> str:
+    """``name=value``, ``name: value`` and ``"name": "value"`` with a secret name: the value goes.
+    Scanning resumes right after the separator of a pair that is kept, so a secret inside its
+    value (``redirect=https://h/?token=x``) is still found."""
+    s = _USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", s)
+    out, pos = [], 0
+    while True:
+        m = _PAIR.search(s, pos)
+        if m is None:
+            break
+        if not is_secret(m.group("name")):
+            out.append(s[pos : m.end("sep")])
+            pos = m.end("sep")
+            continue
+        if s.startswith(REDACTED, m.start("val")):  # already redacted: the marker holds a "]" the value stops at
+            out.append(s[pos : m.start("val") + len(REDACTED)])
+            pos = m.start("val") + len(REDACTED)
+            continue
+        val = m.group("val")
+        quote = val[0] if val[0] in "\"'" else ""
+        out.append(s[pos : m.start("val")] + quote + REDACTED + quote)
+        pos = m.end("val")
+    out.append(s[pos:])
+    s = "".join(out)
+    return _BEARER.sub(lambda m: m.group(1) + " " + REDACTED, s) if _BEARER.search(s) else s
+
+
+# -- JSON -------------------------------------------------------------------------------------------
+# values of these keys are identifiers the analysis reads (JSON-RPC id and method, the tool name):
+# never scanned for pairs ("session:create" is a tool name, not a secret)
+_KEEP_VALUE = frozenset({"jsonrpc", "id", "method", "name", "protocolVersion"})
+_NOT_JSON = object()
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _walk(obj, keep: bool = False):
+    """(redacted copy, changed?) of a parsed JSON value."""
+    if isinstance(obj, dict):
+        changed = False
+        out = {}
+        for k, v in obj.items():
+            if is_secret(k):
+                out[k] = REDACTED
+                changed = changed or v != REDACTED
+            else:
+                out[k], c = _walk(v, k in _KEEP_VALUE)
+                changed = changed or c
+        return out, changed
+    if isinstance(obj, list):
+        changed = False
+        out = []
+        for v in obj:
+            v2, c = _walk(v)
+            out.append(v2)
+            changed = changed or c
+        return out, changed
+    if isinstance(obj, str) and not keep and _CANDIDATE.search(obj):
+        new = _pairs(obj)
+        return new, new != obj
+    return obj, False
+
+
+def _dumps(obj, like: str) -> str:
+    # keep the producer's spacing where it is one of json.dumps' two (compact: the MCP SDKs)
+    seps = (", ", ": ") if '": ' in like else (",", ":")
+    out = json.dumps(obj, ensure_ascii=False, separators=seps)
+    if _SURROGATE.search(out):  # lone surrogates (\ud800 escapes) cannot be stored as UTF-8: keep them escaped
+        out = json.dumps(obj, ensure_ascii=True, separators=seps)
+    return out
+
+
+def text(s: str | None, enabled: bool = True) -> str | None:
+    """A body, an SSE data field, a header value or a message: JSON has the values of secret keys
+    replaced at any depth (and secret pairs inside its strings), other text its secret pairs.
+    Text without any secret comes back unchanged (the same object)."""
+    if not enabled or not s or not _CANDIDATE.search(s):
+        return s
+    if s.lstrip()[:1] in ("{", "["):
+        try:
+            obj = json.loads(s)
+        except (ValueError, RecursionError):
+            obj = _NOT_JSON
+        if obj is not _NOT_JSON:
+            try:
+                new, changed = _walk(obj)
+            except RecursionError:  # nesting deeper than Python recurses: keep nothing of it
+                return REDACTED
+            return _dumps(new, s) if changed else s
+    return _pairs(s)
+
+
+# -- headers and URLs ---------------------------------------------------------------------------------
+# header values the analysis reads; never rewritten
+_KEEP_HEADERS = frozenset({"mcp-session-id", "last-event-id", "mcp-protocol-version", "x-mcp-replay-epoch", "content-type"})
+
+
 def headers(h: dict[str, str], enabled: bool = True) -> dict[str, str]:
+    """Values of secret header names go; other values lose secret pairs and URL userinfo
+    (a Referer or Location with ``?token=``)."""
     if not enabled:
         return h
-    return {k: (REDACTED if k in SECRET_HEADERS else v) for k, v in h.items()}
+    return {k: (REDACTED if is_secret(k) else v if k in _KEEP_HEADERS else text(v)) for k, v in h.items()}
+
+
+def _params(part: str) -> str:
+    """Query or fragment ``a=1&b=2``: values of secret names go, the rest stays byte for byte."""
+    if "=" not in part:
+        return part
+    out = []
+    for piece in part.split("&"):
+        name, eq, _ = piece.partition("=")
+        out.append(name + "=" + REDACTED if eq and _url_param_secret(unquote_plus(name)) else piece)
+    return "&".join(out)
 
 
 def url(u: str | None, enabled: bool = True) -> str | None:
-    if not enabled or not u or "?" not in u:
+    """Userinfo, and values of secret query and fragment parameters, replaced by the marker."""
+    if not enabled or not u:
         return u
     try:
         parts = urlsplit(u)
-        pairs = parse_qsl(parts.query, keep_blank_values=True)
-    except ValueError:
-        return u.split("?", 1)[0] + "?" + REDACTED
-    if not any(_SECRET_PARAM.match(k) for k, _ in pairs):
+    except ValueError:  # not a URL urllib can split (a bad IPv6 literal): redact it as text
+        return _pairs(u)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = REDACTED + "@" + netloc.rpartition("@")[2]
+    new = parts._replace(netloc=netloc, query=_params(parts.query), fragment=_params(parts.fragment))
+    if new == parts:
         return u
-    query = urlencode([(k, REDACTED if _SECRET_PARAM.match(k) else v) for k, v in pairs], safe="[]")
-    return urlunsplit(parts._replace(query=query))
+    return urlunsplit(new)
+
+
+# -- columns (the Builder's events and messages) -----------------------------------------------------
+
+def column(series):
+    """:func:`text` of each value of a Polars string Series, looking closer only at the values a
+    regex pass over the whole column finds a secret-like name in (and not only exempt ones)."""
+    import polars as pl
+
+    first = series.str.contains(_CANDIDATE_RX).fill_null(False)
+    if not first.any():
+        return series
+    idx = first.arg_true()
+    cand = series.gather(idx)
+    second = cand.str.replace_all(_EXEMPT_RX, "").str.contains(_CANDIDATE_RX).fill_null(False)
+    if not second.any():
+        return series
+    idx = idx.filter(second)
+    vals = [text(v) for v in series.gather(idx).to_list()]
+    return series.clone().scatter(idx, pl.Series(vals, dtype=pl.String))  # scatter writes in place: not into the caller's

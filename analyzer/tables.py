@@ -17,7 +17,7 @@ import polars as pl
 import pyarrow as pa
 
 from . import jsonrpc, redact
-from .anomalies import AnomalyLog
+from .anomalies import CATALOG, AnomalyLog
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -159,7 +159,7 @@ class Builder:
             "end_reason": "open",
             "end_by": None,
             "body_recorded": True,
-            "request_body": request_body,
+            "request_body": redact.text(request_body, self.redact),  # messages below are read from the raw text
             "req_headers": json.dumps(redact.headers(req_headers, self.redact), sort_keys=True, ensure_ascii=False),
             "resp_headers": None,
         }
@@ -282,11 +282,19 @@ class Builder:
             sse, invalid = jsonrpc.sse_messages(events)
             if todo is not None:
                 events = events.with_columns(events["digest"].scatter(need.arg_true(), todo.result()))
+        # Digests and JSON-RPC messages above come from the raw data; only now is the text redacted,
+        # so the analysis is the same with and without --no-redact (see analyzer.redact).
+        if self.redact:
+            events = events.with_columns(redact.column(events["data"]))
         events = events.to_arrow().cast(EVENTS)
         for loc in invalid["location"].to_list():
             self.log.add("jsonrpc_invalid", loc, "not a JSON-RPC message")
         bodies = pa.Table.from_pydict(self.messages, schema=MESSAGES)
         messages = pa.concat_tables([bodies, sse.to_arrow().cast(MESSAGES)])
+        if self.redact:
+            errors = redact.column(pl.from_arrow(messages["error_message"]))
+            messages = messages.set_column(MESSAGES.get_field_index("error_message"), "error_message", errors.to_arrow().cast(pa.string()))
+            self._redact_anomalies()
         return Ingested(
             source=self.source,
             format=fmt,
@@ -298,6 +306,15 @@ class Builder:
             rejected=self.log.rejected,
             notes=notes or [],
         )
+
+    def _redact_anomalies(self) -> None:
+        """The detail an ingester appended to an anomaly's meaning (a producer's own anomaly text, a
+        value quoted back) loses secret pairs; the catalog's meaning is ours and stays as it is."""
+        for row in self.log.rows:
+            head = CATALOG[row["code"]].meaning + ": "
+            msg = row["message"]
+            if msg.startswith(head):
+                row["message"] = head + redact.text(msg[len(head):])
 
 
 def _digests(events: pl.DataFrame) -> pl.Series:

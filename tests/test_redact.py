@@ -1,0 +1,398 @@
+"""Secrets never reach an output (JSON, JSON Lines, HTML, the Parquet store) unless --no-redact.
+
+One MCP conversation carrying every kind of secret we know of is written as proxy JSONL, as HAR and
+as pcap; each secret is a unique marker (SECRET-01 ...) so a leak names itself.  The analysis keys
+(Mcp-Session-Id, Last-Event-ID, the tool name, progressToken) must survive redaction.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from click.testing import CliRunner
+
+import pcapgen as g
+from analyzer import findings, pipeline, redact, report
+from analyzer.cli import main
+
+SID = "sess-SURVIVE-1"
+TOOL = "fetch_weather"
+PROGRESS = "PT-77"
+LAST = "LEID-4"
+HOST = "10.0.0.2:8000"
+MARK = "SECRET-"
+
+URL = (f"http://alice:SECRET-01@{HOST}/mcp?api-key=SECRET-02&X-Amz-Signature=SECRET-03"
+       "&session_token=SECRET-04&jwt=SECRET-05&keep=plain#access_token=SECRET-06")
+REQ_HEADERS = {
+    "content-type": "application/json",
+    "accept": "application/json, text/event-stream",
+    "mcp-session-id": SID,
+    "authorization": "Bearer SECRET-07",
+    "cookie": "sid=SECRET-08",
+    "x-auth": "SECRET-09",
+    "private-token": "SECRET-10",
+    "x-api-token": "SECRET-11",
+    "ocp-apim-subscription-key": "SECRET-12",
+    "x-api-key": "SECRET-13",
+    "referer": f"http://{HOST}/ui?token=SECRET-27",
+}
+CALL = {
+    "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+    "params": {
+        "name": TOOL,
+        "arguments": {"city": "Paris", "api_key": "SECRET-14", "nested": {"clientSecret": "SECRET-15"}, "note": "use password=SECRET-16"},
+        "_meta": {"progressToken": PROGRESS},
+    },
+}
+RESP_HEADERS = {"content-type": "text/event-stream", "mcp-session-id": SID, "set-cookie": "a=SECRET-17", "x-refresh-token": "SECRET-18"}
+EVENTS = [
+    ("LEID-1", json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": PROGRESS, "progress": 1}})),
+    ("LEID-2", json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
+                           "params": {"level": "info", "data": {"token": "SECRET-19", "text": "Authorization: Bearer SECRET-20"}}})),
+    ("LEID-3", "login ok, api_key=SECRET-21"),
+    ("LEID-4", json.dumps({"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": '{"access_token": "SECRET-22"}'}]}})),
+]
+RESUME_EVENTS = [
+    ("LEID-5", json.dumps({"jsonrpc": "2.0", "id": 2, "error": {"code": -32000, "message": "bad credentials: secret=SECRET-23"}})),
+]
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+INIT_RESULT = {"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "s", "version": "0"}}}
+ALL = [f"SECRET-{n:02d}" for n in range(1, 24)] + ["SECRET-27"]
+# in requests the HTTP parser rejects: their anomaly rows describe them without quoting (even with --no-redact)
+PCAP_ONLY = ["SECRET-24", "SECRET-25", "SECRET-26"]
+
+
+def _sse(events) -> str:
+    return "".join(f"id: {i}\ndata: {d}\n\n" for i, d in events)
+
+
+def _exchanges():
+    """(method, url, request headers, body, status, response headers, SSE events | None, JSON body | None)."""
+    return [
+        ("POST", f"http://{HOST}/mcp", {"content-type": "application/json", "accept": "application/json, text/event-stream"},
+         json.dumps(INIT), 200, {"content-type": "application/json", "mcp-session-id": SID}, None, json.dumps(INIT_RESULT)),
+        ("POST", URL, REQ_HEADERS, json.dumps(CALL), 200, RESP_HEADERS, EVENTS, None),
+        ("GET", f"http://{HOST}/mcp", {"accept": "text/event-stream", "mcp-session-id": SID, "last-event-id": LAST}, None, 200,
+         {"content-type": "text/event-stream"}, RESUME_EVENTS, None),
+    ]
+
+
+def _ts(n: int, frac: float = 0.0) -> str:
+    return f"2026-11-13T09:00:{n:02d}.{int(frac * 1e6):06d}Z"
+
+
+def write_jsonl(path: Path) -> Path:
+    lines = []
+    for n, (method, url, rh, body, status, sh, events, jbody) in enumerate(_exchanges(), start=1):
+        conn = f"c{n}"
+        lines.append({"kind": "request", "ts": _ts(n), "conn": conn, "method": method, "url": url, "headers": rh, "body": body})
+        lines.append({"kind": "response", "ts": _ts(n, 0.01), "conn": conn, "status": status, "headers": sh})
+        for k, (eid, data) in enumerate(events or []):
+            lines.append({"kind": "sse", "ts": _ts(n, 0.1 + k / 100), "conn": conn, "id": eid, "event": None, "data": data, "retry": None})
+        if jbody is not None:
+            lines.append({"kind": "body", "ts": _ts(n, 0.02), "conn": conn, "data": jbody})
+        lines.append({"kind": "close", "ts": _ts(n, 0.5), "conn": conn, "reason": "reset" if events else "eof"})
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    return path
+
+
+def write_har(path: Path) -> Path:
+    entries = []
+    for n, (method, url, rh, body, status, sh, events, jbody) in enumerate(_exchanges(), start=1):
+        req = {"method": method, "url": url, "httpVersion": "HTTP/1.1", "headers": [{"name": k, "value": v} for k, v in rh.items()],
+               "queryString": [], "cookies": []}
+        if body is not None:
+            req["postData"] = {"mimeType": "application/json", "text": body}
+        text = _sse(events) if events else jbody
+        entries.append({
+            "startedDateTime": _ts(n), "time": 100, "request": req,
+            "response": {"status": status, "statusText": "OK", "httpVersion": "HTTP/1.1", "headers": [{"name": k, "value": v} for k, v in sh.items()],
+                         "cookies": [], "content": {"size": len(text), "mimeType": sh["content-type"], "text": text}},
+        })
+    path.write_text(json.dumps({"log": {"version": "1.2", "creator": {"name": "t", "version": "0"}, "entries": entries}}))
+    return path
+
+
+def _chunk(b: bytes) -> bytes:
+    return b"%x\r\n" % len(b) + b + b"\r\n"
+
+
+def write_pcap(path: Path) -> Path:
+    segs = []
+    for n, (method, url, rh, body, status, sh, events, jbody) in enumerate(_exchanges(), start=1):
+        conv = g.Conversation(cport=50000 + n)
+        # the tools/call goes through a forward proxy: absolute-form target with userinfo, query and fragment
+        target = url if "@" in url else url.split(HOST, 1)[1]
+        raw = body.encode() if body else b""
+        head = f"{method} {target} HTTP/1.1\r\nHost: {HOST}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in rh.items())
+        head += f"Content-Length: {len(raw)}\r\n\r\n" if body is not None else "\r\n"
+        segs += conv.handshake() + conv.c(head.encode() + raw)
+        resp = f"HTTP/1.1 {status} OK\r\n" + "".join(f"{k}: {v}\r\n" for k, v in sh.items())
+        if events:
+            segs += conv.s((resp + "Transfer-Encoding: chunked\r\n\r\n").encode())
+            for eid, data in events:
+                segs += conv.s(_chunk(f"id: {eid}\ndata: {data}\n\n".encode()))
+            segs.append(conv.rst(False))
+        else:
+            out = jbody.encode()
+            segs += conv.s((resp + f"Content-Length: {len(out)}\r\n\r\n").encode() + out)
+            segs += [conv.fin(True), conv.fin(False)]
+    # requests the HTTP parser rejects: their anomaly rows must not quote what they carried
+    bad = [
+        f"GET /mcp?token=SECRET-24 HTTP/1.1 trailing\r\nHost: {HOST}\r\n\r\n",
+        f"GET /mcp HTTP/1.1\r\nHost: {HOST}\r\nAuthorization Bearer SECRET-25\r\n\r\n",
+        f"POST /mcp?sig=x HTTP/1.1\r\nHost: {HOST}\r\nContent-Length: SECRET-26\r\n\r\n",
+    ]
+    for k, req in enumerate(bad):
+        conv = g.Conversation(cport=51000 + k)
+        segs += conv.handshake() + conv.c(req.encode()) + [conv.fin(True), conv.fin(False)]
+    path.write_bytes(g.pcap(g.records(segs)))
+    return path
+
+
+WRITERS = {"jsonl": (write_jsonl, "cap.jsonl"), "har": (write_har, "cap.har"), "pcap": (write_pcap, "cap.pcap")}
+
+
+def outputs(path: Path, redact_secrets: bool = True) -> dict[str, str]:
+    doc = pipeline.run([str(path)], redact_secrets=redact_secrets).document
+    return {
+        "json": json.dumps(doc, ensure_ascii=False),
+        "jsonl": "\n".join(findings.json_lines(doc)),
+        "html": report.render(doc),
+    }
+
+
+def store_values(store: Path) -> str:
+    """Every value of every Parquet file in the store, as text, plus the raw bytes (decoded loosely)."""
+    texts = []
+    files = sorted(store.rglob("*.parquet"))
+    assert files, "the store holds no Parquet file"
+    for f in files:
+        texts.append(f.read_bytes().decode("latin-1"))
+        df = pl.read_parquet(f, hive_partitioning=False)
+        texts.append(json.dumps(df.to_dicts(), default=str, ensure_ascii=False))
+    return "\n".join(texts)
+
+
+def leaked(text: str, markers) -> list[str]:
+    return [m for m in markers if m in text]
+
+
+@pytest.fixture(params=sorted(WRITERS))
+def captured(request, tmp_path):
+    write, name = WRITERS[request.param]
+    return request.param, write(tmp_path / name)
+
+
+def markers(kind: str) -> list[str]:
+    return ALL + (PCAP_ONLY if kind == "pcap" else [])
+
+
+def test_the_capture_really_carries_every_secret(captured):
+    kind, path = captured
+    got = outputs(path, redact_secrets=False)
+    everything = got["json"] + got["html"]
+    # what the outputs show at all: URLs, event previews, anomalies; headers and bodies only reach the store
+    assert leaked(everything, ["SECRET-01", "SECRET-02", "SECRET-03", "SECRET-04", "SECRET-05"]) == ["SECRET-01", "SECRET-02", "SECRET-03", "SECRET-04", "SECRET-05"]
+    if kind == "pcap":  # anomaly rows never quote a request line or a header value, --no-redact or not
+        assert leaked(got["json"] + got["html"], PCAP_ONLY) == []
+        msgs = [a["message"] for a in json.loads(got["json"])["anomalies"] if a["code"] == "http_parse_error"]
+        assert len(msgs) == 3, msgs
+        assert any("not an HTTP request line: GET /mcp ..." in m and "token" not in m for m in msgs)
+        assert any("not an HTTP header line: line 3 of the head" in m and "Authorization" not in m for m in msgs)
+        assert any("bad Content-Length (9 characters)" in m and "sig" not in m for m in msgs)
+
+
+def test_no_secret_reaches_json_jsonl_or_html(captured):
+    kind, path = captured
+    got = outputs(path)
+    for name, text in got.items():
+        assert leaked(text, markers(kind)) == [], f"{kind} -> {name}"
+        assert MARK not in text, f"{kind} -> {name}"
+    doc = json.loads(got["json"])
+    assert SID in {s["session_id"] for s in doc["sessions"]}
+    assert LAST in {x["last_event_id"] for x in doc["exchanges"]}
+    assert any("keep=plain" in (x["url"] or "") for x in doc["exchanges"])  # only the secret parameters go
+
+
+def test_no_secret_reaches_the_store(captured, tmp_path):
+    kind, path = captured
+    store = tmp_path / "st"
+    r = CliRunner().invoke(main, ["ingest", str(path), "--store", str(store)])
+    assert r.exit_code == 0, r.output
+    text = store_values(store)
+    assert leaked(text, markers(kind)) == []
+    # the analysis keys survive
+    x = pl.read_parquet(next(store.glob("exchanges/*/*.parquet")), hive_partitioning=False)
+    assert SID in x["req_session_id"].to_list()
+    assert LAST in x["last_event_id"].to_list()
+    call = next(b for b in x["request_body"].to_list() if b and "tools/call" in b)
+    params = json.loads(call)["params"]
+    assert params["name"] == TOOL and params["_meta"]["progressToken"] == PROGRESS
+    assert params["arguments"]["city"] == "Paris" and params["arguments"]["api_key"] == redact.REDACTED
+    hdrs = [json.loads(h) for h in x["req_headers"].to_list()]
+    assert any(h.get("mcp-session-id") == SID and h.get("last-event-id") == LAST for h in hdrs)
+    ev = pl.read_parquet(next(store.glob("events/*/*.parquet")), hive_partitioning=False)
+    assert {"LEID-1", "LEID-2", "LEID-3", "LEID-4", "LEID-5"} <= set(ev["id"].to_list())
+    progress = json.loads(ev.filter(pl.col("id") == "LEID-1")["data"][0])
+    assert progress["params"]["progressToken"] == PROGRESS
+    for d in ev["data"].to_list():  # JSON stays JSON
+        if d.startswith("{"):
+            json.loads(d)
+    # --no-redact keeps them (a second store: the first one already holds this input)
+    raw = tmp_path / "raw"
+    r = CliRunner().invoke(main, ["ingest", str(path), "--store", str(raw), "--no-redact"])
+    assert r.exit_code == 0, r.output
+    kept = "\n".join(json.dumps(pl.read_parquet(f, hive_partitioning=False).to_dicts(), default=str) for f in sorted(raw.rglob("*.parquet")))
+    assert leaked(kept, markers(kind)) == ALL
+
+
+def test_redaction_changes_no_finding_and_no_digest(captured):
+    """Digests (events.digest, messages.params_digest) are taken from the raw text before redaction, so
+    the analysis is the same with and without --no-redact."""
+    _, path = captured
+    a = pipeline.run([str(path)]).document
+    b = pipeline.run([str(path)], redact_secrets=False).document
+    assert [(f["rule"], f["severity"]) for f in a["findings"]] == [(f["rule"], f["severity"]) for f in b["findings"]]
+    assert [x["verdict"] for x in a["boundaries"]] == [x["verdict"] for x in b["boundaries"]]
+    assert [(x["code"], x["location"]) for x in a["anomalies"]] == [(x["code"], x["location"]) for x in b["anomalies"]]
+    from analyzer import inputs
+
+    ra, rb = inputs.read_one(str(path)), inputs.read_one(str(path), redact_secrets=False)
+    assert ra.events["digest"].to_pylist() == rb.events["digest"].to_pylist()
+    assert ra.messages.drop_columns(["error_message"]).equals(rb.messages.drop_columns(["error_message"]))
+
+
+# --- the rules, one by one --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [
+    "Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie", "X-Api-Key", "api-key", "x-auth", "private-token", "x-api-token",
+    "ocp-apim-subscription-key", "X-Amz-Signature", "X-Amz-Security-Token", "session_token", "sessionToken", "jwt", "access_token",
+    "client_secret", "password", "passwd", "sig", "x-sig", "signature", "apikey", "refresh_token", "x-session", "PHPSESSID-secret",
+    "credentials", "www-authenticate",
+])
+def test_secret_names(name):
+    assert redact.is_secret(name)
+
+
+@pytest.mark.parametrize("name", [
+    "Mcp-Session-Id", "mcp-session-id", "session_id", "sessionId", "Last-Event-ID", "progressToken", "progress_token", "protocolVersion",
+    "MCP-Protocol-Version", "method", "id", "name", "signal", "design", "content-type", "accept", "host", "x-mcp-replay-epoch",
+    "author", "maxTokens",
+])
+def test_names_that_are_not_secrets(name):
+    assert not redact.is_secret(name)
+
+
+def test_url_parts():
+    r = redact.REDACTED
+    u = redact.url("https://bob:pw1@example.com:8443/p?a=1&API-Key=k1&jwt=j1&X-Amz-Signature=s1#access_token=f1&state=ok")
+    assert "pw1" not in u and "bob" not in u and "k1" not in u and "j1" not in u and "s1" not in u and "f1" not in u
+    assert u.startswith(f"https://{r}@example.com:8443/p?a=1&") and "state=ok" in u and "API-Key=" in u
+    assert redact.url("http://h/mcp?session_id=abc&sessionId=def") == "http://h/mcp?session_id=abc&sessionId=def"
+    assert redact.url("http://h/mcp", True) == "http://h/mcp"
+    assert redact.url("http://u:p@h/mcp?token=t", False) == "http://u:p@h/mcp?token=t"
+
+
+def test_json_keys_at_any_depth_and_exemptions():
+    text = json.dumps({"jsonrpc": "2.0", "id": "t-1", "method": "tools/call", "params": {
+        "name": "get_api_key", "arguments": {"a": [{"deep": {"Password": {"x": 1}}}], "auth": None, "ok": "fine"},
+        "_meta": {"progressToken": 5}}})
+    out = json.loads(redact.text(text))
+    assert out["params"]["arguments"]["a"][0]["deep"]["Password"] == redact.REDACTED
+    assert out["params"]["arguments"]["auth"] == redact.REDACTED
+    assert out["params"]["arguments"]["ok"] == "fine"
+    assert (out["id"], out["method"], out["params"]["name"], out["params"]["_meta"]["progressToken"]) == ("t-1", "tools/call", "get_api_key", 5)
+    # nothing to redact: the text comes back as it was (spacing and all)
+    plain = '{"jsonrpc": "2.0",  "method": "notifications/progress", "params": {"progressToken": "p", "progress": 1}}'
+    assert redact.text(plain) is plain or redact.text(plain) == plain
+    # deterministic: equal input, equal output
+    assert redact.text(text) == redact.text(text)
+
+
+def test_plain_text_pairs():
+    r = redact.REDACTED
+    assert redact.text("Authorization: Bearer abc.def") == f"Authorization: {r}"
+    assert redact.text("x=1&api_key=zzz&y=2") == f"x=1&api_key={r}&y=2"
+    assert redact.text('oops {"secret": "v1", "n": 1} here') == f'oops {{"secret": "{r}", "n": 1}} here'
+    assert redact.text("see http://u:pw@h/x") == f"see http://{r}@h/x"
+    assert redact.text("session_id=abc progressToken: 7") == "session_id=abc progressToken: 7"
+    assert redact.text("signal=5") == "signal=5"
+
+
+def test_column_redacts_only_what_needs_it_and_leaves_its_input_alone():
+    vals = [json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": f"p{i}", "progress": i}})
+            for i in range(50)]
+    vals[7] = json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": {"apiKey": "k-7"}}})
+    s = pl.Series("data", vals)
+    out = redact.column(s)
+    assert s.to_list() == vals  # not written in place
+    assert [i for i, (a, b) in enumerate(zip(vals, out.to_list())) if a != b] == [7]
+    assert "k-7" not in out[7] and json.loads(out[7])["params"]["data"]["apiKey"] == redact.REDACTED
+
+
+_NAMES = ["api_key", "Authorization", "progressToken", "sessionId", "name", "id", "method", "text", "sig", "signal", "password", "n"]
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet="ab =&:SECRET-0", max_size=12),
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.sampled_from(_NAMES), kids, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_json, st.sampled_from([None, (",", ":"), (", ", ": ")]))
+def test_redacted_json_stays_json_and_redaction_is_deterministic_and_idempotent(value, seps):
+    raw = json.dumps(value, separators=seps)
+    once = redact.text(raw)
+    assert redact.text(raw) == once and redact.text(once) == once
+    got = json.loads(once)  # still JSON
+
+    def walk(a, b):
+        if isinstance(a, dict):
+            for k, v in a.items():
+                if redact.is_secret(k):
+                    assert b[k] == redact.REDACTED
+                else:
+                    walk(v, b[k])
+        elif isinstance(a, list):
+            for x, y in zip(a, b, strict=True):
+                walk(x, y)
+        elif a != b:  # only strings change, and only by losing a secret pair
+            assert isinstance(a, str) and redact.REDACTED in b
+
+    walk(value, got)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="ab =&:;,\"'{}[]/@?#api_keytokensig-X", max_size=40))
+def test_any_text_is_redacted_deterministically_and_idempotently(s):
+    once = redact.text(s)
+    assert redact.text(s) == once and redact.text(once) == once
+
+
+@pytest.mark.parametrize("raw, said", [
+    (b"GET /mcp?token=SECRET-31 HTTP/1.1 x\r\n\r\n", "not an HTTP request line: GET /mcp ..."),
+    (b"GET http://u:SECRET-32@h/mcp HTTP/1.1 x\r\n\r\n", "not an HTTP request line"),
+    (b"GET /mcp HTTP/1.1\r\nAuthorization Bearer SECRET-33\r\n\r\n", "not an HTTP header line: line 2 of the head (30 bytes, no colon)"),
+    (b"GET /mcp HTTP/1.1\r\nX-Api(Key): SECRET-34\r\n\r\n", "the name is not a token"),
+    (b"POST /mcp HTTP/1.1\r\nContent-Length: SECRET-35\r\n\r\n", "bad Content-Length (9 characters)"),
+    (b"POST /mcp HTTP/1.1\r\nContent-Length: 1, 2\r\n\r\n", "bad Content-Length '1, 2'"),
+    (b"POST /mcp HTTP/1.1\r\nTransfer-Encoding: SECRET-36\r\n\r\n", "request Transfer-Encoding (9 characters) does not end"),
+    (b"POST /mcp HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", "request Transfer-Encoding 'chunked, gzip' does not end"),
+    (b"POST /mcp HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nSECRET-37\r\n", "bad chunk size line (9 bytes, not a hex size)"),
+    (b"\x16\x03\x01SECRET-38 binary", "not an HTTP request line"),
+])
+def test_parse_errors_name_what_is_wrong_without_quoting_it(raw, said):
+    from analyzer import http1
+
+    p = http1.MessageParser("request")
+    stops = [r for r in p.feed(raw, 0, 1) + p.close() if type(r) is http1.Stop]
+    assert len(stops) == 1, stops
+    assert said in stops[0].detail and MARK not in stops[0].detail, stops[0].detail
