@@ -176,6 +176,11 @@ class AnomalyLog:
             }
         )
 
+    def add_summary(self, code: str, location: str, detail: str) -> None:
+        """A row that already sums up others (an ingester's own per-key cap): kept whatever the cap, counts nothing."""
+        self.rows.append({"source": self.source, "location": location, "code": code, "severity": CATALOG[code].severity,
+                          "message": f"{CATALOG[code].meaning}: {detail}"})
+
     def table(self) -> pa.Table:
         rows = list(self.rows)
         for code, n in self.counts.items():

@@ -20,6 +20,7 @@ Packet Block, which has none).
 """
 from __future__ import annotations
 
+import re
 import struct
 from typing import BinaryIO, Callable, Iterator
 
@@ -30,7 +31,10 @@ Packet = tuple[int, "int | None", int, bytes, int]  # (number, ts_ns, link type,
 
 CHUNK = 1 << 20  # read the file in 1 MiB pieces
 MAX_RECORD = 1 << 26  # 64 MiB: no link layer carries a packet this big; a longer record length is corruption
-RESYNC_LIMIT = 1 << 24  # a corrupt pcapng block: look this far (16 MiB) for the next plausible block, then give up
+RESYNC_LIMIT = 1 << 24  # a damaged record or block: look this far (16 MiB) for the next plausible one, then give up
+PCAP_MAX_CAPLEN = 1 << 18  # 256 KiB: Wireshark's largest standard packet (WTAP_MAX_PACKET_SIZE_STANDARD)
+PCAP_TS_WINDOW = 86_400 * 1_000_000_000  # a resync candidate's time is within a day of the last good packet's
+_ANY = re.compile(b".", re.S)  # no time to anchor on: every offset is a candidate
 
 _PCAP_MAGIC = {
     b"\xd4\xc3\xb2\xa1": ("<", 1000),  # little-endian, microseconds
@@ -54,7 +58,11 @@ class CaptureReader:
         self.pos = 0
         self.eof = False
         self.dropped = 0  # file offset of buf[0]
-        self.count = 0  # packets numbered so far
+        self.count = 0  # packet records: those read (numbered) plus the damaged ones skipped
+        self.damaged = 0  # damaged records or blocks skipped by a resync
+        self.keep = 0  # bytes before pos that _fill keeps: classic pcap's last record, for a resync to go back into
+        self.resync_scanned = 0  # bytes searched by resyncs (each once: the search is linear)
+        self.resync_checks = 0  # candidate positions checked by resyncs
         self.kind = ""
         head = self._peek(4)
         if head[:4] in _PCAP_MAGIC:
@@ -73,7 +81,10 @@ class CaptureReader:
         have = len(self.buf) - self.pos
         if have >= need:
             return True
-        parts = [self.buf[self.pos :]]
+        if self.eof:  # nothing more will come: no copy (a resync near the end asks again and again)
+            return False
+        keep = min(self.keep, self.pos)  # bytes before pos that a resync may go back to
+        parts = [self.buf[self.pos - keep :]]
         while have < need and not self.eof:
             got = self.stream.read(max(CHUNK, need - have))
             if not got:
@@ -82,8 +93,8 @@ class CaptureReader:
             parts.append(got)
             have += len(got)
         self.buf = b"".join(parts)
-        self.dropped += self.pos
-        self.pos = 0
+        self.dropped += self.pos - keep
+        self.pos = keep
         return have >= need
 
     @property
@@ -103,13 +114,18 @@ class CaptureReader:
         if not self._fill(24):
             raise InputError(self.source, "pcap file header cut short (less than 24 bytes): the file is truncated")
         bo, mult = _PCAP_MAGIC[self.buf[self.pos : self.pos + 4]]
-        _major, _minor, _zone, _sigfigs, _snaplen, network = struct.unpack_from(bo + "HHiIII", self.buf, self.pos + 4)
+        _major, _minor, _zone, _sigfigs, snaplen, network = struct.unpack_from(bo + "HHiIII", self.buf, self.pos + 4)
         # The upper bits of the link-type field carry FCS information (pcap spec §LinkType); the type is the low 16.
         linktype = network & 0xFFFF
         self.pos += 24
         rec = struct.Struct(bo + "IIII")
         unpack = rec.unpack_from
+        # A record longer than the snapshot length (or than 256 KiB, Wireshark's largest standard packet)
+        # or with a sub-second field of a second or more is not a record header: the file is damaged here.
+        cap = min(snaplen, PCAP_MAX_CAPLEN) if snaplen else PCAP_MAX_CAPLEN
+        frac_limit = 1_000_000_000 // mult
         n = 0
+        prev_ts: int | None = None
         while True:
             buf, pos = self.buf, self.pos
             if len(buf) - pos < 16:
@@ -120,9 +136,21 @@ class CaptureReader:
                     break
                 buf, pos = self.buf, self.pos
             sec, frac, caplen, wirelen = unpack(buf, pos)
+            ts = sec * 1_000_000_000 + frac * mult
+            bad = ""
             if caplen > MAX_RECORD:
-                self.note("pcap_bad_record", f"packet {n + 1}", f"record length {caplen} bytes; reading stopped here")
-                break
+                bad = f"record length {caplen} bytes"
+            elif frac >= frac_limit:
+                bad = f"sub-second field {frac}, a second or more"
+            elif (caplen > cap or not wirelen or (prev_ts is not None and abs(ts - prev_ts) > PCAP_TS_WINDOW)) and not self._pcap_chains(rec, 0, frac_limit):
+                # Longer than the snapshot length, nothing on the wire (a hole of zeros), or a day away from the
+                # packet before: a stray header, unless a sane record header follows exactly where it ends
+                # (writers that ignore their own snaplen; a capture idle for days; a clock that jumped).
+                bad = f"record length {caplen} bytes on the wire {wirelen} (snapshot length {snaplen}), time {sec} s, and no plausible record after it"
+            if bad:
+                if not self._pcap_resync(n, bad, rec, prev_ts, frac_limit, mult):
+                    break
+                continue
             stop = pos + 16 + caplen
             if stop > len(buf):
                 if not self._fill(16 + caplen):
@@ -132,8 +160,110 @@ class CaptureReader:
                 stop = pos + 16 + caplen
             n += 1
             self.pos = stop
-            yield n, sec * 1_000_000_000 + frac * mult, linktype, buf[pos + 16 : stop], wirelen
-        self.count = n
+            self.keep = 16 + caplen
+            prev_ts = ts
+            yield n, ts, linktype, buf[pos + 16 : stop], wirelen
+        self.count = n + self.damaged
+
+    def _pcap_header_ok(self, rec: struct.Struct, rel: int, prev_ts: int | None, frac_limit: int, mult: int = 1) -> int:
+        """The caplen of a plausible record header at ``pos + rel`` (the 16 bytes must be in the buffer), else -1.
+
+        Plausible: a captured length of at most 256 KiB and at most the length on the wire, which is not 0;
+        a sub-second field under a second; with ``prev_ts``, a time within a day of it."""
+        sec, frac, caplen, wirelen = rec.unpack_from(self.buf, self.pos + rel)
+        if caplen > PCAP_MAX_CAPLEN or frac >= frac_limit or wirelen < caplen or not wirelen:
+            return -1
+        if prev_ts is not None and abs(sec * 1_000_000_000 + frac * mult - prev_ts) > PCAP_TS_WINDOW:
+            return -1
+        return caplen
+
+    def _pcap_chains(self, rec: struct.Struct, rel: int, frac_limit: int) -> bool:
+        """The record at ``pos + rel`` is followed by the end of the file or by a plausible header (whatever its time)."""
+        caplen = rec.unpack_from(self.buf, self.pos + rel)[2]
+        nxt = rel + 16 + caplen
+        if not self._fill(nxt + 16):
+            # the file ends right after it (or within the next header): nothing contradicts it; a record
+            # running past the end of the file is no evidence (a truncated last record is caught apart)
+            return len(self.buf) - self.pos >= nxt
+        return self._pcap_header_ok(rec, nxt, None, frac_limit) >= 0
+
+    def _pcap_resync(self, n: int, detail: str, rec: struct.Struct, prev_ts: int | None, frac_limit: int, mult: int) -> bool:
+        """A damaged record header at ``pos``: skip to the next plausible one (False: none, stop reading).
+
+        A candidate is a plausible header (``_pcap_header_ok``) whose time is within a day of the last good
+        packet's, followed exactly where it ends by another plausible header (or the end of the file).  Candidates are found with a regular expression over the high
+        half of the seconds field (two bytes that can take at most four values within a day of the last
+        good time), so the search is one C-speed pass over the damaged bytes, never a parse per offset.
+        Without a good packet before (the first record is damaged) every offset of the next 64 KiB is tried.
+        """
+        where = f"packet {n + 1}"
+        start = self.offset
+        bo = rec.format[0]
+        if prev_ts is not None:
+            sec = prev_ts // 1_000_000_000
+            window = PCAP_TS_WINDOW // 1_000_000_000
+            highs = range(max(sec - window, 0) >> 16, (min(sec + window, 0xFFFFFFFF) >> 16) + 1)
+            regex = re.compile(b"|".join(re.escape(struct.pack(bo + "H", h)) for h in highs))
+            back = 2 if bo == "<" else 0  # where the high half sits in the 16-byte header
+            limit = RESYNC_LIMIT
+        else:
+            regex, back, limit = _ANY, 0, 1 << 16
+
+        def check(rel: int) -> bool:
+            if not self._fill(rel + 16):
+                return False
+            if self._pcap_header_ok(rec, rel, prev_ts, frac_limit, mult) < 0:
+                return False
+            return self._pcap_chains(rec, rel, frac_limit)
+
+        # A header that is no header may be the record before it running too long or too short: the search
+        # starts inside that record's data (kept in the buffer), so a length that ran into the next record
+        # costs no more than that record.
+        first = 16 - self.keep if self.keep else 1  # (the bytes before pos stay kept while the search runs)
+        found = self._scan(regex, back, check, limit, first)
+        self.keep = 0
+        self.damaged += 1
+        if found is None:
+            self.note("pcap_bad_record", where, f"{detail}, at byte {start}; no plausible record header within {limit >> 10} KiB after it, reading stopped")
+            return False
+        if found < 0:
+            self.note("pcap_bad_record", where, f"{detail}, at byte {start}: packet {n} claimed {-found} bytes of the record after it "
+                      f"(its length field is wrong; it kept those trailing bytes); reading resumed at byte {start + found}")
+            return True
+        self.note("pcap_bad_record", where, f"{detail}, at byte {start}; skipped {found} bytes to the next plausible record header, at byte {start + found}")
+        return True
+
+    def _scan(self, regex: "re.Pattern[bytes]", back: int, check: Callable[[int], bool], limit: int, first: int = 1) -> int | None:
+        """Move ``pos`` to the first offset from ``pos + first`` (within ``limit`` bytes) where ``regex``
+        matches ``back`` bytes in and ``check(offset from pos)`` accepts; return how far it moved (negative:
+        back into bytes kept before ``pos``), None when nothing qualifies.
+
+        Linear: each byte is searched once (``resync_scanned`` counts them) and every candidate is checked
+        once; bytes already searched are dropped from the buffer as the search moves on."""
+        origin = self.offset
+        rel = first  # candidates start after the damaged header (or inside the record before it)
+        while True:
+            stop_rel = origin + limit - self.offset  # no candidate at or past this (relative to pos)
+            buf, base = self.buf, self.pos
+            end = min(len(buf), base + stop_rel + back + 2)
+            m = regex.search(buf, base + rel + back, end) if base + rel + back < end else None
+            if m is None:
+                self.resync_scanned += max(end - (base + rel + back), 0)
+                if self.eof or base + stop_rel <= len(buf):
+                    return None
+                # keep a few bytes (a pattern may straddle the refill) and read on
+                keep = max(len(buf) - base - rel - 16, 0)
+                self.pos = base + rel + keep
+                rel = 0
+                self._fill(len(self.buf) - self.pos + CHUNK)
+                continue
+            cand = m.start() - back - base
+            self.resync_scanned += m.start() + 1 - (base + rel + back)
+            self.resync_checks += 1
+            if check(cand):
+                self.pos += cand
+                return self.offset - origin
+            rel = cand + 1 if cand >= rel else rel + 1
 
     # -- pcapng ---------------------------------------------------------------
     def _pcapng(self) -> Iterator[Packet]:
@@ -154,20 +284,17 @@ class CaptureReader:
                     break
                 buf, pos = self.buf, self.pos
             btype, blen = head.unpack_from(buf, pos)
+            check = u32
             if btype == _SHB:  # (its type reads the same in both byte orders)
-                # A section header sets the byte order of everything up to the next one.
+                # A section header sets the byte order of everything up to the next one (once it proved valid:
+                # a corrupt one must not wipe the section's interfaces or its byte order).
                 bom = buf[pos + 8 : pos + 12]
-                if bom == b"\x4d\x3c\x2b\x1a":
-                    bo = "<"
-                elif bom == b"\x1a\x2b\x3c\x4d":
-                    bo = ">"
-                else:
+                if bom not in _BOM:
                     if not self._corrupt(n, f"section header with an unknown byte-order magic {bom.hex()}", bo):
                         break
                     continue
-                head, u32, epb = struct.Struct(bo + "II"), struct.Struct(bo + "I"), struct.Struct(bo + "IIIII")
-                btype, blen = head.unpack_from(buf, pos)
-                ifaces = []
+                check = _BOM[bom]
+                blen = check.unpack_from(buf, pos + 4)[0]
             if blen < 12 or blen % 4 or blen > MAX_RECORD or (btype == _SHB and blen < 28):
                 if not self._corrupt(n, f"block type 0x{btype:x} with impossible length {blen}", bo):
                     break
@@ -178,11 +305,15 @@ class CaptureReader:
                     self.note("pcap_truncated_record", f"packet {n + 1}", f"the {what} promises {blen} bytes, the file holds {len(self.buf) - self.pos}")
                     break
                 buf, pos = self.buf, self.pos
-            trailer = u32.unpack_from(buf, pos + blen - 4)[0]
+            trailer = check.unpack_from(buf, pos + blen - 4)[0]
             if trailer != blen:
                 if not self._corrupt(n, f"block type 0x{btype:x}: length {blen} at the head, {trailer} at the trailer", bo):
                     break
                 continue
+            if btype == _SHB:
+                bo = "<" if check is _BOM[b"\x4d\x3c\x2b\x1a"] else ">"
+                head, u32, epb = struct.Struct(bo + "II"), struct.Struct(bo + "I"), struct.Struct(bo + "IIIII")
+                ifaces = []
             self.pos = pos + blen
             if btype == _EPB or btype == _OPB:
                 n += 1
@@ -216,7 +347,7 @@ class CaptureReader:
                     continue
                 ifaces.append(self._interface(buf, pos, blen, bo))
             # other blocks (NRB, ISB, DSB, custom, unknown types): skipped by their length
-        self.count = n
+        self.count = n + self.damaged
 
     def _interface(self, buf: bytes, pos: int, blen: int, bo: str) -> tuple[int, int, int, int]:
         linktype = struct.unpack_from(bo + "H", buf, pos + 8)[0]
@@ -240,41 +371,46 @@ class CaptureReader:
         return linktype, mul, div, offset
 
     def _corrupt(self, n: int, detail: str, bo: str) -> bool:
-        """Log a corrupt block and move ``pos`` to the next plausible block; False: none found, stop."""
+        """Log a corrupt block and move ``pos`` to the next valid block; False: none found, stop.
+
+        The next block is found by searching for the known block types (in the section's byte order) with
+        one regular expression and checking each candidate as the main loop would (length sane, repeated
+        at the trailer, a section header's own rules): a damaged region costs one pass over its bytes and
+        one anomaly row, however many stray block-like patterns it holds."""
         where = f"byte {self.offset}"
-        self._fill(RESYNC_LIMIT)
-        buf, base = self.buf, self.pos
-        end = min(len(buf), base + RESYNC_LIMIT)
         u32 = struct.Struct(bo + "I")
-        # Candidates: 4-aligned offsets (blocks are 32-bit aligned) holding a known block type whose length
-        # is sane and repeated at its trailer; found with bytes.find, not a Python loop per byte.
-        best = -1
-        for btype in _KNOWN_BLOCKS:
-            pat = u32.pack(btype)
-            at = base + 4
-            while True:
-                at = buf.find(pat, at, end)
-                if at < 0 or (0 <= best <= at):
-                    break
-                if (at - base) % 4 == 0 and self._plausible(buf, at, btype, u32):
-                    best = at
-                    break
-                at += 1
-        if best < 0:
+        regex = _BLOCK_RE[bo]
+
+        def check(rel: int) -> bool:
+            if not self._fill(rel + 12):
+                return False
+            at = self.pos + rel
+            btype = u32.unpack_from(self.buf, at)[0]
+            if btype == _SHB:  # its own byte order: the magic after the length says which
+                bom = self.buf[at + 8 : at + 12]
+                if bom not in _BOM:
+                    return False
+                v = _BOM[bom]
+                blen = v.unpack_from(self.buf, at + 4)[0]
+                if blen < 28:
+                    return False
+            else:
+                v = u32
+                blen = v.unpack_from(self.buf, at + 4)[0]
+            if not (12 <= blen <= MAX_RECORD and blen % 4 == 0) or not self._fill(rel + blen):
+                return False
+            return v.unpack_from(self.buf, self.pos + rel + blen - 4)[0] == blen
+
+        found = self._scan(regex, 0, check, RESYNC_LIMIT)
+        self.damaged += 1
+        if found is None:
             self.note("pcapng_corrupt_block", where, f"{detail} (after packet {n}); no valid block within {RESYNC_LIMIT >> 20} MiB, reading stopped")
             return False
-        self.note("pcapng_corrupt_block", where, f"{detail} (after packet {n}); skipped {best - base} bytes to the next valid block")
-        self.pos = best
+        self.note("pcapng_corrupt_block", where, f"{detail} (after packet {n}); skipped {found} bytes to the next valid block")
         return True
 
-    @staticmethod
-    def _plausible(buf: bytes, at: int, btype: int, u32: struct.Struct) -> bool:
-        if at + 12 > len(buf):
-            return False
-        if btype == _SHB:  # its own byte order: the magic after the length says which
-            bom = buf[at + 8 : at + 12]
-            u32 = struct.Struct("<I" if bom == b"\x4d\x3c\x2b\x1a" else ">I") if bom in (b"\x4d\x3c\x2b\x1a", b"\x1a\x2b\x3c\x4d") else None
-            if u32 is None:
-                return False
-        blen = u32.unpack_from(buf, at + 4)[0]
-        return 12 <= blen <= MAX_RECORD and blen % 4 == 0 and at + blen <= len(buf) and u32.unpack_from(buf, at + blen - 4)[0] == blen
+
+_BOM = {b"\x4d\x3c\x2b\x1a": struct.Struct("<I"), b"\x1a\x2b\x3c\x4d": struct.Struct(">I")}
+_BLOCK_RE = {
+    bo: re.compile(b"|".join(re.escape(struct.pack(bo + "I", t)) for t in _KNOWN_BLOCKS)) for bo in "<>"
+}

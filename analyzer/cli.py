@@ -4,18 +4,26 @@ from __future__ import annotations
 import functools
 import json
 import sys
+import traceback
 from datetime import timezone
 from pathlib import Path
 
 import click
 
-from . import __version__, findings, limits, pipeline, report
+from . import __version__, findings, inputs, limits, pipeline, report
 from .errors import AuditError
 
 class Failure(click.ClickException):
     """A library error shown as one line; exit 2, never 1 (1 means findings)."""
 
     exit_code = 2
+
+    def __init__(self, message: str) -> None:
+        super().__init__(_safe(message))  # it names files, and file names may hold terminal escapes
+
+
+EXIT_INTERNAL = 3  # a bug or an unexpected condition: neither findings (1) nor a usage error (2)
+EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT; not 1, which means findings
 
 
 EXAMPLES = """
@@ -26,8 +34,12 @@ Examples:
   mcp-sse-audit analyze server-host.pcapng --port 8000 --fail-on critical
   mcp-sse-audit analyze /archive/2026-11/ --json - --fail-on critical | jq .summary
 \b
-Exit codes: 0 nothing at or above --fail-on; 1 findings at or above it;
-2 usage error or no input readable.
+Exit codes (for scheduled jobs):
+  0 clean: no finding at or above --fail-on, no input damaged
+  1 findings at or above --fail-on; with --fail-on error or warning also an
+    input that was unreadable, cut short or lost records (an error anomaly)
+  2 usage error, or no input readable
+  3 internal error: one line names it; rerun with --debug for the traceback
 \b
 Reproducible output: the same inputs, given in any order, give the same
 JSON and HTML except the generation time. Set SOURCE_DATE_EPOCH (seconds
@@ -58,14 +70,64 @@ def _limit_options(fn):
     return run
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _set_debug(ctx: click.Context, _param, value: bool) -> None:
+    if value:
+        ctx.meta["mcp_sse_audit.debug"] = True
+
+
+def _debug_option() -> click.Option:
+    return click.Option(["--debug"], is_flag=True, expose_value=False, is_eager=True, callback=_set_debug,
+                        help="On an internal error (exit 3), print the Python traceback too.")
+
+
+class _Main(click.Group):
+    """The command group: every command gets ``--debug``; an exception no command expected is exit 3.
+
+    Click's own exits (usage errors, --help, sys.exit with a code) pass through; a library AuditError is
+    a one-line usage error (2); anything else is a bug or an unexpected condition (a store fault, an
+    unreadable stream): one line on stderr naming it, exit 3, so it never reads as "findings" (1)."""
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        cmd.params.append(_debug_option())
+        super().add_command(cmd, name)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except AuditError as exc:
+            raise Failure(str(exc)) from None
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
+        except Exception as exc:  # noqa: BLE001 -- the last line of defence: named, never swallowed
+            if ctx.meta.get("mcp_sse_audit.debug"):
+                click.echo(traceback.format_exc().rstrip("\n"), err=True)
+            click.echo(_safe(_internal_error(ctx, exc)), err=True)
+            ctx.exit(EXIT_INTERNAL)
+
+
+def _internal_error(ctx: click.Context, exc: BaseException) -> str:
+    """One line: the command, the exception, where it was raised, and what to do."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
+    text = " ".join(str(exc).split())[:300]
+    command = ctx.invoked_subcommand or ctx.info_name
+    return (f"error: internal error in `{command}`: {type(exc).__name__}: {text}{where}; "
+            "rerun with --debug for the traceback (and please report it)")
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, expose_value=False, is_eager=True, callback=_set_debug,
+              help="On an internal error (exit 3), print the Python traceback too.")
 @click.version_option(__version__, prog_name="mcp-sse-audit")
 def main() -> None:
     """Find MCP Streamable HTTP sessions whose SSE stream "resumed" but silently diverged."""
 
 
 @main.command(epilog=EXAMPLES)
-@click.argument("paths", nargs=-1, type=click.Path(exists=True, dir_okay=True, readable=True))
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, dir_okay=True, readable=True, allow_dash=True))
 @click.option("--store", "store_dir", type=click.Path(file_okay=False), help="Analyze the Parquet store made by `mcp-sse-audit ingest` (instead of, or before, PATHs: new PATHs are ingested into it first).")
 @click.option("--since", type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S"]), help="With --store: only exchanges that started at or after this UTC time.")
 @click.option("--until", type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S"]), help="With --store: only exchanges that started before this UTC time.")
@@ -91,7 +153,8 @@ def main() -> None:
     type=click.Choice(pipeline.FAIL_LEVELS),
     default="error",
     show_default=True,
-    help="Exit 1 when a finding of this severity or worse exists.",
+    help="Exit 1 when a finding of this severity or worse exists; at error or warning also when an input "
+    "was unreadable, cut short or lost records (an error-severity anomaly).",
 )
 @click.option(
     "--format", "fmt", type=click.Choice(["auto", "jsonl", "har", "pcap"]), default="auto", show_default=True,
@@ -101,7 +164,7 @@ def main() -> None:
     "--port", "ports", type=click.IntRange(1, 65535), multiple=True, metavar="PORT",
     help="pcap only: analyze HTTP on these server ports (repeatable); default: any flow that looks like MCP.",
 )
-@click.option("--no-redact", is_flag=True, help="Keep Authorization, Cookie, API keys and token query parameters in the outputs.")
+@click.option("--no-redact", is_flag=True, help="Keep secrets in the outputs: headers, URL parameters, userinfo and JSON keys whose names contain token, secret, key, auth, password, signature, cookie, credential, session, jwt (Mcp-Session-Id, Last-Event-ID, progressToken are never redacted).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary; only errors.")
 @_limit_options
 def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_master, json_out, jsonl_out, html_out, fail_on, fmt, ports, no_redact, quiet):
@@ -114,7 +177,7 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
     """
     progress = None
     if not quiet and sys.stderr.isatty():
-        progress = lambda msg: click.echo(msg, err=True)  # noqa: E731
+        progress = lambda msg: click.echo(_safe(msg), err=True)  # noqa: E731
     if not paths and not store_dir:
         raise click.UsageError("give PATHs to analyze, or --store DIR")
     if engine == "spark" and partitions > 1:
@@ -123,6 +186,8 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
         raise click.UsageError("--since, --until and --session narrow a store: add --store DIR")
     if partitions > 1 and not store_dir:
         raise click.UsageError("--partitions splits a store: ingest first (mcp-sse-audit ingest PATH... --store DIR), or add --store DIR")
+    if (store_dir or engine == "spark") and any(p in inputs.STDIN_NAMES for p in paths):
+        raise click.UsageError("standard input cannot go into a store (it is known by the sha256 of a file): save it to a file and name the file")
     try:
         pipeline.generated_at()  # a malformed SOURCE_DATE_EPOCH fails now, not after the whole analysis
         if engine == "spark":
@@ -133,21 +198,24 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
             if paths:
                 store_mod.ingest(list(paths), store_dir, fmt, not no_redact, frozenset(ports) or None, progress)
             utc = lambda d: d.replace(tzinfo=timezone.utc) if d else None  # noqa: E731
-            if partitions > 1 and not html_out:
-                # bounded memory: the outputs are written partition by partition, never held whole
-                from . import spill
+            with store_mod.reading(store_dir) as notes:  # one manifest snapshot, every part checked first
+                for note in notes:
+                    click.echo(f"warning: {note}", err=True)
+                if partitions > 1 and not html_out:
+                    # bounded memory: the outputs are written partition by partition, never held whole
+                    from . import spill
 
-                written = spill.write(store_dir, partitions, jsonl_out, json_out, utc(since), utc(until), tuple(sessions), progress)
-                if not quiet:
-                    click.echo(_safe(summary_text({"summary": written.summary, "findings": [], "anomalies": []})), err=(json_out == "-" or jsonl_out == "-"))
-                sys.exit(1 if written.fails(fail_on) else 0)
-            if partitions > 1:  # the HTML report needs the whole document in memory
-                from . import partitions as partitions_mod
+                    written = spill.write(store_dir, partitions, jsonl_out, json_out, utc(since), utc(until), tuple(sessions), progress)
+                    if not quiet:
+                        click.echo(_safe(summary_text({"summary": written.summary, "findings": [], "anomalies": []})), err=(json_out == "-" or jsonl_out == "-"))
+                    sys.exit(1 if written.fails(fail_on) else 0)
+                if partitions > 1:  # the HTML report needs the whole document in memory
+                    from . import partitions as partitions_mod
 
-                result = partitions_mod.analyze(store_dir, partitions, utc(since), utc(until), tuple(sessions), progress)
-            else:
-                tables, rows = store_mod.load(store_dir, utc(since), utc(until), tuple(sessions))
-                result = pipeline.analyze_tables(tables, rows, [], [], len(rows))
+                    result = partitions_mod.analyze(store_dir, partitions, utc(since), utc(until), tuple(sessions), progress)
+                else:
+                    tables, rows = store_mod.load(store_dir, utc(since), utc(until), tuple(sessions))
+                    result = pipeline.analyze_tables(tables, rows, [], [], len(rows))
         else:
             result = pipeline.run(
                 list(paths), fmt=fmt, redact_secrets=not no_redact, progress=progress, ports=frozenset(ports) or None
@@ -155,7 +223,10 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
     except AuditError as exc:
         raise Failure(str(exc)) from None
     for exc in result.errors:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(_safe(f"error: {exc}"), err=True)
+    if not quiet:
+        for path, why in sorted(result.skip_reasons.items()):
+            click.echo(_safe(f"skipped: {path}: {why} (only regular files and standard input are read)"), err=True)
     if result.readable == 0:
         click.echo("error: no input was readable; nothing to analyze (give HAR, proxy JSONL or pcap files, or directories)", err=True)
         sys.exit(2)
@@ -194,19 +265,49 @@ so a nightly run over a growing archive parses only the new files.
 @click.option("--format", "fmt", type=click.Choice(["auto", "jsonl", "har", "pcap"]), default="auto", show_default=True)
 @click.option("--port", "ports", type=click.IntRange(1, 65535), multiple=True, metavar="PORT", help="pcap only: these server ports.")
 @click.option("--no-redact", is_flag=True, help="Keep secrets in the stored tables.")
+@click.option("--lock-timeout", type=click.FloatRange(0), default=0, show_default=True, metavar="SECONDS",
+              help="Another ingest holds the store's lock: wait this long for it, then exit 2 (0: exit 2 at once).")
+@click.option("--drop-unrepairable", is_flag=True,
+              help="Remove damaged inputs whose files are gone or changed (rows and parts), so the rest can be analyzed.")
 @click.option("-q", "--quiet", is_flag=True)
 @_limit_options
-def ingest(paths, store_dir, fmt, ports, no_redact, quiet):
-    """Parse captures into a Parquet store of canonical tables, skipping inputs it already holds."""
+def ingest(paths, store_dir, fmt, ports, no_redact, lock_timeout, drop_unrepairable, quiet):
+    """Parse captures into a Parquet store of canonical tables, skipping inputs it already holds.
+
+    Each input is committed atomically; a killed ingest leaves nothing half-written that analyze
+    would read.  The next ingest removes what it left, and re-reads damaged inputs from their files."""
     from . import store as store_mod
 
     progress = (lambda msg: click.echo(msg, err=True)) if (not quiet and sys.stderr.isatty()) else None  # noqa: E731
-    rep = store_mod.ingest(list(paths), store_dir, fmt, not no_redact, frozenset(ports) or None, progress)
+    try:
+        rep = store_mod.ingest(list(paths), store_dir, fmt, not no_redact, frozenset(ports) or None, progress, lock_timeout, drop_unrepairable)
+    except AuditError as exc:
+        raise Failure(str(exc)) from None
+    code = _report_ingest(rep, store_dir, quiet)
+    if not quiet:
+        repaired = f", {len(rep.repaired)} damaged one(s) repaired" if rep.repaired else ""
+        click.echo(f"stored {len(rep.added)} new input(s), {len(rep.already)} already in {store_dir}, {len(rep.unreadable)} unreadable{repaired}")
+    sys.exit(2 if code or (rep.unreadable and not rep.added and not rep.already) else 0)
+
+
+def _report_ingest(rep, store_dir, quiet: bool) -> int:
+    """The store's housekeeping and damage, on stderr; 2 when a damaged input could not be repaired."""
     for path in rep.unreadable:
         click.echo(f"error: {path}: could not be read (run analyze on it for the reason)", err=True)
+    for msg in rep.unrepairable:
+        click.echo(_safe(f"error: {msg}"), err=True)
     if not quiet:
-        click.echo(f"stored {len(rep.added)} new input(s), {len(rep.already)} already in {store_dir}, {len(rep.unreadable)} unreadable")
-    sys.exit(2 if rep.unreadable and not rep.added and not rep.already else 0)
+        if rep.cleaned:
+            click.echo(f"note: removed {len(rep.cleaned)} leftover(s) of an ingest that died while writing (none was committed)", err=True)
+        if rep.orphans:
+            click.echo(f"note: removed {len(rep.orphans)} orphaned part file(s) that no manifest row lists: " + ", ".join(rep.orphans[:5]), err=True)
+        for msg in rep.dropped:
+            click.echo(_safe(f"note: dropped the damaged input {msg}"), err=True)
+        if rep.migrated or rep.duplicates:
+            click.echo(f"note: upgraded {store_dir}'s manifest: checksums for {rep.migrated} input(s), {rep.duplicates} duplicate row(s) dropped", err=True)
+        for path in rep.repaired:
+            click.echo(_safe(f"note: repaired {path}: its damaged parts were written again from the file"), err=True)
+    return 2 if rep.unrepairable else 0
 
 
 PRETTY_UP_TO = 20_000  # exchanges; past that the JSON is written compact (the indenting encoder is pure Python)
@@ -228,7 +329,10 @@ def _analyze_spark(paths, store_dir, since, until, sessions, master, fmt, no_red
                 click.echo(f"error: {path}: could not be read (run analyze without --engine spark on it for the reason)", err=True)
             if not store_mod.manifest(Path(where)).height:
                 return pipeline.Result({"summary": {}}, 0)  # nothing readable: the caller says so, exit 2
-        return engine_spark.analyze(where, master, utc(since), utc(until), tuple(sessions), progress)
+        with store_mod.reading(where) as notes:  # Spark lists the folders itself: check every part first
+            for note in notes:
+                click.echo(f"warning: {note}", err=True)
+            return engine_spark.analyze(where, master, utc(since), utc(until), tuple(sessions), progress)
 
 
 def document_json(doc: dict) -> str:
@@ -239,11 +343,13 @@ def document_json(doc: dict) -> str:
 
 
 def _write(path: str, text: str) -> None:
+    """Whole or not at all: a temp file beside ``path``, renamed over it (a full disk leaves no truncated file)."""
+    from .store_commit import describe, write_file_atomically
+
     try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(text, encoding="utf-8")
+        write_file_atomically(path, text.encode("utf-8"))
     except OSError as exc:
-        raise Failure(f"cannot write {path}: {exc.strerror}") from None
+        raise Failure(f"cannot write {path}: {describe(exc)}; the file was left as it was") from None
 
 
 def summary_text(doc: dict) -> str:
@@ -262,8 +368,12 @@ def summary_text(doc: dict) -> str:
         lines.append(f"  [{f['severity']}] {f['rule']} at {where['source']} {where['location']} (session {sid[:12]}): {f['message']}")
     if len(doc["findings"]) > 10:
         lines.append(f"  … {len(doc['findings']) - 10} more in the JSON/HTML output")
-    if doc["anomalies"]:
-        lines.append(f"input anomalies: {len(doc['anomalies'])} (see the JSON/HTML output)")
+    if s["anomalies"]:
+        by = s.get("anomalies_by_severity") or {}
+        split = ", ".join(f"{n} {k}" for k, n in by.items())
+        lines.append(f"input anomalies: {s['anomalies']}" + (f" ({split})" if split else "") + " (see the JSON/HTML output)")
+        if by.get("error"):
+            lines.append("  error anomalies mean lost or unreadable input: they fail --fail-on error and warning")
     return "\n".join(_safe(line) for line in lines)
 
 

@@ -13,3 +13,7 @@ class InputError(AuditError):
         super().__init__(f"{source}: {reason}")
         self.source = source
         self.reason = reason
+
+
+class StoreError(AuditError):
+    """The Parquet store cannot be read or written (locked, damaged, disk full); names what to do."""

@@ -588,9 +588,7 @@ class _Ingest:
             code = _LIMIT_KEYS.get(key, key)
             if n > PER_PACKET_ROWS:
                 more = n - PER_PACKET_ROWS
-                self.log.add(code, "file", f"{more} more packet(s) like the rows above (rows are kept for the first {PER_PACKET_ROWS})")
-                if CATALOG[code].rejects:
-                    self.log.rejected -= 1  # counted already, one by one
+                self.log.add_summary(code, "file", f"{more} more packet(s) like the rows above (rows are kept for the first {PER_PACKET_ROWS})")
         for lt, (first, n) in sorted(self.unsupported.items()):
             self.log.add("pcap_unsupported_linktype", f"packet {first}", f"{n} packet(s) on link type {lt}")
             self.log.rejected += n - 1

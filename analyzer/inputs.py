@@ -4,14 +4,24 @@ Formats are recognised by content, never by file name (``--format`` forces
 one); gzip is recognised by its magic bytes.  Directories are walked in sorted
 order; inside a directory only files whose names look like captures are taken,
 and the others are listed as skipped (never silently).
+
+Only regular files are read, walked or named: a FIFO would block the run until
+a writer came, a device (``/dev/zero``) would never end.  They are skipped with
+their kind as the reason.  Standard input, named ``-`` or ``/dev/stdin``, is the
+exception: it is copied once to a temporary file (up to ``STDIN_LIMIT`` bytes)
+and read from there, so the readers can seek in it like in any file.
 """
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import json
 import os
 import re
+import stat
+import sys
+import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,31 +49,114 @@ CHUNK = 1 << 20
 PCAP_MAGIC = (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d", b"\x0a\x0d\x0d\x0a")
 
 
+STDIN_NAMES = ("-", "/dev/stdin")
+STDIN_LIMIT = 8 << 30  # bytes of standard input spooled to disk; past this it is refused (save it to a file)
+_KINDS = (
+    (stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
+    (stat.S_ISSOCK, "socket"), (stat.S_ISDIR, "directory"),
+)
+
+
 @dataclass
 class Collected:
     files: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     walked: set[str] = field(default_factory=set)  # files found by walking a directory (not named by the user)
+    reasons: dict[str, str] = field(default_factory=dict)  # skipped path -> why, when it is not "not a capture name"
+
+
+def not_regular(path: str) -> str | None:
+    """Why ``path`` must not be opened (``"FIFO"``, ``"character device"``...), or None for a regular file.
+
+    A path that cannot be stat'ed (gone, no permission) is left to the reader, which names the reason."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
 def collect(paths: list[str]) -> Collected:
     out = Collected()
+
+    def skip(full: str, reason: str | None) -> None:
+        out.skipped.append(full)
+        if reason:
+            out.reasons[full] = reason
+
     for p in paths:
         path = Path(p)
-        if path.is_dir():
+        if p in STDIN_NAMES:
+            if not any(f in STDIN_NAMES for f in out.files):  # one standard input, read once
+                out.files.append(p)
+        elif path.is_dir():
             for root, dirs, files in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 for name in sorted(files):
                     full = str(Path(root) / name)
                     stem = name[:-3] if name.endswith(".gz") else name
-                    if stem.lower().endswith(CAPTURE_SUFFIXES):
+                    if not stem.lower().endswith(CAPTURE_SUFFIXES):
+                        skip(full, None)
+                    elif (why := not_regular(full)) is not None:
+                        skip(full, why)
+                    else:
                         out.files.append(full)
                         out.walked.add(full)
-                    else:
-                        out.skipped.append(full)
+        elif (why := not_regular(p)) is not None:
+            skip(p, why)  # named, but opening it could block (FIFO) or never end (/dev/zero)
         else:
             out.files.append(p)  # an explicit file is always tried, whatever its name
     return out
+
+
+_spooled: tuple[object, BinaryIO] | None = None  # (the stdin object read, its copy)
+
+
+def _stdin() -> BinaryIO:
+    """Standard input copied once to an anonymous temporary file (seekable; the OS removes it at exit).
+
+    Keyed by the stdin object, so a test harness that swaps ``sys.stdin`` gets its own copy."""
+    global _spooled
+    src = getattr(sys.stdin, "buffer", None)
+    if src is None:  # a daemon started without one
+        raise InputError("-", "there is no standard input to read")
+    if _spooled is None or _spooled[0] is not src:
+        spool = tempfile.TemporaryFile(prefix="mcp-sse-audit-stdin-")
+        total = 0
+        while block := src.read(CHUNK):
+            total += len(block)
+            if total > STDIN_LIMIT:
+                spool.close()
+                raise InputError("-", f"standard input is larger than {_size_text(STDIN_LIMIT)}: save it to a file and name the file")
+            spool.write(block)
+        spool.flush()
+        if _spooled is not None:
+            _spooled[1].close()
+        _spooled = (src, spool)
+    return _spooled[1]
+
+
+def sha256(source: str) -> str:
+    """The sha256 of an input's bytes, as read (standard input: its spooled copy, never read a second time)."""
+    h = hashlib.sha256()
+    with open(source, "rb") if source not in STDIN_NAMES else os.fdopen(os.dup(_stdin().fileno()), "rb") as fh:
+        fh.seek(0)
+        while block := fh.read(CHUNK):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _size_text(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n} bytes"
+
+
+def size(source: str) -> int:
+    """Bytes of an input (of the spooled copy for standard input)."""
+    if source in STDIN_NAMES:
+        return os.fstat(_stdin().fileno()).st_size
+    return os.path.getsize(source)
 
 
 class _Gunzip(io.RawIOBase):
@@ -141,7 +234,13 @@ class _Gunzip(io.RawIOBase):
 def open_input(source: str) -> BinaryIO:
     """The file's bytes, decompressed when it is gzip (by magic, not by name)."""
     try:
-        fh = open(source, "rb")
+        if source in STDIN_NAMES:
+            fh = os.fdopen(os.dup(_stdin().fileno()), "rb")  # its own handle; the spool stays for a second read
+            fh.seek(0)  # (a duplicated descriptor shares the offset, which the copy left at the end)
+        else:
+            fh = open(source, "rb")
+    except InputError as exc:
+        raise InputError(source, exc.reason) from None
     except OSError as exc:
         raise InputError(source, f"cannot open: {exc.strerror}") from None
     head = fh.read(2)

@@ -17,6 +17,7 @@ from .findings import SEVERITIES
 
 SCHEMA_VERSION = "1"
 FAIL_LEVELS = ["critical", "error", "warning", "never"]
+ANOMALY_SEVERITIES = ("error", "warning", "info")
 
 
 @dataclass
@@ -24,6 +25,7 @@ class Result:
     document: dict
     readable: int  # inputs that yielded records
     errors: list[InputError] = field(default_factory=list)
+    skip_reasons: dict[str, str] = field(default_factory=dict)  # skipped path -> why (a FIFO, a device)
 
     def worst_severity(self) -> str | None:
         for s in SEVERITIES:
@@ -36,11 +38,27 @@ class Result:
 
 
 def fails(summary: dict, fail_on: str) -> bool:
-    """A finding at or above ``fail_on`` (exit code 1)."""
+    """Exit code 1: a finding at or above ``fail_on``, or damaged input when ``fail_on`` reaches ``error``.
+
+    Input anomalies are not findings (they say what the capture lost, not what the server did) and stay
+    in ``anomalies``; but an ``error``-severity one -- an input unreadable, cut short or corrupt, a record
+    lost -- counts here like an error finding, so a scheduled job over a broken night fails at the default
+    ``--fail-on error``.  Warning and info anomalies never fail a run.  A summary without
+    ``anomalies_by_severity`` (written before it existed) is judged by its findings."""
     if fail_on == "never":
         return False
     limit = SEVERITIES.index(fail_on)
-    return any(summary["findings_by_severity"].get(s) for s in SEVERITIES[: limit + 1])
+    if any(summary["findings_by_severity"].get(s) for s in SEVERITIES[: limit + 1]):
+        return True
+    return limit >= SEVERITIES.index("error") and bool(summary.get("anomalies_by_severity", {}).get("error"))
+
+
+def anomaly_counts(anomaly_rows) -> dict[str, int]:
+    """``summary.anomalies_by_severity``: every anomaly severity, zeros included."""
+    counts = {s: 0 for s in ANOMALY_SEVERITIES}
+    for row in anomaly_rows:
+        counts[row["severity"]] += 1
+    return counts
 
 
 def generated_at() -> str:
@@ -71,6 +89,7 @@ class Read:
     errors: list[InputError]
     skipped: list[str]
     readable_count: int = 0  # inputs handed to a sink (not kept in parts) that yielded records
+    skip_reasons: dict[str, str] = field(default_factory=dict)  # skipped path -> why (a FIFO, a device)
 
     @property
     def readable(self) -> int:
@@ -93,8 +112,16 @@ def read_inputs(
     collected = inputs.collect(paths)
     # Read in path order, whatever order the paths were given in: the document (inputs, anomalies, and
     # everything numbered from them) is the same for any permutation, so two audit runs can be diffed.
-    out = Read([], [], [], sorted(collected.skipped))
-    files = sorted(p for p in collected.files if only is None or only(p))
+    out = Read([], [], [], sorted(collected.skipped), skip_reasons=collected.reasons)
+    files = []
+    for path in sorted(collected.files):
+        if sink is not None and path in inputs.STDIN_NAMES:
+            # a store knows inputs by the sha256 of their file, and a stream read to hash it is gone
+            exc = InputError(path, "standard input cannot go into a store: save it to a file and name the file")
+            out.errors.append(exc)
+            out.input_rows.append({"path": path, "format": "unknown", "records": 0, "rejected": 0, "error": exc.reason, "notes": []})
+        elif only is None or only(path):
+            files.append(path)
     for n, path in enumerate(files, start=1):
         started = time.perf_counter()
         try:
@@ -108,7 +135,7 @@ def read_inputs(
             out.input_rows.append({"path": path, "format": "unknown", "records": 0, "rejected": 0, "error": exc.reason, "notes": []})
             continue
         if progress:
-            mb = os.path.getsize(path) / 1e6
+            mb = inputs.size(path) / 1e6
             secs = max(time.perf_counter() - started, 1e-6)
             progress(f"[{n}/{len(files)}] {path}: {got.records} records, {mb:.1f} MB at {mb / secs:.1f} MB/s")
         row = {"path": path, "format": got.format, "records": got.records, "rejected": got.rejected, "error": None, "notes": got.notes}
@@ -134,7 +161,9 @@ def run(
     tables = inputs.concat(got.parts)
     if progress:
         progress(f"analyzing {tables['exchanges'].num_rows} exchanges, {tables['events'].num_rows} events")
-    return analyze_tables(tables, got.input_rows, got.errors, got.skipped, got.readable)
+    result = analyze_tables(tables, got.input_rows, got.errors, got.skipped, got.readable)
+    result.skip_reasons = got.skip_reasons
+    return result
 
 
 def analyze_tables(
@@ -185,6 +214,7 @@ def document(
             "verdicts": verdict_counts,
             "findings_by_severity": by_sev,
             "anomalies": len(anomaly_rows),
+            "anomalies_by_severity": anomaly_counts(anomaly_rows),
         },
         "inputs": input_rows,
         "skipped": skipped,

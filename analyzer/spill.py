@@ -18,6 +18,7 @@ from __future__ import annotations
 import gc
 import heapq
 import json
+import os
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -73,6 +74,7 @@ def write(
         events = messages = 0
         verdict_counts = {v: 0 for v in verdicts.VERDICT_ORDER}
         by_sev = {s: 0 for s in SEVERITIES}
+        anomaly_sev = {s: 0 for s in pipeline.ANOMALY_SEVERITIES}
         counts = {k: 0 for k in KINDS}
         parts = 0
         for i, shas in enumerate(p.partitions):
@@ -94,6 +96,8 @@ def write(
                 verdict_counts[json.loads(text)["verdict"]] += 1
             for text in g.filter(pl.col("kind") == "finding")["json"]:
                 by_sev[json.loads(text)["severity"]] += 1
+            for text in g.filter(pl.col("kind") == "anomaly")["json"]:
+                anomaly_sev[json.loads(text)["severity"]] += 1
             c = json.loads(g.filter(pl.col("kind") == "counts")["json"][0])
             events += c["events"]
             messages += c["messages"]
@@ -147,6 +151,7 @@ def write(
             "verdicts": verdict_counts,
             "findings_by_severity": by_sev,
             "anomalies": counts["anomaly"],
+            "anomalies_by_severity": anomaly_sev,
         }
         head = {"schema_version": pipeline.SCHEMA_VERSION, "tool": {"name": "mcp-sse-audit", "version": __version__},
                 "generated_at": pipeline.generated_at()}
@@ -227,18 +232,57 @@ def write(
 
 
 def _open(path: str | None):
+    """A temp file beside ``path`` (renamed over it only when the output is whole: a crash or a full
+    disk never leaves a truncated file there); stdout and other non-regular targets are written directly."""
     if path is None:
         return None
     if path == "-":
         return sys.stdout
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    return open(path, "w", encoding="utf-8")
+    target = Path(os.path.realpath(path))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists() and not target.is_file():
+        return open(target, "w", encoding="utf-8")
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    fh = os.fdopen(fd, "w", encoding="utf-8")
+    fh._commit_to = (tmp, target)  # type: ignore[attr-defined]
+    return fh
+
+
+def _close(fh, ok: bool) -> None:
+    if fh is None or fh is sys.stdout:
+        return
+    commit = getattr(fh, "_commit_to", None)
+    try:
+        if ok and commit is not None:
+            fh.flush()
+            os.fsync(fh.fileno())
+    finally:
+        fh.close()
+    if commit is None:
+        return
+    tmp, target = commit
+    if ok:
+        mode = target.stat().st_mode & 0o7777 if target.exists() else 0o666 & ~_umask()
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    else:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _umask() -> int:
+    m = os.umask(0)
+    os.umask(m)
+    return m
 
 
 def _emit(head: dict, summary: dict, sections, jsonl_out: str | None, json_out: str | None) -> None:
     """One pass over the merged items into both outputs (as findings.json_lines and a compact json.dumps)."""
     jl, jd = _open(jsonl_out), _open(json_out)
     compact = {"ensure_ascii": False, "separators": (",", ":")}
+    ok = False
     try:
         if jl is not None:
             jl.write(json.dumps({"type": "summary", **head, "summary": summary, "skipped": []}, ensure_ascii=False) + "\n")
@@ -261,8 +305,8 @@ def _emit(head: dict, summary: dict, sections, jsonl_out: str | None, json_out: 
                     jd.write(',"skipped":[]')
         if jd is not None:
             jd.write("}\n")
+        ok = True
     finally:
         for fh in (jl, jd):
-            if fh is not None and fh is not sys.stdout:
-                fh.close()
+            _close(fh, ok)
 

@@ -2,28 +2,45 @@
 
 Layout (Hive-partitioned by input, so a new file only adds a folder)::
 
-    STORE/exchanges/input=<sha>/part-0.parquet     the canonical tables of one input
-    STORE/events/input=<sha>/part-0.parquet
-    STORE/messages/input=<sha>/part-0.parquet
-    STORE/anomalies/input=<sha>/part-0.parquet
-    STORE/inputs.parquet                            one row per stored input: sha256 of its bytes,
-                                                    path, format, records, rejected, notes
+    STORE/exchanges/input=<sha>/part-<gen>.parquet  the canonical tables of one input
+    STORE/events/input=<sha>/part-<gen>.parquet     (``part-0.parquet`` in stores of version 1)
+    STORE/messages/input=<sha>/part-<gen>.parquet
+    STORE/anomalies/input=<sha>/part-<gen>.parquet
+    STORE/inputs.parquet       the manifest: one row per committed input (sha256 of its bytes, path,
+                               format, records, rejected, notes) and, per table, its part's
+                               ``<table>_file``, ``_bytes``, ``_rows`` and ``_sha256``
+    STORE/inputs.parquet.prev  the manifest before the last commit
+    STORE/.lock                the writer lock (pid, host and start time of the holder)
+    STORE/.staging/            parts and manifest being written; a dead writer's leftovers
 
 An input is known by the sha256 of its bytes, not its name: a second run over
 an archive with a few new files parses only those, and a renamed file is not
 parsed again.  Analysis reads the store lazily; ``since``/``until``/``sessions``
 are pushed down into the Parquet scan of ``exchanges`` and the other tables
 follow by a semi-join on the exchanges that remain.
+
+Crash safety.  The manifest is the commit record: an input exists when, and only when, its row is in
+``inputs.parquet``.  Commit of one input: its four parts are written and fsync'd in ``.staging``,
+renamed to fresh names in their folders, then the new manifest is written beside, fsync'd and
+``os.replace``d over the old one, and the store folder fsync'd.  Readers list the files to read from
+the manifest (never by globbing folders), so parts of an interrupted commit are invisible, and check
+every part against its size, sha256 and row count before reading.  Writers take ``STORE/.lock``;
+under it, ``ingest`` removes leftovers of dead writers and parts no row lists, and re-reads damaged
+inputs from their source files.  The writer and its commit protocol: :mod:`analyzer.store_commit`.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+import re
+import stat
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import polars as pl
 import pyarrow as pa
@@ -31,8 +48,7 @@ import pyarrow.parquet as pq
 
 from . import anomalies as anomaly_catalog
 from . import tables
-from .errors import AuditError
-from .pipeline import read_inputs
+from .errors import AuditError, StoreError
 
 TABLES = {
     "exchanges": tables.EXCHANGES,
@@ -41,19 +57,25 @@ TABLES = {
     "anomalies": anomaly_catalog.SCHEMA,
 }
 MANIFEST = "inputs.parquet"
-MANIFEST_SCHEMA = pa.schema(
-    [
-        ("sha256", pa.string()),
-        ("path", pa.string()),
-        ("format", pa.string()),
-        ("records", pa.int64()),
-        ("rejected", pa.int64()),
-        ("notes", pa.string()),  # JSON list
-    ]
-)
+PREVIOUS = MANIFEST + ".prev"
+VERSION = "2"
+SHA256 = re.compile(r"[0-9a-f]{64}")
+BASE_COLUMNS = [
+    ("sha256", pa.string()),
+    ("path", pa.string()),
+    ("format", pa.string()),
+    ("records", pa.int64()),
+    ("rejected", pa.int64()),
+    ("notes", pa.string()),  # JSON list
+]
+PART_COLUMNS = [(f"{t}_{c}", typ) for t in TABLES for c, typ in (("file", pa.string()), ("bytes", pa.int64()), ("rows", pa.int64()), ("sha256", pa.string()))]
+MANIFEST_SCHEMA = pa.schema(BASE_COLUMNS + PART_COLUMNS, metadata={"mcp_sse_audit_store": VERSION})
 
 
-def file_sha256(path: str) -> str:
+def file_sha256(path: str | Path) -> str:
+    """sha256 of a regular file's bytes (a FIFO or a device would block or never end: refused)."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise StoreError(f"{path}: not a regular file; only regular files are stored")
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -61,19 +83,180 @@ def file_sha256(path: str) -> str:
     return h.hexdigest()
 
 
-def manifest(store: Path) -> pl.DataFrame:
-    p = store / MANIFEST
-    if not p.exists():
-        return pl.from_arrow(MANIFEST_SCHEMA.empty_table())
-    return pl.read_parquet(p)
+# --- the manifest, read once per analysis ----------------------------------------------------------
 
 
 @dataclass
-class IngestReport:
-    added: list[str]
-    already: list[str]
-    unreadable: list[str]
-    skipped: list[str]
+class Snapshot:
+    """One reading of the manifest: every read of an analysis uses the same one (see :func:`reading`)."""
+
+    store: Path
+    rows: list[dict]  # one per input, deduplicated by sha256, all MANIFEST_SCHEMA columns
+    legacy: bool = False  # written by version 1: no checksums (part files derived from the layout)
+    duplicates: int = 0  # rows dropped because their sha256 was listed already (version 1's races)
+    verified: set = field(default_factory=set)  # parts found intact, by (path, size, mtime, inode)
+
+    def frame(self) -> pl.DataFrame:
+        return pl.from_arrow(pa.Table.from_pylist(self.rows, schema=MANIFEST_SCHEMA))
+
+    def exists(self) -> bool:
+        return (self.store / MANIFEST).exists()
+
+
+_pinned: ContextVar[dict[Path, Snapshot]] = ContextVar("store_snapshots", default={})
+
+
+def read_manifest(store: Path) -> Snapshot:
+    p = store / MANIFEST
+    if not p.exists():
+        return Snapshot(store, [])
+    try:
+        table = pq.read_table(p)
+    except (OSError, pa.ArrowException) as exc:
+        raise StoreError(_bad_manifest(store, f"not a readable Parquet file: {exc}")) from None
+    missing = [c for c, _ in BASE_COLUMNS if c not in table.column_names]
+    if missing:
+        raise StoreError(_bad_manifest(store, f"no column {', '.join(missing)}"))
+    legacy = not all(c in table.column_names for c, _ in PART_COLUMNS)
+    try:
+        table = table.select([c for c, _ in BASE_COLUMNS] + ([] if legacy else [c for c, _ in PART_COLUMNS]))
+        table = table.cast(pa.schema(BASE_COLUMNS + ([] if legacy else PART_COLUMNS)))
+    except (pa.ArrowException, ValueError) as exc:
+        raise StoreError(_bad_manifest(store, f"unexpected column types: {exc}")) from None
+    rows, seen = [], set()
+    for r in table.to_pylist():
+        if not SHA256.fullmatch(r["sha256"] or ""):
+            raise StoreError(_bad_manifest(store, f"an input's sha256 is {r['sha256']!r}"))
+        if r["sha256"] in seen:
+            continue
+        seen.add(r["sha256"])
+        if legacy:
+            for t in TABLES:
+                r |= {f"{t}_file": f"{t}/input={r['sha256']}/part-0.parquet", f"{t}_bytes": None, f"{t}_rows": None, f"{t}_sha256": None}
+        for t in TABLES:  # only files of this input's folder: a manifest never makes us read or delete others
+            if not re.fullmatch(rf"{t}/input={r['sha256']}/part-[0-9a-z]+\.parquet", r[f"{t}_file"] or ""):
+                raise StoreError(_bad_manifest(store, f"the {t} part of {r['path']} is {r[f'{t}_file']!r}"))
+        rows.append(r)
+    return Snapshot(store, rows, legacy, table.num_rows - len(rows))
+
+
+def _bad_manifest(store: Path, why: str) -> str:
+    p, prev = store / MANIFEST, store / PREVIOUS
+    fix = (
+        f"restore the previous one (cp {prev} {p}) and run `mcp-sse-audit ingest` again over your captures (it adds back what the last commit had)"
+        if prev.exists()
+        else f"move the store aside and run `mcp-sse-audit ingest` again over your captures into a new store"
+    )
+    return f"{p}: the store's manifest is damaged ({why}); {fix}"
+
+
+def _snapshot(store: str | Path) -> Snapshot:
+    store = Path(store)
+    return _pinned.get().get(store.resolve()) or read_manifest(store)
+
+
+@contextmanager
+def reading(store: str | Path) -> Iterator[list[str]]:
+    """Pin one manifest snapshot for every read of the store in this block, after checking all its parts.
+
+    An ingest running meanwhile commits atomically and never changes a committed part, so the
+    analysis sees the inputs committed when it started, whole.  Yields warnings for the user."""
+    store = Path(store)
+    snap = read_manifest(store)
+    _manifest_or_fail(store, snap)
+    verify(snap)
+    notes = []
+    if snap.legacy:
+        notes.append(
+            f"{store} was written by an older mcp-sse-audit: its parts have no checksums, so only their presence and "
+            f"Parquet structure were checked; the next `mcp-sse-audit ingest ... --store {store}` adds them"
+        )
+    with _pin(snap):
+        yield notes
+
+
+@contextmanager
+def _pin(snap: Snapshot) -> Iterator[Snapshot]:
+    token = _pinned.set({**_pinned.get(), snap.store.resolve(): snap})
+    try:
+        yield snap
+    finally:
+        _pinned.reset(token)
+
+
+def manifest(store: Path) -> pl.DataFrame:
+    return _snapshot(store).frame()
+
+
+# --- verification ------------------------------------------------------------------------------------
+
+
+def _part_problem(snap: Snapshot, row: dict, table: str) -> str | None:
+    """What is wrong with one part of one input, or None when it is as committed."""
+    path = snap.store / row[f"{table}_file"]
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return "is missing"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino, row[f"{table}_sha256"])
+    if key in snap.verified:
+        return None
+    want = row[f"{table}_bytes"]
+    if want is not None and st.st_size != want:
+        return f"has {st.st_size} bytes instead of {want} (truncated or overwritten)"
+    try:
+        if row[f"{table}_sha256"] is not None and file_sha256(path) != row[f"{table}_sha256"]:
+            return "does not match its sha256 (its bytes changed since the commit)"
+        rows = pq.read_metadata(path).num_rows
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    except pa.ArrowException:
+        return "is not a readable Parquet file"
+    if row[f"{table}_rows"] is not None and rows != row[f"{table}_rows"]:
+        return f"has {rows} rows instead of {row[f'{table}_rows']}"
+    snap.verified.add(key)
+    return None
+
+
+@dataclass
+class Damage:
+    sha: str
+    path: str  # the input's original path
+    table: str
+    file: Path
+    problem: str
+
+    def __str__(self) -> str:
+        return f"input {self.path} (sha256 {self.sha[:16]}): its {self.table} part {self.file} {self.problem}"
+
+
+def damage(snap: Snapshot, shas: set[str] | None = None, names=tuple(TABLES)) -> list[Damage]:
+    return [
+        Damage(r["sha256"], r["path"], t, snap.store / r[f"{t}_file"], problem)
+        for r in sorted(snap.rows, key=lambda r: r["sha256"])
+        if shas is None or r["sha256"] in shas
+        for t in names
+        if (problem := _part_problem(snap, r, t)) is not None
+    ]
+
+
+def verify(snap: Snapshot, shas: set[str] | None = None, names=tuple(TABLES)) -> None:
+    """Every part the analysis will read is as committed, or a StoreError naming each damaged one."""
+    found = damage(snap, shas, names)
+    if not found:
+        return
+    inputs = sorted({d.path for d in found})
+    shown = "; ".join(str(d) for d in found[:8]) + (f"; and {len(found) - 8} more" if len(found) > 8 else "")
+    raise StoreError(
+        f"{snap.store}: {len(found)} damaged part(s), so the store was not analyzed: {shown}. "
+        f"Run `mcp-sse-audit ingest {' '.join(inputs[:3])}{' ...' if len(inputs) > 3 else ''} --store {snap.store}` "
+        f"again: it re-reads each damaged input from its file when that file still has the same bytes"
+    )
+
+
+# --- writing: analyzer/store_commit.py ------------------------------------------------------------------
 
 
 def ingest(
@@ -83,69 +266,45 @@ def ingest(
     redact_secrets: bool = True,
     ports: frozenset[int] | None = None,
     progress: Callable[[str], None] | None = None,
-) -> IngestReport:
-    """Parse the inputs the store does not hold yet and add their tables."""
-    store = Path(store)
-    store.mkdir(parents=True, exist_ok=True)
-    known = set(manifest(store)["sha256"].to_list())
-    sha: dict[str, str] = {}
-    already: list[str] = []
+    lock_timeout: float = 0.0,
+    drop_unrepairable: bool = False,
+):
+    """Parse the inputs the store does not hold yet and commit their tables: see :func:`analyzer.store_commit.ingest`."""
+    from .store_commit import ingest as commit_ingest
 
-    def new(path: str) -> bool:
-        try:
-            digest = file_sha256(path)
-        except OSError:
-            return True  # let the reader report it, with its reason
-        if digest in known or digest in sha.values():
-            already.append(path)
-            return False
-        sha[path] = digest
-        return True
-
-    added: list[str] = []
-
-    def write(part, row: dict) -> None:
-        """One input's tables to disk, then its manifest row: a crash loses at most this input."""
-        digest = sha[part.source]
-        for name, schema in TABLES.items():
-            folder = store / name / f"input={digest}"
-            folder.mkdir(parents=True, exist_ok=True)
-            table = getattr(part, name).cast(schema)
-            tmp = folder / "part-0.parquet.tmp"
-            pq.write_table(table, tmp, compression="zstd")
-            os.replace(tmp, folder / "part-0.parquet")  # a crash never leaves half a file under the real name
-        got = {"sha256": digest, "path": row["path"], "format": row["format"], "records": row["records"],
-               "rejected": row["rejected"], "notes": json.dumps(row["notes"])}
-        merged = pl.concat([manifest(store), pl.DataFrame([got], schema=pl.from_arrow(MANIFEST_SCHEMA.empty_table()).schema)])
-        tmp = store / (MANIFEST + ".tmp")
-        merged.write_parquet(tmp)
-        os.replace(tmp, store / MANIFEST)
-        added.append(row["path"])
-
-    # streaming: each input is written as soon as it is read, and only one is held in memory
-    got = read_inputs(paths, fmt, redact_secrets, progress, ports, only=new, sink=write)
-    return IngestReport(added, already, [e.source for e in got.errors], got.skipped)
+    return commit_ingest(paths, store, fmt, redact_secrets, ports, progress, lock_timeout, drop_unrepairable)
 
 
-def scan(store: Path, name: str) -> pl.LazyFrame:
-    """One canonical table of the store, lazily, with the ``input`` (sha256) column of its folder."""
-    return pl.scan_parquet(store / name / "**" / "*.parquet", hive_partitioning=True, schema=pl.from_arrow(TABLES[name].empty_table()).schema | {"input": pl.String})
+# --- reading ---------------------------------------------------------------------------------------------
 
 
-def _manifest_or_fail(store: Path) -> pl.DataFrame:
-    man = manifest(store)
-    if man.height == 0:
+def scan(store: Path, name: str, inputs: list[str] | set[str] | None = None) -> pl.LazyFrame:
+    """One canonical table of the store (only these inputs, when given), lazily, with the ``input``
+    (sha256) column of its folder.  Reads only the committed parts the manifest lists, checked first."""
+    snap = _snapshot(store)
+    want = None if inputs is None else set(inputs)
+    verify(snap, want, (name,))
+    files = [str(snap.store / r[f"{name}_file"]) for r in sorted(snap.rows, key=lambda r: r["sha256"]) if want is None or r["sha256"] in want]
+    schema = pl.from_arrow(TABLES[name].empty_table()).schema | {"input": pl.String}
+    if not files:
+        return pl.DataFrame(schema=schema).lazy()
+    return pl.scan_parquet(files, hive_partitioning=True, schema=schema)
+
+
+def _manifest_or_fail(store: Path, snap: Snapshot | None = None) -> Snapshot:
+    snap = snap or _snapshot(store)
+    if not snap.rows:
         raise AuditError(f"{store}: no mcp-sse-audit store here (no {MANIFEST}); fill it with: mcp-sse-audit ingest PATH... --store {store}")
-    return man
+    return snap
 
 
 def input_rows(store: str | Path, used: set[str] | None = None) -> list[dict]:
     """The document's ``inputs`` rows for the stored inputs (only those in ``used``, when given), by path."""
-    man = _manifest_or_fail(Path(store))
+    snap = _manifest_or_fail(Path(store))
     return [
         {"path": r["path"], "format": r["format"], "records": r["records"], "rejected": r["rejected"], "error": None,
          "notes": json.loads(r["notes"] or "[]")}
-        for r in man.sort("path").iter_rows(named=True)
+        for r in sorted(snap.rows, key=lambda r: r["path"])
         if used is None or r["path"] in used
     ]
 
@@ -159,13 +318,17 @@ def load(
 ) -> tuple[dict[str, pa.Table], list[dict]]:
     """The canonical tables held by the store, narrowed lazily; and the inputs they came from.
 
-    ``inputs``: only these stored inputs (sha256s; their folders are the only files read)."""
+    ``inputs``: only these stored inputs (sha256s; their parts are the only files read)."""
     store = Path(store)
-    _manifest_or_fail(store)
+    snap = _manifest_or_fail(store)
+    verify(snap, None if inputs is None else set(inputs))  # every damaged part named at once
+    with _pin(snap):  # every table from this one manifest
+        return _load(store, snap, since, until, sessions, inputs)
 
+
+def _load(store: Path, snap: Snapshot, since, until, sessions, inputs) -> tuple[dict[str, pa.Table], list[dict]]:
     def scan_(name: str) -> pl.LazyFrame:
-        lf = scan(store, name)
-        return lf if inputs is None else lf.filter(pl.col("input").is_in(inputs))
+        return scan(store, name, inputs)
 
     x = scan_("exchanges")
     if since is not None:
@@ -186,7 +349,7 @@ def load(
     out["anomalies"] = anomalies.drop("input").collect()
     tables_ = {name: df.to_arrow().cast(TABLES[name]) for name, df in out.items()}
     if inputs is not None:  # a partition: its own inputs
-        paths = set(manifest(store).filter(pl.col("sha256").is_in(inputs))["path"].to_list())
+        paths = {r["path"] for r in snap.rows if r["sha256"] in set(inputs)}
         used = paths & set(sources.to_list()) if narrowed else paths
         return tables_, input_rows(store, used)
     return tables_, input_rows(store, set(sources.to_list()) if narrowed else None)

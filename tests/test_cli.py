@@ -80,9 +80,10 @@ def test_one_bad_file_among_good_ones_is_reported_and_the_rest_analyzed(tmp_path
     bad = tmp_path / "junk.jsonl"
     bad.write_text("hello\n")
     r = run("analyze", str(bad), str(SYN / "continuous.jsonl"))
-    assert r.exit_code == 0
+    assert r.exit_code == 1  # an unreadable input is an error anomaly: it fails the default --fail-on error
     assert f"error: {bad}: not a proxy JSONL log or a HAR file" in r.stderr
     assert "1 unreadable" in r.stdout
+    assert run("analyze", str(bad), str(SYN / "continuous.jsonl"), "--fail-on", "critical").exit_code == 0
 
 
 def test_missing_path_is_a_usage_error():

@@ -41,3 +41,19 @@ def test_narrowed_streamed_run(filled, tmp_path, monkeypatch):
     single = pipeline.analyze_tables(tables, rows, [], [], len(rows)).document
     spill.write(filled, 5, str(tmp_path / "f.ndjson"), None, sessions=(sid,))
     assert (tmp_path / "f.ndjson").read_text() == "".join(line + "\n" for line in findings.json_lines(single))
+
+
+def test_spilled_outputs_are_whole_or_absent(tmp_path, monkeypatch):
+    """A failure while writing the partitioned JSON leaves the previous file, never a truncated one."""
+    from analyzer import spill
+
+    out = tmp_path / "f.json"
+    out.write_text("previous\n")
+    fh = spill._open(str(out))
+    fh.write("half a docu")
+    spill._close(fh, ok=False)
+    assert out.read_text() == "previous\n" and [p.name for p in tmp_path.iterdir()] == ["f.json"]
+    fh = spill._open(str(out))
+    fh.write("{}\n")
+    spill._close(fh, ok=True)
+    assert out.read_text() == "{}\n" and [p.name for p in tmp_path.iterdir()] == ["f.json"]

@@ -5,6 +5,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pyarrow.parquet as pq
 from click.testing import CliRunner
 
 from analyzer import pipeline, store
@@ -94,3 +95,17 @@ def test_ingest_streams_one_input_at_a_time(tmp_path, monkeypatch):
     rep = store.ingest([str(SYN / "gap.jsonl"), str(SYN / "continuous.har"), str(SYN / "replay_reset.jsonl")], st)
     assert [n for _, n in seen] == [0, 1, 2]
     assert len(rep.added) == 3 and store.manifest(st).height == 3
+
+
+def test_manifest_lists_every_part_with_its_bytes_rows_and_sha256(tmp_path):
+    st = tmp_path / "st"
+    store.ingest([str(SYN / "gap.jsonl"), str(SYN / "continuous.har")], st)
+    man = store.manifest(st)
+    assert man.height == 2
+    for row in man.iter_rows(named=True):
+        for t in store.TABLES:
+            f = st / row[f"{t}_file"]
+            assert f.parent.name == f"input={row['sha256']}" and f.parent.parent.name == t
+            assert f.stat().st_size == row[f"{t}_bytes"] and store.file_sha256(f) == row[f"{t}_sha256"]
+            assert pq.read_metadata(f).num_rows == row[f"{t}_rows"]
+    assert pq.read_schema(st / store.MANIFEST).metadata[b"mcp_sse_audit_store"] == store.VERSION.encode()

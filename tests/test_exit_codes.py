@@ -1,0 +1,147 @@
+"""Exit codes: 0 clean, 1 findings or damaged input at or above --fail-on, 2 usage / nothing readable, 3 internal error.
+
+Issue "[2/6] A data path that survives faults", item 6: a crash must not read as "findings" (1), and a
+broken night (an unreadable or damaged input) must fail a job run with the default --fail-on error.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+from click.testing import CliRunner
+
+from analyzer import pipeline
+from analyzer.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+SYN = ROOT / "sample_logs" / "synthetic"
+SCHEMA = json.loads((ROOT / "schemas" / "findings.schema.json").read_text())
+
+
+def run(*args, **kw):
+    return CliRunner().invoke(main, list(args), **kw)
+
+
+def _boom(*_a, **_k):
+    raise KeyError("no such column")
+
+
+def test_help_documents_every_exit_code():
+    out = run("analyze", "--help").output
+    for text in ("0 ", "1 findings", "2 usage error", "3 internal error", "--debug"):
+        assert text in out, text
+
+
+def test_internal_error_exits_3_with_one_line_naming_it(monkeypatch):
+    monkeypatch.setattr(pipeline, "run", _boom)
+    r = run("analyze", str(SYN / "continuous.jsonl"))
+    assert r.exit_code == 3, r.output  # before: 1 (the code for findings) and a traceback
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and "KeyError" in lines[0] and "no such column" in lines[0] and "--debug" in lines[0]
+    assert "Traceback" not in r.output
+
+
+def test_debug_prints_the_traceback_and_still_exits_3(monkeypatch):
+    monkeypatch.setattr(pipeline, "run", _boom)
+    for args in (["--debug", "analyze", str(SYN / "continuous.jsonl")], ["analyze", str(SYN / "continuous.jsonl"), "--debug"]):
+        r = run(*args)
+        assert r.exit_code == 3, r.output
+        assert "Traceback (most recent call last)" in r.stderr and "_boom" in r.stderr
+
+
+def test_internal_error_in_ingest_exits_3(tmp_path, monkeypatch):
+    from analyzer import store
+
+    monkeypatch.setattr(store, "ingest", _boom)
+    r = run("ingest", str(SYN / "continuous.jsonl"), "--store", str(tmp_path / "s"))
+    assert r.exit_code == 3 and "internal error" in r.stderr
+
+
+def test_usage_errors_and_click_exits_are_not_internal_errors():
+    assert run("analyze").exit_code == 2
+    assert run("analyze", "--fail-on", "bogus", str(SYN)).exit_code == 2
+    assert run("--version").exit_code == 0
+
+
+def test_unreadable_input_among_good_ones_fails_fail_on_error(tmp_path):
+    bad = tmp_path / "junk.jsonl"
+    bad.write_text("hello\n")
+    r = run("analyze", str(bad), str(SYN / "continuous.jsonl"))
+    assert r.exit_code == 1, r.output  # before: 0, a broken night passed
+    assert run("analyze", str(bad), str(SYN / "continuous.jsonl"), "--fail-on", "critical").exit_code == 0
+    assert run("analyze", str(bad), str(SYN / "continuous.jsonl"), "--fail-on", "never").exit_code == 0
+
+
+def test_lost_records_fail_fail_on_error_and_the_summary_counts_them(tmp_path):
+    log = tmp_path / "cut.jsonl"
+    log.write_bytes((SYN / "continuous.jsonl").read_bytes() + b'{"kind": "request", "ts"\n')  # a line cut mid-record
+    r = run("analyze", str(log), "--json", "-", "-q")
+    assert r.exit_code == 1, r.stderr
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["summary"]["anomalies_by_severity"]["error"] == 1 and doc["findings"] == []
+    assert pipeline.fails(doc["summary"], "error") and pipeline.fails(doc["summary"], "warning")
+    assert not pipeline.fails(doc["summary"], "critical")
+
+
+def test_warning_anomalies_alone_do_not_fail(tmp_path):
+    log = tmp_path / "badts.jsonl"
+    log.write_bytes((SYN / "continuous.jsonl").read_bytes().replace(b'"2026-11-13T09:00:00.000000Z"', b'"yesterday"', 1))
+    r = run("analyze", str(log), "--fail-on", "warning", "--json", "-", "-q")
+    assert r.exit_code == 0, r.output  # a record kept without its time is a warning: it never fails a run
+    assert json.loads(r.stdout)["summary"]["anomalies_by_severity"] == {"error": 0, "warning": 1, "info": 0}
+
+
+def test_summaries_without_anomaly_counts_still_decide():
+    # documents written before anomalies_by_severity (and partial summaries) are judged by their findings
+    assert not pipeline.fails({"findings_by_severity": {"critical": 0}}, "error")
+
+
+def test_file_names_on_the_terminal_are_escaped(tmp_path):
+    bad = tmp_path / "evil\x1b[2J\nname.jsonl"
+    bad.write_text("hello\n")
+    r = run("analyze", str(bad), str(SYN / "continuous.jsonl"))
+    assert "\x1b" not in r.stderr and "\\x1b[2J\\x0aname.jsonl" in r.stderr
+    assert all(line.startswith(("error:", "skipped:")) for line in r.stderr.splitlines())
+
+
+def test_installed_command_exits_3_on_an_internal_error(tmp_path):
+    # the real entry point (not CliRunner): an exception escaping a command is 3, never Python's 1
+    code = (
+        "import analyzer.pipeline as p\n"
+        "def boom(*a, **k): raise RuntimeError('store fault')\n"
+        "p.run = boom\n"
+        "from analyzer.cli import main; main()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, "analyze", str(SYN / "continuous.jsonl")], capture_output=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 3, proc.stderr.decode()
+    assert proc.stderr.decode().count("\n") == 1 and "RuntimeError: store fault" in proc.stderr.decode()
+
+
+def test_progress_lines_escape_file_names(tmp_path, monkeypatch):
+    import analyzer.cli as cli
+
+    class _Tty:
+        def __init__(self, stream):
+            self._stream = stream
+
+        def isatty(self):
+            return True
+
+        def __getattr__(self, name):
+            return getattr(self._stream, name)
+
+    class _Sys:  # the CLI's view of sys: stderr is a terminal, so progress lines are printed
+        def __getattr__(self, name):
+            value = getattr(sys, name)
+            return _Tty(value) if name == "stderr" else value
+
+    monkeypatch.setattr(cli, "sys", _Sys())
+    log = tmp_path / "evil\x1b]0;title\x07.jsonl"
+    log.write_bytes((SYN / "continuous.jsonl").read_bytes())
+    r = run("analyze", str(log))
+    assert r.exit_code == 0, r.output
+    assert "MB/s" in r.stderr and "\x1b" not in r.stderr and "\x07" not in r.stderr and "\\x1b]0;title\\x07" in r.stderr
