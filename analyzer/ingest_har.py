@@ -151,7 +151,12 @@ def load(source: str, stream: BinaryIO) -> tuple[list, tuple[str, bool] | None]:
             ) from None
         return salvaged[0], (f"JSON error at line {exc.lineno} column {exc.colno}: {exc.msg}", salvaged[1])
     except RecursionError:
-        raise InputError(source, "JSON nested too deeply to be a HAR document") from None
+        # One entry nested deeper than the parser's stack (hostile, or a tool that recursed) must not
+        # cost the others: read entry by entry, the deep one becomes an invalid entry.
+        salvaged = _salvage(text)
+        if salvaged is None or not salvaged[0]:
+            raise InputError(source, "JSON nested too deeply to be a HAR document") from None
+        return salvaged[0], (None if not salvaged[1] else ("JSON nested too deeply, and the document breaks off after it", True))
     entries = doc.get("log", {}).get("entries") if isinstance(doc, dict) and isinstance(doc.get("log"), dict) else None
     if not isinstance(entries, list):
         raise InputError(source, "JSON without `log.entries`: expected a HAR 1.2 file")
@@ -176,8 +181,13 @@ def _salvage(text: str) -> tuple[list, bool] | None:
             return entries, False
         try:
             entry, pos = decode(text, pos)
-        except (json.JSONDecodeError, RecursionError):
+        except json.JSONDecodeError:
             return entries, True
+        except RecursionError:
+            end = _value_end(text, pos)
+            if end is None:
+                return entries, True
+            entry, pos = TOO_DEEP, end  # read() reports it as an invalid entry
         entries.append(entry)
         pos = _skip_ws(text, pos)
         if pos >= n or text[pos] == "]":
@@ -185,6 +195,24 @@ def _salvage(text: str) -> tuple[list, bool] | None:
         if text[pos] != ",":
             return entries, True  # something that is no entry: reading stops there
         pos += 1
+
+
+TOO_DEEP = "nested too deeply to parse"
+_STRUCTURE = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]]', re.S)  # a whole string, or a bracket
+
+
+def _value_end(text: str, pos: int) -> int | None:
+    """Where the object or array starting at ``pos`` ends (brackets counted outside strings, one regex
+    pass, no recursion); None when it never closes."""
+    depth = 0
+    for m in _STRUCTURE.finditer(text, pos):
+        c = m.group()
+        if c[0] == '"':
+            continue
+        depth += 1 if c in "{[" else -1
+        if depth == 0:
+            return m.end()
+    return None
 
 
 def _skip_ws(text: str, pos: int) -> int:
@@ -204,6 +232,9 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
     ordered = []
     for n, entry in enumerate(entries, start=1):
         where = f"entry {n}"
+        if entry is TOO_DEEP:
+            log.add("har_entry_invalid", where, TOO_DEEP)
+            continue
         if not isinstance(entry, dict) or not isinstance(entry.get("request"), dict) or not isinstance(entry.get("response"), dict):
             log.add("har_entry_invalid", where, "needs `request` and `response` objects")
             continue

@@ -165,6 +165,8 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
             continue
         records += 1
         where = f"line {lineno}"
+        if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]  # a UTF-8 byte order mark (Windows editors, PowerShell's Out-File) is not part of the record
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:

@@ -43,7 +43,6 @@ READERS: dict[str, Callable[[str, BinaryIO, bool], Ingested]] = {
 _HAR_HEAD = re.compile(rb'^\s*\{\s*"log"\s*:|"entries"\s*:', re.S)
 _HAR_START = re.compile(rb'\{\s*"log"\s*:')
 SNIFF_HEAD = 65536  # bytes read to recognise the format
-SNIFF_LINES = 50  # lines of the head tried as JSONL records when the first one is not one
 _JSONL_KIND = re.compile(rb'"kind"\s*:')
 CHUNK = 1 << 20
 PCAP_MAGIC = (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d", b"\x0a\x0d\x0d\x0a")
@@ -254,7 +253,7 @@ def sniff(source: str, head: bytes) -> str:
     if head[:4] in PCAP_MAGIC:
         return "pcap"
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    lines = text.split(b"\n", SNIFF_LINES)
+    lines = text.split(b"\n")
     obj = text.startswith(b"{")
     if obj and _jsonl_record(lines[0]):
         return "jsonl"
@@ -262,8 +261,10 @@ def sniff(source: str, head: bytes) -> str:
         return "har"
     # The first line may be the one bad record of a JSONL log, and one bad record must not cost the
     # file: the next lines decide.  (Only whole lines: the last piece of a full head may be cut.)
+    # Every whole line of the head is tried (a run of damaged lines at the start must not cost the file);
+    # a cheap look for a `kind` key first, so a head of 64 KiB of garbage costs one regex pass.
     whole = lines if len(head) < SNIFF_HEAD else lines[:-1]
-    if any(_jsonl_record(line) for line in whole[1:]):
+    if any((b"kind" in line or b"\\u" in line) and _jsonl_record(line) for line in whole[1:]):
         return "jsonl"
     if not obj:
         raise InputError(source, "not a proxy JSONL log or a HAR file (it does not start with a JSON object)")

@@ -698,9 +698,9 @@ def test_jsonl_mutated_captures_every_line_is_read_or_rejected(rng, edits):
     data = b"\n".join(lines) + b"\n"
     got = read(data, ".jsonl", fmt="jsonl")
     check_jsonl_accounting(data, got)
-    # format sniffing: a record among the first lines of the head makes it JSONL, whatever the lines around it
+    # format sniffing: a record among the whole lines of the head makes it JSONL, whatever the lines around it
     head = data[: inputs.SNIFF_HEAD]
-    whole_lines = head.split(b"\n")[:-1][: inputs.SNIFF_LINES]
+    whole_lines = head.split(b"\n")[:-1]
     if any(_is_record(line) for line in whole_lines):
         assert inputs.sniff("x", head) == "jsonl"
 

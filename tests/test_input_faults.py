@@ -256,3 +256,40 @@ def test_ingest_refuses_standard_input_without_reading_it(tmp_path):
     data = (ROOT / "sample_logs" / "synthetic" / "gap.jsonl").read_bytes()
     r = run("ingest", "/dev/stdin", "--store", str(tmp_path / "s"), input=data)
     assert r.exit_code == 2 and "error: /dev/stdin" in r.stderr, r.output
+
+
+# ---------------------------------------------------------------------------- one bad spot in JSONL / HAR
+_GOOD = '{"kind":"request","ts":"2026-01-01T00:00:00Z","conn":"c%d","method":"GET","url":"http://x/mcp","headers":{"mcp-session-id":"s"}}\n'
+
+
+def _doc(path):
+    from analyzer import pipeline
+    return pipeline.run([str(path)]).document
+
+
+def test_jsonl_whose_first_sixty_lines_are_bad_is_still_read(tmp_path):
+    p = tmp_path / "late.jsonl"
+    p.write_text("garbage\n" * 60 + _GOOD % 1 + _GOOD % 2)
+    doc = _doc(p)
+    assert (doc["inputs"][0]["format"], doc["inputs"][0]["records"], doc["inputs"][0]["rejected"]) == ("jsonl", 62, 60)
+    assert len(doc["exchanges"]) == 2
+
+
+def test_utf8_bom_does_not_cost_the_first_record(tmp_path):
+    p = tmp_path / "bom.jsonl"
+    p.write_bytes(b"\xef\xbb\xbf" + (_GOOD % 1 + _GOOD % 2).encode())
+    doc = _doc(p)
+    assert doc["inputs"][0]["rejected"] == 0 and len(doc["exchanges"]) == 2 and doc["anomalies"] == []
+
+
+def test_one_deeply_nested_har_entry_costs_only_itself(tmp_path):
+    good = ('{"startedDateTime":"2026-01-01T00:00:00Z","request":{"method":"GET","url":"http://x/mcp","headers":'
+            '[{"name":"mcp-session-id","value":"s"}]},"response":{"status":200,"headers":[],"content":{"text":""}}}')
+    deep = '{"a":' * 200_000 + "1" + "}" * 200_000
+    p = tmp_path / "deep.har"
+    p.write_text('{"log":{"version":"1.2","entries":[' + good + "," + deep + "," + good + "]}}")
+    doc = _doc(p)
+    inp = doc["inputs"][0]
+    assert (inp["format"], inp["records"], inp["rejected"]) == ("har", 3, 1)
+    assert len(doc["exchanges"]) == 2
+    assert [(a["code"], a["location"]) for a in doc["anomalies"]] == [("har_entry_invalid", "entry 2")]
