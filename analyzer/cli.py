@@ -188,6 +188,7 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
         raise click.UsageError("--partitions splits a store: ingest first (mcp-sse-audit ingest PATH... --store DIR), or add --store DIR")
     if (store_dir or engine == "spark") and any(p in inputs.STDIN_NAMES for p in paths):
         raise click.UsageError("standard input cannot go into a store (it is known by the sha256 of a file): save it to a file and name the file")
+    lost_input = False
     try:
         pipeline.generated_at()  # a malformed SOURCE_DATE_EPOCH fails now, not after the whole analysis
         if engine == "spark":
@@ -196,7 +197,11 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
             from . import store as store_mod
 
             if paths:
-                store_mod.ingest(list(paths), store_dir, fmt, not no_redact, frozenset(ports) or None, progress)
+                rep = store_mod.ingest(list(paths), store_dir, fmt, not no_redact, frozenset(ports) or None, progress)
+                # a PATH that could not be read is lost input: it fails --fail-on error like an unreadable input
+                for path in rep.unreadable:
+                    click.echo(_safe(f"error: {path}: could not be read into the store (analyze it without --store for the reason)"), err=True)
+                lost_input = bool(rep.unreadable) and fail_on in ("error", "warning")
             utc = lambda d: d.replace(tzinfo=timezone.utc) if d else None  # noqa: E731
             with store_mod.reading(store_dir) as notes:  # one manifest snapshot, every part checked first
                 for note in notes:
@@ -208,7 +213,7 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
                     written = spill.write(store_dir, partitions, jsonl_out, json_out, utc(since), utc(until), tuple(sessions), progress)
                     if not quiet:
                         click.echo(_safe(summary_text({"summary": written.summary, "findings": [], "anomalies": []})), err=(json_out == "-" or jsonl_out == "-"))
-                    sys.exit(1 if written.fails(fail_on) else 0)
+                    sys.exit(1 if written.fails(fail_on) or lost_input else 0)
                 if partitions > 1:  # the HTML report needs the whole document in memory
                     from . import partitions as partitions_mod
 
@@ -247,7 +252,7 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
         _write(html_out, report.render(doc))
     if not quiet:
         click.echo(summary_text(doc), err=(json_out == "-" or jsonl_out == "-"))
-    sys.exit(1 if result.fails(fail_on) else 0)
+    sys.exit(1 if result.fails(fail_on) or lost_input else 0)
 
 
 @main.command(epilog="""
@@ -259,6 +264,10 @@ Examples:
 \b
 A file already in the store (same bytes, whatever its name) is not parsed again,
 so a nightly run over a growing archive parses only the new files.
+\b
+Exit codes: 0 stored (or already there); 2 usage error, another ingest holds the
+lock, nothing readable, a write failed (full disk) or a damaged input could not
+be repaired; 3 internal error (--debug shows the traceback).
 """)
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=True, readable=True))
 @click.option("--store", "store_dir", required=True, type=click.Path(file_okay=False), help="The store folder (created if missing).")
@@ -278,7 +287,7 @@ def ingest(paths, store_dir, fmt, ports, no_redact, lock_timeout, drop_unrepaira
     would read.  The next ingest removes what it left, and re-reads damaged inputs from their files."""
     from . import store as store_mod
 
-    progress = (lambda msg: click.echo(msg, err=True)) if (not quiet and sys.stderr.isatty()) else None  # noqa: E731
+    progress = (lambda msg: click.echo(_safe(msg), err=True)) if (not quiet and sys.stderr.isatty()) else None  # noqa: E731
     try:
         rep = store_mod.ingest(list(paths), store_dir, fmt, not no_redact, frozenset(ports) or None, progress, lock_timeout, drop_unrepairable)
     except AuditError as exc:
@@ -286,14 +295,14 @@ def ingest(paths, store_dir, fmt, ports, no_redact, lock_timeout, drop_unrepaira
     code = _report_ingest(rep, store_dir, quiet)
     if not quiet:
         repaired = f", {len(rep.repaired)} damaged one(s) repaired" if rep.repaired else ""
-        click.echo(f"stored {len(rep.added)} new input(s), {len(rep.already)} already in {store_dir}, {len(rep.unreadable)} unreadable{repaired}")
+        click.echo(_safe(f"stored {len(rep.added)} new input(s), {len(rep.already)} already in {store_dir}, {len(rep.unreadable)} unreadable{repaired}"))
     sys.exit(2 if code or (rep.unreadable and not rep.added and not rep.already) else 0)
 
 
 def _report_ingest(rep, store_dir, quiet: bool) -> int:
     """The store's housekeeping and damage, on stderr; 2 when a damaged input could not be repaired."""
     for path in rep.unreadable:
-        click.echo(f"error: {path}: could not be read (run analyze on it for the reason)", err=True)
+        click.echo(_safe(f"error: {path}: could not be read (run analyze on it for the reason)"), err=True)
     for msg in rep.unrepairable:
         click.echo(_safe(f"error: {msg}"), err=True)
     if not quiet:

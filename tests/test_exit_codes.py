@@ -145,3 +145,20 @@ def test_progress_lines_escape_file_names(tmp_path, monkeypatch):
     r = run("analyze", str(log))
     assert r.exit_code == 0, r.output
     assert "MB/s" in r.stderr and "\x1b" not in r.stderr and "\x07" not in r.stderr and "\\x1b]0;title\\x07" in r.stderr
+
+
+def test_unreadable_path_given_with_store_fails_the_run(tmp_path):
+    """`analyze --store DIR PATH...`: a PATH that could not be read is lost input, like without --store."""
+    from click.testing import CliRunner
+
+    from analyzer.cli import main
+
+    good = Path(__file__).resolve().parent.parent / "sample_logs" / "synthetic" / "continuous.jsonl"
+    bad = tmp_path / "broken.jsonl"
+    bad.write_bytes(b"\x00\x01 not a capture at all\n")
+    store = tmp_path / "store"
+    r = CliRunner().invoke(main, ["analyze", "--store", str(store), str(good), str(bad), "--json", str(tmp_path / "f.json")])
+    assert r.exit_code == 1, r.output
+    assert "broken.jsonl" in r.output and "could not be read" in r.output
+    r = CliRunner().invoke(main, ["analyze", "--store", str(store), str(good), str(bad), "--fail-on", "critical", "--json", str(tmp_path / "g.json")])
+    assert r.exit_code == 0, r.output
