@@ -9,14 +9,20 @@ second subprocess runs plain Python that only reads the file's lines
 and to that baseline, never absolute seconds in a test.
 
 Inputs:
-  bad-4mb     4 MB of JSONL lines that are not JSON (2,000,000 bad records) between two good ones
-  bad-10mb    10 MB of the same (5,000,000 bad records)
-  tiny-160mb  2,000,000 tiny valid `sse` records on one connection (161 MB)
+  bad-4mb        4 MB of JSONL lines that are not JSON (2,000,000 bad records) between two good ones
+  bad-10mb       10 MB of the same (5,000,000 bad records)
+  tiny-160mb     2,000,000 tiny valid `sse` records on one connection (161 MB)
+  gzip-bomb      a 9.8 MB `.jsonl.gz`: one good record, then 10 GB of spaces (stops at --max-gunzip-ratio)
+  pcapng-corrupt a pcapng of an SSE stream with 1 MiB of short section headers in the middle (each was a
+                 resync that rescanned the rest of the file: quadratic)
 """
 from __future__ import annotations
 
+import gzip
+import importlib.util
 import json
 import os
+import struct
 import subprocess
 import sys
 import time
@@ -28,11 +34,38 @@ GOOD = '{"kind":"request","ts":"2026-01-01T00:00:00Z","conn":"c1","method":"GET"
 RESP = '{"kind":"response","ts":"2026-01-01T00:00:00Z","conn":"c1","status":200,"headers":{"content-type":"text/event-stream"}}\n'
 
 
+def _pcapgen():
+    spec = importlib.util.spec_from_file_location("pcapgen", ROOT / "tests" / "pcapgen.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("pcapgen", mod)  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def make(name: str) -> Path:
-    path = OUT / f"{name}.jsonl"
+    suffix = {"gzip-bomb": ".jsonl.gz", "pcapng-corrupt": ".pcapng"}.get(name, ".jsonl")
+    path = OUT / f"{name}{suffix}"
     if path.exists():
         return path
     OUT.mkdir(parents=True, exist_ok=True)
+    if name == "gzip-bomb":
+        with gzip.open(path, "wb", compresslevel=9) as f:
+            f.write(GOOD.encode())
+            for _ in range(600):
+                f.write(b" " * (1 << 24))
+        return path
+    if name == "pcapng-corrupt":
+        g = _pcapgen()
+        conv = g.Conversation("127.0.0.1", 40000, "127.0.0.1", 8000)
+        body = b"".join(f"id: {i}\r\ndata: {{}}\r\n\r\n".encode() for i in range(1, 2001))
+        head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nmcp-session-id: s\r\n\r\n"
+        segs = conv.handshake() + conv.c(b"GET /mcp HTTP/1.1\r\nhost: x\r\nmcp-session-id: s\r\n\r\n") + conv.s(head + body, 1400)
+        blocks = [g.epb(r) for r in g.records(segs)]
+        shb = struct.pack("<III", 0x0A0D0D0A, 24, 0x1A2B3C4D) + b"\0" * 8 + struct.pack("<I", 24)
+        region = shb * ((1 << 20) // len(shb))
+        half = len(blocks) // 2
+        path.write_bytes(g.shb() + g.idb(g.LINK_ETHERNET) + b"".join(blocks[:half]) + region + b"".join(blocks[half:]))
+        return path
     with open(path, "w") as f:
         if name.startswith("bad"):
             n = {"bad-4mb": 2_000_000, "bad-10mb": 5_000_000}[name]
@@ -65,11 +98,11 @@ def run(cmd: list[str], timeout: float = 900) -> dict:
 
 def main() -> int:
     rows = []
-    for name in ("bad-4mb", "bad-10mb", "tiny-160mb"):
+    for name in ("bad-4mb", "bad-10mb", "tiny-160mb", "gzip-bomb", "pcapng-corrupt"):
         path = make(name)
         size_mib = path.stat().st_size / 2**20
         ours = run([sys.executable, "-c", "import sys; from analyzer.cli import main; sys.exit(main())", "analyze", str(path), "--json", str(OUT / f"{name}.findings.json"), "-q"])
-        base = run([sys.executable, "-c", f"f = open({str(path)!r}, 'rb')\nfor line in f: pass"])
+        base = run([sys.executable, "-c", f"f = open({str(path)!r}, 'rb')\nfor line in f: pass"])  # the bytes as they are on disk
         rows.append({"input": name, "size_mib": round(size_mib, 1), "ours": ours, "baseline_read_lines": base,
                      "peak_x_input": round(ours["peak_mib"] / size_mib, 2), "peak_x_baseline": round(ours["peak_mib"] / base["peak_mib"], 1),
                      "wall_x_baseline": round(ours["wall_s"] / max(base["wall_s"], 0.01), 1)})
