@@ -29,7 +29,7 @@ from . import content_coding, limits
 from .anomalies import AnomalyLog
 from .jsonrpc import text_safe
 from .sse import parse_all
-from .tables import SSE_MEDIA, Builder, Ingested
+from .tables import SSE_MEDIA, VALUE_CHUNK, Builder, Ingested
 
 CLOSE_REASONS = {"eof", "reset", "error", "capture_end"}
 # a close record's "decoding" (mitm_addon.py: how the event stream's Content-Encoding ended)
@@ -277,6 +277,8 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
             ev_data(data or "")
             ev_retry(retry)
             ev_fate(fate)
+            if len(cols["xid"]) >= VALUE_CHUNK:
+                b.flush_values()  # empties the same lists in place: the appends above stay bound
         elif kind == "body":
             data = rec.get("data")
             if not isinstance(data, str):

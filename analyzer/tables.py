@@ -110,6 +110,11 @@ class Ingested:
     notes: list[str] = field(default_factory=list)
 
 
+VALUE_CHUNK = 65_536  # events per chunk of plain values (Builder.flush_values) and per digest slice
+VALUE_SCHEMA = {"xid": pl.Int64, "line": pl.Int64, "ts": pl.Datetime("us", "UTC"), "id": pl.String, "event": pl.String,
+                "data": pl.String, "retry": pl.Int64, "fate": pl.String}
+
+
 class Builder:
     """Accumulates canonical rows for one source."""
 
@@ -126,6 +131,9 @@ class Builder:
         # events appended by a reader as plain values, one list per column (a line number for the
         # location): the cheapest per-event path; ordinal, cursor and digest are derived in finish()
         self.event_values: dict[str, list] = {"xid": [], "line": [], "ts": [], "id": [], "event": [], "data": [], "retry": [], "fate": []}
+        # ... flushed into compact Arrow-backed chunks every VALUE_CHUNK events (flush_values), so the Python
+        # objects of a long log never outnumber one chunk: memory follows the table, not the records
+        self.value_chunks: list[pl.DataFrame] = []
 
     # -- exchanges -------------------------------------------------------
     def exchange(
@@ -257,19 +265,25 @@ class Builder:
             cols["protocol_version"].append(m.protocol_version)
             cols["params_digest"].append(m.params_digest)
 
+    def flush_values(self) -> None:
+        """``event_values`` into one compact chunk; the lists are emptied in place (readers hold their appends)."""
+        vals = self.event_values
+        if not vals["xid"]:
+            return
+        self.value_chunks.append(pl.DataFrame(vals, schema=VALUE_SCHEMA))
+        for column in vals.values():
+            column.clear()
+
     def finish(self, fmt: str, records: int, notes: list[str] | None = None) -> Ingested:
         for row in self.exchanges:
             row.pop("_ordinal", None)
             row.pop("_cursor", None)
-        vals = self.event_values
-        if vals["xid"]:
-            frame = pl.DataFrame(
-                vals,
-                schema={"xid": pl.Int64, "line": pl.Int64, "ts": pl.Datetime("us", "UTC"), "id": pl.String, "event": pl.String,
-                        "data": pl.String, "retry": pl.Int64, "fate": pl.String},
-            )
-            self.event_values = {k: [] for k in vals}
+        self.flush_values()
+        if self.value_chunks:
+            frame = pl.concat(self.value_chunks, rechunk=False)
+            self.value_chunks = []
             self.add_events(frame.with_columns(location=pl.format("line {}", pl.col("line"))).drop("line"))
+            del frame
         events = pl.from_arrow(pa.Table.from_pydict(self.events, schema=EVENTS))
         if self.event_frames:
             events = pl.concat([events, *self.event_frames])
@@ -318,13 +332,19 @@ class Builder:
 
 
 def _digests(events: pl.DataFrame) -> pl.Series:
-    """:func:`digest` of each row, in order (Polars strings are valid UTF-8: no surrogates to pass)."""
+    """:func:`digest` of each row, in order (Polars strings are valid UTF-8: no surrogates to pass).
+
+    In slices of VALUE_CHUNK rows: the Python strings of one slice at a time, not of the whole table."""
     sha = hashlib.sha256
-    return pl.Series(
-        "digest",
-        [sha(f"{i or ''}:".encode() + d.encode()).hexdigest() for i, d in zip(events["id"].to_list(), events["data"].to_list())],
-        dtype=pl.String,
-    )
+    parts = []
+    for at in range(0, events.height, VALUE_CHUNK):
+        part = events.slice(at, VALUE_CHUNK)
+        parts.append(pl.Series(
+            "digest",
+            [sha(f"{i or ''}:".encode() + d.encode()).hexdigest() for i, d in zip(part["id"].to_list(), part["data"].to_list())],
+            dtype=pl.String,
+        ))
+    return pl.concat(parts) if parts else pl.Series("digest", [], dtype=pl.String)
 
 
 def empty(schema: pa.Schema) -> pa.Table:

@@ -30,3 +30,24 @@ def test_a_file_of_bad_lines_is_accounted_for_exactly_in_bounded_rows(tmp_path):
     assert len(doc["exchanges"]) == 2  # the good records around the damage are read
     rows = [a for a in doc["anomalies"] if a["code"] == "jsonl_bad_line"]
     assert len(rows) == anomalies.EXAMPLES_PER_KIND + 1 and rows[-1]["location"] == "+4900 more"
+
+
+def test_events_flushed_in_chunks_equal_one_chunk(tmp_path, monkeypatch):
+    """Builder.flush_values keeps a long JSONL log's Python objects to one chunk: the tables are the same."""
+    from analyzer import inputs, tables
+    import analyzer.ingest_jsonl as ij
+
+    lines = []
+    for c in range(3):
+        lines.append('{"kind":"request","ts":"2026-01-01T00:00:00Z","conn":"c%d","method":"GET","url":"http://x/mcp","headers":{"mcp-session-id":"s"}}' % c)
+        lines.append('{"kind":"response","ts":"2026-01-01T00:00:00Z","conn":"c%d","status":200,"headers":{"content-type":"text/event-stream"}}' % c)
+    for i in range(1, 1001):
+        lines.append('{"kind":"sse","ts":"2026-01-01T00:00:01Z","conn":"c%d","id":"%d","data":"{\\"n\\":%d}"}' % (i % 3, i, i))
+    p = tmp_path / "many.jsonl"
+    p.write_text("\n".join(lines) + "\n")
+    whole = inputs.read_one(str(p))
+    monkeypatch.setattr(ij, "VALUE_CHUNK", 7)
+    monkeypatch.setattr(tables, "VALUE_CHUNK", 7)
+    chunked = inputs.read_one(str(p))
+    assert chunked.events.equals(whole.events) and chunked.messages.equals(whole.messages)
+    assert whole.events.num_rows == 1000
