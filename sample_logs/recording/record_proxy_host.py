@@ -58,6 +58,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import record as _shared  # noqa: E402  (the python harness: process, port and mitmdump helpers shared by all three)
 
 free_port, wait_port, start, stop, mitm_cmd = _shared.free_port, _shared.wait_port, _shared.start, _shared.stop, _shared.mitm_cmd
+sys.path.insert(0, str(Path(__file__).resolve().parent / "ts"))
+import record_ts as _ts  # noqa: E402  (the TS harness: its node environment and log-line wait)
+
+wait_text, node_env = _ts.wait_text, _ts.node_env
 
 
 @dataclass(frozen=True)
@@ -160,23 +164,6 @@ http {{
     }}
 }}
 """
-
-
-def wait_text(path: Path, text: str, proc: subprocess.Popen, deadline_s: float = 10.0) -> None:
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        if path.exists() and text in path.read_text(errors="replace"):
-            return
-        if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}, see {path}")
-        time.sleep(0.05)
-    raise RuntimeError(f"{text!r} not seen in {path} after {deadline_s}s")
-
-
-def node_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["NODE_PATH"] = str(TS_REC_DIR / "node_modules")
-    return env
 
 
 def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path) -> None:
