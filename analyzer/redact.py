@@ -66,7 +66,13 @@ def _url_param_secret(name: str) -> bool:
 
 
 # -- a cheap first look: most text holds no secret-like name at all ----------------------------
-_CANDIDATE_RX = r"(?i)token|secret|key|auth|passw|passphrase|pwd|sig|cookie|credential|jwt|session|bearer|://[^\s/@]+@"
+# A secret is only ever a *named* value (a JSON key, ``name=value``, ``name: value``), URL userinfo or a
+# Bearer/Basic credential: prose that merely mentions "token" or "key" (event data is full of it) is not
+# looked at closer, which keeps the pass over a large capture's event data a regex, not a JSON parse per row.
+_CANDIDATE_RX = (
+    r"(?i)(?:token|secret|key|auth|passw|passphrase|pwd|sig|cookie|credential|jwt|session|bearer)"
+    r"[A-Za-z0-9_.\-]*\\?[\"']?\s*[:=]|://[^\s/@]+@|\b(?:bearer|basic)\s+[A-Za-z0-9\-._~+/]{8,}"
+)
 # names that trigger the first look but are exempt (the bulk of SSE traffic is progress notifications)
 _EXEMPT_RX = r"(?i)\b(?:progress_?token|mcp-session-id|session_?id|last-event-id)\b"
 _CANDIDATE = re.compile(_CANDIDATE_RX)
