@@ -100,18 +100,23 @@ def test_hops_split_only_when_an_exchange_appears_on_two_endpoints_at_once():
                    "c.pcap", "c.pcap"]  # the same GET on two addresses a minute apart: a client, not a proxy
 
 
-def test_resurrection_retry_loop_is_one_verdict_and_one_finding(capture, analyze):
-    """A restarted server re-creates the session uninitialized: every resume is an empty 200, the
-    client polls with the same Last-Event-ID, and only its next request shows the forgotten session."""
-    cap = capture.initialize().stream(ids=range(1, 4))
-    for _ in range(3):
-        cap.stream(last="3", ids=[], close="eof")
+def _forgotten_session_answer(cap) -> None:
+    """The new process's answer to the client's next request under the old id (python-sdk: -32602)."""
     cap.exchange(
         "POST", {"content-type": "application/json", "mcp-session-id": CSID},
         body=json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}),
         resp_headers={"content-type": "application/json"},
         json_body=json.dumps({"jsonrpc": "2.0", "id": 7, "error": {"code": -32602, "message": "Invalid request parameters"}}),
     )
+
+
+def test_resurrection_retry_loop_is_one_verdict_and_one_finding(capture, analyze):
+    """A restarted server re-creates the session uninitialized: every resume is an empty 200, the
+    client polls with the same Last-Event-ID, and only its next request shows the forgotten session."""
+    cap = capture.initialize().stream(ids=range(1, 4))
+    for _ in range(3):
+        cap.stream(last="3", ids=[], close="eof")
+    _forgotten_session_answer(cap)
     doc = analyze(cap)
     assert [b["verdict"] for b in doc["boundaries"]] == ["session_resurrected"] * 3
     (f,) = [f for f in doc["findings"] if f["rule"] == "session_resurrected"]
@@ -123,12 +128,7 @@ def test_resurrection_retry_loop_is_one_verdict_and_one_finding(capture, analyze
 def test_a_delivery_between_reconnect_and_proof_keeps_the_old_process_alive(capture, analyze):
     cap = capture.initialize().stream(ids=range(1, 4)).stream(last="3", ids=[4, 5], close="eof")
     cap.stream(last="5", ids=[], close="eof")
-    cap.exchange(
-        "POST", {"content-type": "application/json", "mcp-session-id": CSID},
-        body=json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}),
-        resp_headers={"content-type": "application/json"},
-        json_body=json.dumps({"jsonrpc": "2.0", "id": 7, "error": {"code": -32602, "message": "Invalid request parameters"}}),
-    )
+    _forgotten_session_answer(cap)
     doc = analyze(cap)
     assert [b["verdict"] for b in doc["boundaries"]] == ["continuous", "session_resurrected"]
 
