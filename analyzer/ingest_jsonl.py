@@ -15,6 +15,11 @@ except from mitm_addon.py before it undid Content-Encoding: it parsed a gzip
 stream as SSE and wrote noise.  Such a stream (a coded event stream whose
 response record has no ``decoded`` field and whose first record holds
 U+FFFD) is read as not recorded, its records rejected (``jsonl_sse_not_decoded``).
+
+The bulk of a log, its ``sse`` records as the recorder writes them, is read column-wise in batches of
+lines (:mod:`analyzer.jsonl_columns`); every other line goes through the per-line reader (``_Reader.line``),
+which keeps the connection state.  The result is the per-line reader's, row for row
+(``read(..., columns=False)``; tests/test_jsonl_columns.py).
 """
 from __future__ import annotations
 
@@ -25,11 +30,13 @@ import re
 from datetime import datetime, timezone
 from typing import BinaryIO
 
-from . import content_coding, limits
+import polars as pl
+
+from . import content_coding, jsonl_columns, limits
 from .anomalies import AnomalyLog
 from .jsonrpc import text_safe
 from .sse import parse_all
-from .tables import SSE_MEDIA, VALUE_CHUNK, Builder, Ingested
+from .tables import SSE_MEDIA, VALUE_CHUNK, VALUE_SCHEMA, Builder, Ingested
 
 CLOSE_REASONS = {"eof", "reset", "error", "capture_end"}
 # a close record's "decoding" (mitm_addon.py: how the event stream's Content-Encoding ended)
@@ -145,25 +152,28 @@ def _raw_body(b: Builder, row: dict, data: str, coding: str | None, where: str, 
         b.event(row, location=at, ts=ts, event_id=ev.id, event_type=ev.event, data=ev.data, retry=retry, fate=ev.fate)
 
 
-def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested:
-    log = AnomalyLog(source)
-    b = Builder(source, log, redact_secrets)
-    current: dict[str, dict] = {}  # conn -> its open exchange row
-    cols = b.event_values
-    ev_xid, ev_line, ev_ts, ev_id = cols["xid"].append, cols["line"].append, cols["ts"].append, cols["id"].append
-    ev_event, ev_data, ev_retry, ev_fate = cols["event"].append, cols["data"].append, cols["retry"].append, cols["fate"].append
-    records = 0
-    max_line = limits.current().line_bytes
-    encodings: dict[int, str] = {}  # xid -> its response's Content-Encoding, for base64 body records
-    suspect: dict[int, str] = {}  # xid -> "undecided" | "noise": a coded event stream the recorder may have parsed undecoded
-    for lineno, raw in enumerate(_lines(stream, max_line), start=1):
+class _Reader:
+    """The per-line reader: the connection state machine, and every record the column-wise path does not take."""
+
+    def __init__(self, source: str, redact_secrets: bool) -> None:
+        self.log = AnomalyLog(source)
+        self.b = Builder(source, self.log, redact_secrets)
+        self.current: dict[str, dict] = {}  # conn -> its open exchange row
+        self.records = 0
+        self.encodings: dict[int, str] = {}  # xid -> its response's Content-Encoding, for base64 body records
+        self.suspect: dict[int, str] = {}  # xid -> "undecided" | "noise": a coded event stream the recorder may have parsed undecoded
+
+    def line(self, lineno: int, raw: bytes | int) -> None:
+        log, b, current, encodings, suspect = self.log, self.b, self.current, self.encodings, self.suspect
+        cols = b.event_values
         if type(raw) is int:  # a line past the limit, skipped unread: its length
-            records += 1
+            self.records += 1
+            max_line = limits.current().line_bytes
             log.add("jsonl_line_too_long", f"line {lineno}", f"{raw} bytes; the limit is {max_line >> 20} MiB (--max-line-mb)")
-            continue
+            return
         if not raw.strip():
-            continue
-        records += 1
+            return
+        self.records += 1
         where = f"line {lineno}"
         if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
             raw = raw[3:]  # a UTF-8 byte order mark (Windows editors, PowerShell's Out-File) is not part of the record
@@ -176,10 +186,10 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
             rec = json.loads(text)
         except (ValueError, RecursionError) as exc:
             log.add("jsonl_bad_line", where, str(exc)[:120])
-            continue
+            return
         if not isinstance(rec, dict):
             log.add("jsonl_bad_line", where, f"a JSON {type(rec).__name__}, not an object")
-            continue
+            return
         if "\\u" in text and _SURROGATE_ESCAPE.search(text):
             safe = _text_safe(rec)
             if safe != rec:
@@ -191,7 +201,7 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
             conn = str(conn)
         if not isinstance(kind, str) or not isinstance(conn, str):
             log.add("jsonl_bad_record", where, "`kind` and `conn` must be strings")
-            continue
+            return
         ts = parse_ts(rec.get("ts"))
         if ts is None and rec.get("ts") is not None:
             log.add("jsonl_bad_timestamp", where, repr(rec.get("ts"))[:60])
@@ -201,7 +211,7 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
             ok_body, body = _opt_str(rec, "body")
             if headers is None or not ok_body or not isinstance(rec.get("method"), str):
                 log.add("jsonl_bad_record", where, "request needs `method` (string), `headers` (object), `body` (string or null)")
-                continue
+                return
             prev = current.get(conn)
             if prev is not None and prev["end_reason"] == "open" and prev["status"] is not None:
                 prev["end_reason"] = "complete"  # keep-alive: the next request ends the previous exchange
@@ -214,22 +224,22 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
                 req_headers=headers,
                 request_body=body,
             )
-            continue
+            return
 
         if kind not in ("response", "sse", "body", "close"):
             log.add("jsonl_unknown_kind", where, repr(kind)[:40])
-            continue
+            return
         row = current.get(conn)
         if row is None:
             log.add("jsonl_orphan_record", where, f"conn {conn!r}")
-            continue
+            return
 
         if kind == "response":
             headers = _headers(rec.get("headers"))
             status = rec.get("status")
             if headers is None or type(status) is not int or not 0 <= status < 2**31:
                 log.add("jsonl_bad_record", where, "response needs `status` (integer 0..2^31-1) and `headers` (object)")
-                continue
+                return
             b.response(row, status, headers)
             if headers.get("content-encoding"):
                 encodings[row["xid"]] = headers["content-encoding"]
@@ -245,7 +255,7 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
             if state == "noise":  # noise: every record of the stream is rejected, the stream's events are unknown
                 row["body_recorded"] = False
                 log.add("jsonl_sse_not_decoded", where, f"Content-Encoding {content_coding.Decoder(encodings[row['xid']]).label}")
-                continue
+                return
             eid = rec.get("id")
             etype = rec.get("event")
             data = rec.get("data")
@@ -257,7 +267,7 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
                 or (retry is not None and (type(retry) is not int or not 0 <= retry < 2**63))
             ):
                 log.add("jsonl_bad_record", where, "sse needs `data` (string), `id`/`event` (string or null), `retry` (integer 0..2^63-1 or null)")
-                continue
+                return
             if rec.get("truncated") is True:
                 fate = "cut_off"
                 log.add("sse_unterminated_event", where)
@@ -268,25 +278,25 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
             if eid is not None and "\x00" in eid:
                 log.add("sse_id_contains_nul", where)
                 eid = None
-            # one value per column (tables.Builder.event_values): the bulk of a log, kept lean
-            ev_xid(row["xid"])
-            ev_line(lineno)
-            ev_ts(ts)
-            ev_id(eid)
-            ev_event(etype)
-            ev_data(data or "")
-            ev_retry(retry)
-            ev_fate(fate)
+            # one value per column (tables.Builder.event_values)
+            cols["xid"].append(row["xid"])
+            cols["line"].append(lineno)
+            cols["ts"].append(ts)
+            cols["id"].append(eid)
+            cols["event"].append(etype)
+            cols["data"].append(data or "")
+            cols["retry"].append(retry)
+            cols["fate"].append(fate)
             if len(cols["xid"]) >= VALUE_CHUNK:
-                b.flush_values()  # empties the same lists in place: the appends above stay bound
+                b.flush_values()
         elif kind == "body":
             data = rec.get("data")
             if not isinstance(data, str):
                 log.add("jsonl_bad_record", where, "body needs `data` (string)")
-                continue
+                return
             if rec.get("base64") is True:
                 _raw_body(b, row, data, encodings.get(row["xid"]), where, ts)
-                continue
+                return
             b.body(row, data, where)
         else:  # close
             reason = rec.get("reason")
@@ -302,9 +312,88 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
                 detail = rec.get("decoding_detail")
                 log.add(code, where, f"{detail[:200] if isinstance(detail, str) else ''} (as the recorder decoded it)".lstrip())
             current.pop(conn, None)
-    for row in current.values():
+
+
+def read(source: str, stream: BinaryIO, redact_secrets: bool = True, columns: bool = True) -> Ingested:
+    """``columns=False``: every line through the per-line reader (the reference the column-wise path is tested against)."""
+    r = _Reader(source, redact_secrets)
+    lines = _lines(stream, limits.current().line_bytes)
+    if columns:
+        _read_batches(r, lines)
+    else:
+        for lineno, raw in enumerate(lines, start=1):
+            r.line(lineno, raw)
+    for row in r.current.values():
         if row["end_reason"] == "open" and row["status"] is not None and row["content_type"] != "text/event-stream":
             row["end_reason"] = "complete"
-    if records == 0:
-        log.add("input_empty", "file")
-    return b.finish("jsonl", records)
+    if r.records == 0:
+        r.log.add("input_empty", "file")
+    return r.b.finish("jsonl", r.records)
+
+
+BATCH_LINES = VALUE_CHUNK
+# a batch of long lines stays about this small: its bytes are held twice (the lines, their Polars column),
+# on top of at most one line of --max-line-mb (a longer line is an int, not its bytes)
+BATCH_BYTES = 16 << 20
+
+
+def _batches(lines):
+    batch, size = [], 0
+    for raw in lines:
+        batch.append(raw)
+        size += len(raw) if type(raw) is bytes else 0
+        if len(batch) >= BATCH_LINES or size >= BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _read_batches(r: _Reader, lines) -> None:
+    """The log in batches: its plain ``sse`` records column-wise (:mod:`analyzer.jsonl_columns`), the rest per line.
+
+    A plain sse record attaches to its connection's current exchange as the per-line reader would
+    attach it: the state (which exchange is open on a conn, whether its stream is suspect) only
+    changes at lines the per-line reader reads, so one ordered pass decides, per plain record, either
+    its exchange or -- no exchange open, or a stream whose first record decides whether it is noise --
+    that the per-line reader takes it after all."""
+    b, current, suspect = r.b, r.current, r.suspect
+    first = 1
+    for batch in _batches(lines):
+        fast = jsonl_columns.sse_rows(batch)
+        conn_at = [None] * len(batch)
+        for p, c in zip(fast["pos"].to_list(), fast["conn"].to_list()):
+            conn_at[p] = c
+        chunks_before = len(b.value_chunks)
+        take, xids = [], []
+        line = r.line
+        for i, raw in enumerate(batch):
+            c = conn_at[i]
+            if c is not None:
+                row = current.get(c)
+                if row is not None and row["xid"] not in suspect:
+                    take.append(i)
+                    xids.append(row["xid"])
+                    continue
+            line(first + i, raw)
+        r.records += len(take)
+        if take:
+            got = (
+                fast.join(pl.DataFrame({"pos": take, "xid": xids}, schema={"pos": pl.UInt32, "xid": pl.Int64}), on="pos", maintain_order="left")
+                .select(
+                    "xid",
+                    line=pl.col("pos").cast(pl.Int64) + first,
+                    ts="ts",
+                    id="id",
+                    event="event",
+                    data=pl.col("data").fill_null(""),
+                    retry="retry",
+                    fate=pl.when(pl.col("data").is_null()).then(pl.lit("no_data")).otherwise(pl.lit("dispatched")),
+                )
+            )
+            # the per-line reader's events of this batch and these, in line order: as it would have appended them all
+            b.flush_values()
+            mine = b.value_chunks[chunks_before:]
+            got = got.cast(VALUE_SCHEMA)
+            b.value_chunks[chunks_before:] = [pl.concat([*mine, got]).sort("line") if mine else got]
+        first += len(batch)

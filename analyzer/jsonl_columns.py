@@ -1,0 +1,81 @@
+"""The column-wise half of the proxy JSONL reader: the plain ``sse`` records, the bulk of a log.
+
+:mod:`analyzer.ingest_jsonl` reads a log in batches of lines.  Of each batch, the lines that are an
+``sse`` record in the recorder's own shape (analyzer/mitm_addon.py writes ``json.dumps(...,
+separators=(",", ":"))`` with the keys ``kind, ts, conn, id, event, data, retry`` in that order) are
+recognised here by one regular expression over the whole line and decoded by Polars, column-wise.
+Every other line -- and every line this grammar does not cover: another key order or spacing, an
+integer ``conn``, ``truncated``/``dispatched`` flags, a negative or huge ``retry``, a ``\\u0000`` or a
+lone surrogate escape, invalid UTF-8, a byte order mark, a time Python would not read the same -- goes
+through the per-line reader, which decides its anomalies.  The grammar is deliberately narrow: a line
+taken here is one the per-line reader reads without any anomaly, to the same values
+(tests/test_jsonl_columns.py checks both paths against each other).
+"""
+from __future__ import annotations
+
+import polars as pl
+
+# a JSON string without escapes that change meaning between readers: no control characters (Python's
+# json rejects them), no \u0000 (an id with NUL is an anomaly) and no surrogate escape (lone ones are
+# an anomaly; pairs are left to the per-line reader too)
+_H = "[0-9a-fA-F]"
+_U = rf"u(?:[1-9a-cA-Ce-fE-F]{_H}{{3}}|[dD][0-7]{_H}{{2}}|0[1-9a-fA-F]{_H}{{2}}|00[1-9a-fA-F]{_H}|000[1-9a-fA-F])"
+_STR = r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|' + _U + r'))*"'
+# RFC 3339 UTC as the recorder writes it, in the range where datetime.fromisoformat and Polars agree
+# (no leap second, no year 0, no hour 24: Python rejects those, Polars would not)
+_TS = r"(?:1[0-9]|20)[0-9]{2}-[0-9]{2}-[0-9]{2}T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?Z"
+_RETRY = r"(?:0|[1-9][0-9]{0,17})"  # below 2**63, no sign: the per-line reader's range check is moot
+# the whole line: what the column-wise path takes
+SSE_LINE = (
+    r'\A\{"kind":"sse","ts":"' + _TS + r'","conn":"[^"\\\x00-\x1f]*"'
+    r'(?:,"id":(?:null|' + _STR + r'))?'
+    r'(?:,"event":(?:null|' + _STR + r'))?'
+    r'(?:,"data":(?:null|' + _STR + r'))?'
+    r'(?:,"retry":(?:null|' + _RETRY + r'))?'
+    r'\}\r?\n?\z'
+)
+# ... and each field's JSON text in a line SSE_LINE matched: `,"key":` occurs once there, and never inside a
+# string (a quote in a JSON string is escaped), so the first match is the field.  One capture regex per field
+# is about twice as fast as one regex with a group per field over the long `data` of real logs.
+_FIELD = {"id": r',"id":(null|"(?:[^"\\]|\\.)*")', "event": r',"event":(null|"(?:[^"\\]|\\.)*")',
+          "data": r',"data":(null|"(?:[^"\\]|\\.)*")', "retry": r',"retry":(null|[0-9]+)'}
+COLUMNS = {"pos": pl.UInt32, "conn": pl.String, "ts": pl.Datetime("us", "UTC"), "id": pl.String, "event": pl.String, "data": pl.String, "retry": pl.Int64}
+
+
+def _text(lines: list) -> pl.Series:
+    """The batch's lines as one String column; a line that is not UTF-8 (or too long: an int) is null."""
+    raw = pl.Series("raw", [r if type(r) is bytes else None for r in lines], dtype=pl.Binary)
+    try:
+        return raw.cast(pl.String)
+    except (pl.exceptions.ComputeError, pl.exceptions.InvalidOperationError):  # some line is not UTF-8: the others still can be taken
+        pass
+    out = []
+    for r in lines:
+        try:
+            out.append(r.decode("utf-8") if type(r) is bytes else None)
+        except UnicodeDecodeError:
+            out.append(None)
+    return pl.Series("raw", out, dtype=pl.String)
+
+
+def sse_rows(lines: list) -> pl.DataFrame:
+    """The plain ``sse`` records among ``lines`` (bytes, or an int for a line too long to read), decoded:
+    ``pos`` (index in ``lines``), ``conn``, ``ts``, ``id``, ``event``, ``data``, ``retry``."""
+    raw = pl.col("raw")
+    return (
+        pl.DataFrame({"raw": _text(lines)})
+        .with_row_index("pos")
+        .filter(raw.str.contains(SSE_LINE))
+        .select(
+            "pos",
+            conn=raw.str.extract(r',"conn":"([^"]*)"', 1),
+            ts=raw.str.extract(r'\A\{"kind":"sse","ts":"([^"]*)"', 1)
+            .str.to_datetime("%Y-%m-%dT%H:%M:%S%.fZ", time_unit="us", time_zone="UTC", strict=False),
+            # the JSON text of a string (or null) decoded field by field, not the line as a struct: the same
+            # values, and Polars keeps far less memory after it
+            **{k: raw.str.extract(_FIELD[k], 1).str.json_decode(pl.String) for k in ("id", "event", "data")},
+            retry=raw.str.extract(_FIELD["retry"], 1).replace("null", None).cast(pl.Int64),
+        )
+        .filter(pl.col("ts").is_not_null())  # a date that does not exist (Feb 30): the per-line reader flags it
+        .cast(COLUMNS)
+    )
