@@ -28,8 +28,10 @@ httpx/uvicorn headers, ``event: message``):
   continuous          GET reopened without ``Last-Event-ID``, the server's ids go on (ts-sdk #2499)
   gap                 ``Last-Event-ID: L``, events ``L+1+g…`` (g = 1-20 lost)
   replay_reset        a replica without the buffer starts again from 1 (new payloads)
-  replay_reset        stale claim ``Last-Event-ID: L-s``, already processed events replayed
-  replay_reset        uuid ids: stale claim, ids the stream already delivered delivered again
+  continuous          stale claim ``Last-Event-ID: L-s``, the events after it replayed (the verdict follows the
+                      client's claim: the capture point saw them leave, but by the claim they never arrived;
+                      they are listed as duplicated ids, with a ``stale_last_event_id`` warning)
+  continuous          uuid ids: the same, the old connection shows which event followed the claim
   replay_reset        GET reopened without ``Last-Event-ID``, a new process numbers from 1
   epoch_change        ``X-MCP-Replay-Epoch`` differs, ids look continuous
   session_invalid     404 "Session not found" / 400 / 200 with another ``Mcp-Session-Id``
@@ -94,7 +96,7 @@ SCENARIOS = {
 }
 VERDICT = {
     "continuous": "continuous", "reopen_continue": "continuous", "gap": "gap",
-    "reset_from_1": "replay_reset", "stale_replay": "replay_reset", "uuid_stale_replay": "replay_reset",
+    "reset_from_1": "replay_reset", "stale_replay": "continuous", "uuid_stale_replay": "continuous",
     "reopen_restart": "replay_reset", "epoch_change": "epoch_change", "invalid_404": "session_invalid",
     "invalid_400": "session_invalid", "invalid_other_sid": "session_invalid", "resurrected": "session_resurrected",
     "cross_stream": "cross_stream_replay", "uuid_continue": "unverifiable", "empty": "unverifiable",
