@@ -259,20 +259,11 @@ def verify(snap: Snapshot, shas: set[str] | None = None, names=tuple(TABLES)) ->
 # --- writing: analyzer/store_commit.py ------------------------------------------------------------------
 
 
-def ingest(
-    paths: list[str],
-    store: str | Path,
-    fmt: str = "auto",
-    redact_secrets: bool = True,
-    ports: frozenset[int] | None = None,
-    progress: Callable[[str], None] | None = None,
-    lock_timeout: float = 0.0,
-    drop_unrepairable: bool = False,
-):
-    """Parse the inputs the store does not hold yet and commit their tables: see :func:`analyzer.store_commit.ingest`."""
+def ingest(*args, **kwargs):
+    """:func:`analyzer.store_commit.ingest` (imported when called: store_commit imports this module)."""
     from .store_commit import ingest as commit_ingest
 
-    return commit_ingest(paths, store, fmt, redact_secrets, ports, progress, lock_timeout, drop_unrepairable)
+    return commit_ingest(*args, **kwargs)
 
 
 # --- reading ---------------------------------------------------------------------------------------------
