@@ -40,7 +40,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import polars as pl
 import pyarrow as pa
