@@ -151,6 +151,7 @@ class CaptureReader:
                 if not self._pcap_resync(n, bad, rec, prev_ts, frac_limit, mult):
                     break
                 continue
+            buf, pos = self.buf, self.pos  # (_pcap_chains may have refilled the buffer: the same bytes, at another pos)
             stop = pos + 16 + caplen
             if stop > len(buf):
                 if not self._fill(16 + caplen):
