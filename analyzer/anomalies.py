@@ -176,6 +176,21 @@ class AnomalyLog:
             }
         )
 
+    def add_many(self, code: str, count: int, locations: list[str], last: str | None, detail: str = "") -> None:
+        """``count`` rows of one kind at once, as ``count`` calls of :meth:`add` would leave the log:
+        ``locations`` are (at least) the first EXAMPLES_PER_KIND of them in order, ``last`` the last one."""
+        if count <= 0:
+            return
+        room = max(0, EXAMPLES_PER_KIND - self.counts.get(code, 0))
+        for loc in locations[:room]:
+            self.add(code, loc, detail)
+        left = count - min(room, len(locations), count)
+        if left > 0:
+            if CATALOG[code].rejects:
+                self.rejected += left
+            self.counts[code] = self.counts.get(code, 0) + left
+            self._last[code] = last
+
     def add_summary(self, code: str, location: str, detail: str) -> None:
         """A row that already sums up others (an ingester's own per-key cap): kept whatever the cap, counts nothing."""
         self.rows.append({"source": self.source, "location": location, "code": code, "severity": CATALOG[code].severity,

@@ -36,7 +36,7 @@ from . import content_coding, jsonl_columns, limits
 from .anomalies import AnomalyLog
 from .jsonrpc import text_safe
 from .sse import parse_all
-from .tables import SSE_MEDIA, VALUE_CHUNK, VALUE_SCHEMA, Builder, Ingested
+from .tables import FRAME_COLUMNS, SSE_MEDIA, VALUE_CHUNK, Builder, Ingested
 
 CLOSE_REASONS = {"eof", "reset", "error", "capture_end"}
 # a close record's "decoding" (mitm_addon.py: how the event stream's Content-Encoding ended)
@@ -117,7 +117,7 @@ def _noise(rec: dict) -> bool:
     return any(isinstance(v, str) and "\ufffd" in v for v in values)
 
 
-def _raw_body(b: Builder, row: dict, data: str, coding: str | None, where: str, ts: datetime | None) -> None:
+def _raw_body(b: Builder, row: dict, data: str, coding: str | None, where: str, ts: datetime | None, lineno: int) -> None:
     """A ``"base64": true`` body record: the raw body, decoded by the response's Content-Encoding."""
     log = b.log
     try:
@@ -149,7 +149,7 @@ def _raw_body(b: Builder, row: dict, data: str, coding: str | None, where: str, 
             log.add(code, at)
         if ev.fate == "cut_off":
             log.add("sse_unterminated_event", at)
-        b.event(row, location=at, ts=ts, event_id=ev.id, event_type=ev.event, data=ev.data, retry=retry, fate=ev.fate)
+        b.event(row, location=at, ts=ts, event_id=ev.id, event_type=ev.event, data=ev.data, retry=retry, fate=ev.fate, line=lineno)
 
 
 class _Reader:
@@ -281,6 +281,7 @@ class _Reader:
             # one value per column (tables.Builder.event_values)
             cols["xid"].append(row["xid"])
             cols["line"].append(lineno)
+            cols["where"].append(None)
             cols["ts"].append(ts)
             cols["id"].append(eid)
             cols["event"].append(etype)
@@ -295,7 +296,7 @@ class _Reader:
                 log.add("jsonl_bad_record", where, "body needs `data` (string)")
                 return
             if rec.get("base64") is True:
-                _raw_body(b, row, data, encodings.get(row["xid"]), where, ts)
+                _raw_body(b, row, data, encodings.get(row["xid"]), where, ts, lineno)
                 return
             b.body(row, data, where)
         else:  # close
@@ -364,7 +365,7 @@ def _read_batches(r: _Reader, lines) -> None:
         conn_at = [None] * len(batch)
         for p, c in zip(fast["pos"].to_list(), fast["conn"].to_list()):
             conn_at[p] = c
-        chunks_before = len(b.value_chunks)
+        frames_before = len(b.event_frames)
         take, xids = [], []
         line = r.line
         for i, raw in enumerate(batch):
@@ -380,20 +381,17 @@ def _read_batches(r: _Reader, lines) -> None:
         if take:
             got = (
                 fast.join(pl.DataFrame({"pos": take, "xid": xids}, schema={"pos": pl.UInt32, "xid": pl.Int64}), on="pos", maintain_order="left")
-                .select(
-                    "xid",
-                    line=pl.col("pos").cast(pl.Int64) + first,
-                    ts="ts",
-                    id="id",
-                    event="event",
-                    data=pl.col("data").fill_null(""),
-                    retry="retry",
+                .with_columns(_line=pl.col("pos").cast(pl.Int64) + first)
+                .with_columns(
+                    location=pl.format("line {}", pl.col("_line")),
                     fate=pl.when(pl.col("data").is_null()).then(pl.lit("no_data")).otherwise(pl.lit("dispatched")),
+                    data=pl.col("data").fill_null(""),
                 )
+                .select(*FRAME_COLUMNS, "_line")
             )
             # the per-line reader's events of this batch and these, in line order: as it would have appended them all
             b.flush_values()
-            mine = b.value_chunks[chunks_before:]
-            got = got.cast(VALUE_SCHEMA)
-            b.value_chunks[chunks_before:] = [pl.concat([*mine, got]).sort("line") if mine else got]
+            mine = b.event_frames[frames_before:]
+            got = got.cast(mine[0].schema) if mine else got
+            b.event_frames[frames_before:] = [pl.concat([*mine, got]).sort("_line", maintain_order=True) if mine else got]
         first += len(batch)

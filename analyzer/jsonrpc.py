@@ -117,14 +117,24 @@ def sse_messages(events: "pl.DataFrame") -> tuple["pl.DataFrame", "pl.DataFrame"
 
     SSE data is the bulk of a capture (hundreds of thousands of notifications),
     so it is read column-wise rather than with one ``json.loads`` per event.
-    Returns (messages, invalid) where ``invalid`` lists the events whose data is
-    not a JSON-RPC message.  Batches (a JSON array: allowed in POST bodies by
-    2025-03-26, never seen in SSE) go through :func:`extract` one by one.
-    """
+    Returns (messages, invalid) where ``invalid`` holds the row numbers (``row``, in
+    ``events``) of the events whose data is not a JSON-RPC message.  Batches (a JSON
+    array: allowed in POST bodies by 2025-03-26, never seen in SSE) go through
+    :func:`extract` one by one.
+
+    One lazy plan over the four columns it needs: the events table is never copied
+    whole (a filter of an eager frame copies every column, the digests and the
+    locations too), and the text is carried on only for requests."""
     import polars as pl
 
     d = pl.col("data")
-    live = events.filter((pl.col("fate") == "dispatched") & (d.str.strip_chars() != ""))
+    live = (
+        events.lazy()
+        .select("xid", "ordinal", "data", "fate")
+        .with_row_index("row")
+        .filter((pl.col("fate") == "dispatched") & (d.str.strip_chars() != ""))
+        .drop("fate")
+    )
     batch = d.str.strip_chars_start().str.starts_with("[")
     one = live.filter(~batch)
     rid = d.str.json_path_match("$.id")
@@ -148,18 +158,17 @@ def sse_messages(events: "pl.DataFrame") -> tuple["pl.DataFrame", "pl.DataFrame"
     code = d.str.json_path_match("$.error.code")
     # Each JSON path parses the text again: the bulk (notifications) gets two, and only the
     # rows that can be responses, errors or initialize messages get the others.
-    key = ["source", "xid", "ordinal"]
     first = one.with_columns(rpc_id=pl.when(rid.is_null()).then(None).when(is_str).then(quoted).otherwise(rid), method=method)
     rest = first.filter(pl.col("method").is_null() | d.str.contains("protocolVersion", literal=True)).select(
-        *key,
+        "row",
         _err=err.is_not_null(),
         _res=has_result & d.str.json_path_match("$.jsonrpc").is_not_null(),
         error_code=pl.when(code.str.contains(r"^-?[0-9]{1,18}$")).then(code.cast(pl.Int64, strict=False)),
         error_message=d.str.json_path_match("$.error.message"),
         protocol_version=version,
     )
-    parsed = first.join(rest, on=key, how="left").with_columns(
-        kind=pl.when(pl.col("method").is_not_null() & pl.col("rpc_id").is_not_null())
+    kind = (
+        pl.when(pl.col("method").is_not_null() & pl.col("rpc_id").is_not_null())
         .then(pl.lit("request"))
         .when(pl.col("method").is_not_null())
         .then(pl.lit("notification"))
@@ -168,33 +177,43 @@ def sse_messages(events: "pl.DataFrame") -> tuple["pl.DataFrame", "pl.DataFrame"
         .when(pl.col("_res").fill_null(False))
         .then(pl.lit("response"))
     )
-    # requests are few: their params digest comes from the same canonical JSON as the Python path
+    parsed = (
+        first.join(rest, on="row", how="left", maintain_order="left")
+        .with_columns(kind=kind)
+        .select(
+            "row", "xid", "ordinal", "kind", "rpc_id",
+            method=pl.when(pl.col("kind").is_in(["request", "notification"])).then(pl.col("method")),
+            error_code=pl.when(pl.col("kind") == "error").then(pl.col("error_code")),
+            error_message=pl.when(pl.col("kind") == "error").then(pl.col("error_message")),
+            protocol_version="protocol_version",
+            data=pl.when(pl.col("kind") == "request").then(d),  # requests are few: their params digest needs the text
+        )
+        .collect()
+    )
+    # the params digest of requests comes from the same canonical JSON as the Python path
     reqs = parsed.filter(pl.col("kind") == "request")
     digests = [None if m.params_digest is None else m.params_digest for t in reqs["data"].to_list() for m in _safe_extract(t)[:1]]
-    parsed = parsed.join(
-        reqs.select("source", "xid", "ordinal").with_columns(pl.Series("params_digest", digests, dtype=pl.String)),
-        on=["source", "xid", "ordinal"],
-        how="left",
+    source = events["source"][0] if events.height else None
+    base = [pl.lit(source, pl.String).alias("source"), pl.col("xid"), pl.lit("sse").alias("origin"), pl.col("ordinal"),
+            pl.lit("server_to_client").alias("direction")]
+    good = (
+        parsed.filter(pl.col("kind").is_not_null())
+        .join(reqs.select("row", params_digest=pl.Series(digests, dtype=pl.String)), on="row", how="left", maintain_order="left")
+        .select(*base, "kind", "rpc_id", "method", "error_code", "error_message", "protocol_version", "params_digest")
     )
-    base = [pl.col("source"), pl.col("xid"), pl.lit("sse").alias("origin"), pl.col("ordinal"), pl.lit("server_to_client").alias("direction")]
-    good = parsed.filter(pl.col("kind").is_not_null()).select(
-        *base, "kind", "rpc_id", pl.when(pl.col("kind").is_in(["request", "notification"])).then(pl.col("method")).alias("method"),
-        pl.when(pl.col("kind") == "error").then(pl.col("error_code")).alias("error_code"),
-        pl.when(pl.col("kind") == "error").then(pl.col("error_message")).alias("error_message"),
-        "protocol_version", "params_digest",
-    )
-    invalid = parsed.filter(pl.col("kind").is_null()).select("source", "location")
+    invalid = parsed.filter(pl.col("kind").is_null()).select("row")
+    del parsed
     # batches: the rare slow path
     rows = []
     bad = []
-    for rec in live.filter(batch).select("source", "xid", "ordinal", "location", "data").iter_rows(named=True):
+    for row, xid, ordinal, data in live.filter(batch).select("row", "xid", "ordinal", "data").collect().iter_rows():
         try:
-            found = extract(rec["data"])
+            found = extract(data)
         except NotJsonRpc:
-            bad.append({"source": rec["source"], "location": rec["location"]})
+            bad.append(row)
             continue
         rows += [
-            {"source": rec["source"], "xid": rec["xid"], "origin": "sse", "ordinal": rec["ordinal"], "direction": "server_to_client",
+            {"source": source, "xid": xid, "origin": "sse", "ordinal": ordinal, "direction": "server_to_client",
              "kind": m.kind, "rpc_id": m.rpc_id, "method": m.method, "error_code": m.error_code, "error_message": m.error_message,
              "protocol_version": m.protocol_version, "params_digest": m.params_digest}
             for m in found
@@ -202,7 +221,7 @@ def sse_messages(events: "pl.DataFrame") -> tuple["pl.DataFrame", "pl.DataFrame"
     if rows:
         good = pl.concat([good, pl.DataFrame(rows, schema=good.schema)])
     if bad:
-        invalid = pl.concat([invalid, pl.DataFrame(bad, schema=invalid.schema)])
+        invalid = pl.concat([invalid, pl.DataFrame({"row": bad}, schema=invalid.schema)]).sort("row")
     return good, invalid
 
 

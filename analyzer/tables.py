@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import polars as pl
+import polars_hash  # noqa: F401  (registers the .chash expression namespace: sha256 in Rust, column-wise)
 import pyarrow as pa
 
 from . import jsonrpc, redact
-from .anomalies import CATALOG, AnomalyLog
+from .anomalies import CATALOG, EXAMPLES_PER_KIND, AnomalyLog
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -85,8 +85,14 @@ SSE_MEDIA = "text/event-stream"
 
 
 def digest(event_id: str | None, data: str) -> str:
-    """The reference's semantic digest: sha256 of ``<id>:`` followed by the payload."""
+    """The reference's semantic digest: sha256 of ``<id>:`` followed by the payload (one value; the
+    tables get theirs column-wise from :func:`digest_expr`, which gives the same hex)."""
     return hashlib.sha256(f"{event_id or ''}:".encode() + data.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def digest_expr(event_id: pl.Expr, data: pl.Expr) -> pl.Expr:
+    """:func:`digest` of every row, as one Polars expression (polars-hash's sha2_256 of the UTF-8 text)."""
+    return pl.concat_str(event_id.fill_null(""), pl.lit(":"), data.fill_null("")).chash.sha2_256()
 
 
 def media_type(content_type: str | None) -> str | None:
@@ -110,30 +116,35 @@ class Ingested:
     notes: list[str] = field(default_factory=list)
 
 
-VALUE_CHUNK = 65_536  # events per chunk of plain values (Builder.flush_values) and per digest slice
-VALUE_SCHEMA = {"xid": pl.Int64, "line": pl.Int64, "ts": pl.Datetime("us", "UTC"), "id": pl.String, "event": pl.String,
-                "data": pl.String, "retry": pl.Int64, "fate": pl.String}
+VALUE_CHUNK = 65_536  # events per chunk of plain values (Builder.flush_values)
+# the one event path: a reader appends each event as plain values, one list per column; ``line`` is set
+# by the JSONL reader (its location is "line N", formatted column-wise), ``where`` by every other caller
+VALUE_SCHEMA = {"xid": pl.Int64, "line": pl.Int64, "where": pl.String, "ts": pl.Datetime("us", "UTC"), "id": pl.String,
+                "event": pl.String, "data": pl.String, "retry": pl.Int64, "fate": pl.String}
+# what add_events takes: events of whole exchanges, in stream order
+FRAME_COLUMNS = ("xid", "location", "ts", "id", "event", "data", "retry", "fate")
 
 
 class Builder:
-    """Accumulates canonical rows for one source."""
+    """Accumulates canonical rows for one source.
+
+    Events reach the table by one path: plain values (:meth:`event`, or a reader appending to
+    ``event_values`` itself) are flushed into compact chunks every VALUE_CHUNK events, and whole
+    frames (:meth:`add_events`) join them; ordinal, cursor and digest are derived column-wise for all
+    of them at once in :meth:`finish`."""
 
     def __init__(self, source: str, log: AnomalyLog, redact_secrets: bool = True) -> None:
         self.source = source
         self.log = log
         self.redact = redact_secrets
         self.exchanges: list[dict] = []
-        # events and messages are kept as columns: one list append per field is several
-        # times cheaper than a dict per row, and the Arrow table is built from them at once
-        self.events: dict[str, list] = {name: [] for name in EVENTS.names}
+        # messages are kept as columns: one list append per field is several times cheaper than a dict per row
         self.messages: dict[str, list] = {name: [] for name in MESSAGES.names}
-        self.event_frames: list[pl.DataFrame] = []  # events added column-wise (add_events)
-        # events appended by a reader as plain values, one list per column (a line number for the
-        # location): the cheapest per-event path; ordinal, cursor and digest are derived in finish()
-        self.event_values: dict[str, list] = {"xid": [], "line": [], "ts": [], "id": [], "event": [], "data": [], "retry": [], "fate": []}
-        # ... flushed into compact Arrow-backed chunks every VALUE_CHUNK events (flush_values), so the Python
-        # objects of a long log never outnumber one chunk: memory follows the table, not the records
-        self.value_chunks: list[pl.DataFrame] = []
+        self.event_values: dict[str, list] = {name: [] for name in VALUE_SCHEMA}
+        # ... flushed into Arrow-backed chunks (flush_values), so the Python objects of a long input never
+        # outnumber one chunk: memory follows the table, not the records
+        self.event_frames: list[pl.DataFrame] = []  # FRAME_COLUMNS, in the order events were added
+        self._sort_events = False  # renumber() changed the exchanges' order
 
     # -- exchanges -------------------------------------------------------
     def exchange(
@@ -200,49 +211,79 @@ class Builder:
         data: str,
         retry: int | None,
         fate: str,
+        line: int | None = None,
     ) -> None:
-        ordinal = row.setdefault("_ordinal", 0)
-        row["_ordinal"] = ordinal + 1
-        # The client's last-event-ID buffer: starts at what it resumed from and
-        # changes only when a block carries an id field (WHATWG: it persists).
-        cursor = row.get("_cursor", row["last_event_id"] or "")
-        if event_id is not None:
-            cursor = event_id
-        row["_cursor"] = cursor
-        ev = self.events
-        ev["source"].append(self.source)
-        ev["xid"].append(row["xid"])
-        ev["ordinal"].append(ordinal)
-        ev["location"].append(location)
-        ev["ts"].append(ts)
-        ev["id"].append(event_id)
-        ev["cursor"].append(cursor)
-        ev["event"].append(event_type or "message")
-        ev["data"].append(data)
-        ev["retry"].append(retry)
-        ev["fate"].append(fate)
-        ev["digest"].append(digest(event_id, data))
+        """One event of ``row``'s stream, after the ones added before it (``line``: the input line it came from, if any)."""
+        v = self.event_values
+        v["xid"].append(row["xid"])
+        v["line"].append(line)
+        v["where"].append(location)
+        v["ts"].append(ts)
+        v["id"].append(event_id)
+        v["event"].append(event_type)
+        v["data"].append(data)
+        v["retry"].append(retry)
+        v["fate"].append(fate)
+        if len(v["xid"]) >= VALUE_CHUNK:
+            self.flush_values()
 
     def add_events(self, frame: pl.DataFrame) -> None:
-        """Events of whole exchanges at once, column-wise: ``xid, location, ts, id, event, data, retry, fate``
-        in stream order.  Same rows as :meth:`event` called once per event (ordinal, cursor and digest are
-        derived here); an exchange's events must come all through one of the two."""
+        """Events of whole exchanges at once, column-wise: FRAME_COLUMNS in stream order.  The same rows as
+        :meth:`event` called once per event."""
+        self.flush_values()  # the events added before these stay before them
+        self.event_frames.append(frame.select(*FRAME_COLUMNS, _line=pl.lit(None, pl.Int64)))
+
+    def renumber(self, order: list[int]) -> None:
+        """Number the exchanges in ``order`` (old xids, the first first): rows, messages and events follow.
+        For a reader that meets exchanges in another order than the tables' (HAR: completion order)."""
+        if order == list(range(len(order))):
+            return
+        new = [0] * len(order)
+        for rank, old in enumerate(order):
+            new[old] = rank
+        self.exchanges = [self.exchanges[old] for old in order]
+        for row in self.exchanges:
+            row["xid"] = new[row["xid"]]
+        self.messages["xid"] = [new[x] for x in self.messages["xid"]]
+        self.flush_values()
+        mapping = pl.DataFrame({"xid": range(len(new)), "_new": new}, schema={"xid": pl.Int64, "_new": pl.Int64})
+        self.event_frames = [
+            f.join(mapping, on="xid", how="left", maintain_order="left").with_columns(xid="_new").drop("_new")
+            for f in self.event_frames
+        ]
+        self._sort_events = True
+
+    def _events(self) -> pl.DataFrame:
+        """Every event added, in order, with ordinal, cursor and digest derived column-wise."""
+        self.flush_values()
+        frames, self.event_frames = self.event_frames, []
+        schema = {"xid": pl.Int64, "location": pl.String, "ts": pl.Datetime("us", "UTC"), "id": pl.String,
+                  "event": pl.String, "data": pl.String, "retry": pl.Int64, "fate": pl.String}
+        frame = pl.concat([f.drop("_line").cast(schema) for f in frames], rechunk=False) if frames else pl.DataFrame(schema=schema)
+        del frames
+        if self._sort_events:  # renumbered: events in exchange order again, each stream's in its own order
+            frame = frame.sort("xid", maintain_order=True)
         start = pl.DataFrame(
             {"xid": [r["xid"] for r in self.exchanges], "_lei": [r["last_event_id"] or "" for r in self.exchanges]},
             schema={"xid": pl.Int64, "_lei": pl.String},
         )
-        out = (
-            frame.with_columns(
+        return (
+            frame.lazy()
+            .with_columns(
                 ordinal=pl.int_range(pl.len(), dtype=pl.Int32).over("xid"),
                 event=pl.col("event").fill_null("message"),
                 data=pl.col("data").fill_null(""),
             )
-            .join(start, on="xid", how="left", maintain_order="left")
-            # the client's last-event-ID buffer: what it resumed from until a block carries an id field
-            .with_columns(cursor=pl.coalesce(pl.col("id").forward_fill().over("xid"), pl.col("_lei"), pl.lit("")))
+            .join(start.lazy(), on="xid", how="left", maintain_order="left")
+            # the client's last-event-ID buffer: what it resumed from until a block carries an id field (WHATWG: it persists)
+            .with_columns(
+                cursor=pl.coalesce(pl.col("id").forward_fill().over("xid"), pl.col("_lei"), pl.lit("")),
+                digest=digest_expr(pl.col("id"), pl.col("data")),
+                source=pl.lit(self.source),
+            )
+            .select(EVENTS.names)
+            .collect()
         )
-        # the digest is added in finish(), in a thread, while Polars reads the JSON-RPC messages
-        self.event_frames.append(out.with_columns(source=pl.lit(self.source), digest=pl.lit(None, pl.String)).select(EVENTS.names))
 
     def _messages(self, xid: int, origin: str, ordinal: int | None, direction: str, text: str, location: str) -> None:
         try:
@@ -266,43 +307,32 @@ class Builder:
             cols["params_digest"].append(m.params_digest)
 
     def flush_values(self) -> None:
-        """``event_values`` into one compact chunk; the lists are emptied in place (readers hold their appends)."""
+        """``event_values`` into one compact frame; the lists are emptied in place (readers hold their appends)."""
         vals = self.event_values
         if not vals["xid"]:
             return
-        self.value_chunks.append(pl.DataFrame(vals, schema=VALUE_SCHEMA))
+        chunk = pl.DataFrame(vals, schema=VALUE_SCHEMA)
         for column in vals.values():
             column.clear()
+        self.event_frames.append(
+            chunk.with_columns(location=pl.coalesce(pl.col("where"), pl.format("line {}", pl.col("line"))))
+            # _line: the input line, which the JSONL reader orders its two paths' events by
+            .select(*FRAME_COLUMNS, _line="line")
+        )
 
     def finish(self, fmt: str, records: int, notes: list[str] | None = None) -> Ingested:
-        for row in self.exchanges:
-            row.pop("_ordinal", None)
-            row.pop("_cursor", None)
-        self.flush_values()
-        if self.value_chunks:
-            frame = pl.concat(self.value_chunks, rechunk=False)
-            self.value_chunks = []
-            self.add_events(frame.with_columns(location=pl.format("line {}", pl.col("line"))).drop("line"))
-            del frame
-        events = pl.from_arrow(pa.Table.from_pydict(self.events, schema=EVENTS))
-        if self.event_frames:
-            events = pl.concat([events, *self.event_frames])
-            self.event_frames = []
-        # SSE data is read column-wise (jsonrpc.sse_messages); bodies went through extract() one by one.
-        # Digests of column-wise events are Python work and Polars releases the GIL: both at once.
-        need = events["digest"].is_null()
-        with ThreadPoolExecutor(1) as pool:
-            todo = pool.submit(_digests, events.filter(need)) if need.any() else None
-            sse, invalid = jsonrpc.sse_messages(events)
-            if todo is not None:
-                events = events.with_columns(events["digest"].scatter(need.arg_true(), todo.result()))
+        events = self._events()
+        sse, invalid = jsonrpc.sse_messages(events)
+        if invalid.height:  # (a million events of plain text are a million rows: located in bulk, not one call each)
+            shown = invalid["row"].head(EXAMPLES_PER_KIND).append(invalid["row"].tail(1))
+            at = events["location"].gather(shown).to_list()
+            self.log.add_many("jsonrpc_invalid", invalid.height, at[:-1], at[-1], "not a JSON-RPC message")
+        del invalid
         # Digests and JSON-RPC messages above come from the raw data; only now is the text redacted,
         # so the analysis is the same with and without --no-redact (see analyzer.redact).
         if self.redact:
             events = events.with_columns(redact.column(events["data"]))
         events = events.to_arrow().cast(EVENTS)
-        for loc in invalid["location"].to_list():
-            self.log.add("jsonrpc_invalid", loc, "not a JSON-RPC message")
         bodies = pa.Table.from_pydict(self.messages, schema=MESSAGES)
         messages = pa.concat_tables([bodies, sse.to_arrow().cast(MESSAGES)])
         if self.redact:
@@ -329,23 +359,3 @@ class Builder:
             msg = row["message"]
             if msg.startswith(head):
                 row["message"] = head + redact.text(msg[len(head):])
-
-
-def _digests(events: pl.DataFrame) -> pl.Series:
-    """:func:`digest` of each row, in order (Polars strings are valid UTF-8: no surrogates to pass).
-
-    In slices of VALUE_CHUNK rows: the Python strings of one slice at a time, not of the whole table."""
-    sha = hashlib.sha256
-    parts = []
-    for at in range(0, events.height, VALUE_CHUNK):
-        part = events.slice(at, VALUE_CHUNK)
-        parts.append(pl.Series(
-            "digest",
-            [sha(f"{i or ''}:".encode() + d.encode()).hexdigest() for i, d in zip(part["id"].to_list(), part["data"].to_list())],
-            dtype=pl.String,
-        ))
-    return pl.concat(parts) if parts else pl.Series("digest", [], dtype=pl.String)
-
-
-def empty(schema: pa.Schema) -> pa.Table:
-    return schema.empty_table()

@@ -51,3 +51,17 @@ def test_events_flushed_in_chunks_equal_one_chunk(tmp_path, monkeypatch):
     chunked = inputs.read_one(str(p))
     assert chunked.events.equals(whole.events) and chunked.messages.equals(whole.messages)
     assert whole.events.num_rows == 1000
+
+
+def test_add_many_leaves_the_log_as_add_one_by_one_would():
+    for before, count in ((0, 0), (0, 1), (0, 100), (0, 250), (40, 30), (40, 90), (100, 5), (130, 7)):
+        one, bulk = anomalies.AnomalyLog("s"), anomalies.AnomalyLog("s")
+        for log in (one, bulk):
+            for i in range(before):
+                log.add("jsonl_bad_line", f"line {i}")
+        locs = [f"line {before + i}" for i in range(count)]
+        for loc in locs:
+            one.add("jsonl_bad_line", loc, "x")
+        bulk.add_many("jsonl_bad_line", count, locs[: anomalies.EXAMPLES_PER_KIND], locs[-1] if locs else None, "x")
+        assert bulk.table().to_pylist() == one.table().to_pylist()
+        assert (bulk.rejected, bulk.counts) == (one.rejected, one.counts)

@@ -5,9 +5,12 @@ import base64
 import gzip
 import json
 
+import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from analyzer import inputs, pipeline
+from analyzer import inputs, pipeline, tables
 from analyzer.errors import InputError
 from conftest import SID
 
@@ -175,3 +178,13 @@ def test_secrets_are_redacted_at_ingest(tmp_path, capture):
     assert "x=1" in text
     kept = json.dumps(pipeline.run([str(tmp_path / "s.jsonl")], redact_secrets=False).document)
     assert "tok-999" in kept
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.text(max_size=8)), st.text(max_size=40)), max_size=20))
+def test_the_column_wise_digest_is_the_reference_digest(rows):
+    """tables.digest_expr (polars-hash, in Rust) gives tables.digest's hex for every id and payload, any text."""
+    rows = [(i, d) for i, d in rows if not any("\ud800" <= c <= "\udfff" for c in (i or "") + d)]  # (no str in Polars holds a surrogate)
+    frame = pl.DataFrame({"id": [i for i, _ in rows], "data": [d for _, d in rows]}, schema={"id": pl.String, "data": pl.String})
+    got = frame.select(tables.digest_expr(pl.col("id"), pl.col("data"))).to_series().to_list()
+    assert got == [tables.digest(i, d) for i, d in rows]

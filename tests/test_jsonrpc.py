@@ -42,7 +42,7 @@ def both(texts):
             slow += [(i, m.kind, m.rpc_id, m.method, m.error_code, m.error_message, m.protocol_version, m.params_digest) for m in jsonrpc.extract(t)]
         except jsonrpc.NotJsonRpc:
             bad.append(f"line {i}")
-    return fast, sorted(slow), sorted(invalid["location"].to_list()), sorted(bad)
+    return fast, sorted(slow), sorted(ev["location"].gather(invalid["row"]).to_list()), sorted(bad)
 
 
 @pytest.mark.parametrize("sep", [(",", ":"), (", ", ": ")])  # JavaScript's JSON.stringify, Python's json.dumps
