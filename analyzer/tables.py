@@ -263,10 +263,9 @@ class Builder:
         del frames
         if self._sort_events:  # renumbered: events in exchange order again, each stream's in its own order
             frame = frame.sort("xid", maintain_order=True)
-        start = pl.DataFrame(
-            {"xid": [r["xid"] for r in self.exchanges], "_lei": [r["last_event_id"] or "" for r in self.exchanges]},
-            schema={"xid": pl.Int64, "_lei": pl.String},
-        )
+        # each exchange's Last-Event-ID, by xid (xids are 0..n-1): gathered per event, no join (a join copies every column)
+        assert all(r["xid"] == i for i, r in enumerate(self.exchanges)), "exchange rows are kept in xid order"
+        resumed = pl.Series("_lei", [r["last_event_id"] or "" for r in self.exchanges], dtype=pl.String)
         return (
             frame.lazy()
             .with_columns(
@@ -274,10 +273,9 @@ class Builder:
                 event=pl.col("event").fill_null("message"),
                 data=pl.col("data").fill_null(""),
             )
-            .join(start.lazy(), on="xid", how="left", maintain_order="left")
             # the client's last-event-ID buffer: what it resumed from until a block carries an id field (WHATWG: it persists)
             .with_columns(
-                cursor=pl.coalesce(pl.col("id").forward_fill().over("xid"), pl.col("_lei"), pl.lit("")),
+                cursor=pl.coalesce(pl.col("id").forward_fill().over("xid"), pl.lit(resumed).gather(pl.col("xid")), pl.lit("")),
                 digest=digest_expr(pl.col("id"), pl.col("data")),
                 source=pl.lit(self.source),
             )
@@ -332,7 +330,9 @@ class Builder:
         # so the analysis is the same with and without --no-redact (see analyzer.redact).
         if self.redact:
             events = events.with_columns(redact.column(events["data"]))
-        events = events.to_arrow().cast(EVENTS)
+        held = [events]
+        del events
+        events = _to_arrow(held, EVENTS)
         bodies = pa.Table.from_pydict(self.messages, schema=MESSAGES)
         messages = pa.concat_tables([bodies, sse.to_arrow().cast(MESSAGES)])
         if self.redact:
@@ -359,3 +359,15 @@ class Builder:
             msg = row["message"]
             if msg.startswith(head):
                 row["message"] = head + redact.text(msg[len(head):])
+
+
+def _to_arrow(held: list[pl.DataFrame], schema: pa.Schema) -> pa.Table:
+    """The frame in ``held`` (taken out of it: the caller holds no other reference) as an Arrow table of
+    ``schema``, one column at a time: each Polars column is let go as soon as its Arrow copy is made,
+    so the conversion holds one column twice, not the table."""
+    frame = held.pop()
+    columns = []
+    for name in schema.names:
+        columns.append(frame.get_column(name).to_arrow().cast(schema.field(name).type))
+        frame = frame.drop(name)
+    return pa.Table.from_arrays(columns, schema=schema)
