@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import json
 import re
+import uuid
 from datetime import datetime, timedelta, timezone
 from typing import BinaryIO
 
@@ -222,14 +224,135 @@ def _skip_ws(text: str, pos: int) -> int:
     return pos
 
 
+class _NotStreamable(Exception):
+    """The document is not one the streaming reader takes as it is: read it whole (load) instead."""
+
+
+STREAM_CHUNK = 1 << 20
+
+
+def _outside_strings(text: str, at: int) -> bool:
+    """``text[at]`` is not inside a JSON string (the strings before it skipped whole, one regex pass)."""
+    for tok in _STRUCTURE.finditer(text):
+        if tok.start() >= at:
+            return True
+        if tok.end() > at:  # a string that began before ``at`` and goes on past it
+            return False
+    return True
+
+
+def stream_entries(source: str, stream: BinaryIO):
+    """``log.entries`` of a well-formed HAR, one entry at a time, parsed by the standard library's JSON
+    decoder entry by entry: the values are those ``json.loads`` of the whole document gives, and memory
+    holds one entry (and a read buffer), not the document.  Raises :class:`_NotStreamable` for anything
+    else -- a document that breaks off, is not valid JSON, nests an entry too deeply, has no
+    ``log.entries`` list, or is valid JSON only up to its entries -- which :func:`load` then reads whole,
+    with its salvage of the entries before a break."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")  # invalid UTF-8 as load() reads it
+    raw_decode = json.JSONDecoder().raw_decode
+    cap = limits.current().document_bytes
+    buf, eof = "", False
+
+    def grow() -> None:  # at least doubles what is held: one long entry costs linear time, not quadratic
+        nonlocal buf, eof
+        if eof:
+            raise _NotStreamable
+        if len(buf) > cap:
+            raise InputError(
+                source,
+                f"one HAR entry, or the document around its entries, is larger than {cap >> 20} MiB: it would be held "
+                "whole; raise --max-har-mb if this machine has the memory",
+            )
+        got = stream.read(max(STREAM_CHUNK, len(buf)))
+        if not got:
+            eof = True
+            buf += decoder.decode(b"", final=True)
+        else:
+            buf += decoder.decode(got)
+
+    def ws(pos: int) -> int:  # the first non-blank at or after pos, reading on as needed
+        while True:
+            n = len(buf)
+            while pos < n and buf[pos] in " \t\r\n":
+                pos += 1
+            if pos < n:
+                return pos
+            grow()
+
+    # where the entries array opens: `"entries": [` outside any string; the document's structure up to
+    # there is checked at the end, with everything after the array
+    search_from = 0
+    while True:
+        m = _ENTRIES.search(buf, search_from)
+        if m is not None and _outside_strings(buf, m.start()):
+            break
+        if m is not None:
+            search_from = m.start() + 1
+            continue
+        search_from = max(0, len(buf) - 64)
+        grow()
+    head = buf[: m.end()]
+    pos = m.end()
+    pos = ws(pos)
+    if buf[pos] != "]":
+        while True:
+            try:
+                entry, end = raw_decode(buf, pos)
+            except json.JSONDecodeError:
+                grow()  # an entry the buffer cuts (or, at the end of the file, a broken one: _NotStreamable)
+                continue
+            except RecursionError:
+                raise _NotStreamable from None
+            if end == len(buf) and not eof:
+                grow()  # a number or literal may go on in the next read
+                continue
+            yield entry
+            pos = ws(end)
+            if buf[pos] == "]":
+                break
+            if buf[pos] != ",":
+                raise _NotStreamable
+            pos = ws(pos + 1)
+            if pos > STREAM_CHUNK and pos > len(buf) // 2:  # drop what was read, now and then (not per entry: a copy)
+                buf, pos = buf[pos:], 0
+    rest = buf[pos + 1 :]
+    while not eof:
+        grow()
+        rest = buf[pos + 1 :]
+    # the array read must be the document's log.entries (not an `entries` of a page, nor one that a later
+    # duplicate key overrides): the document with a marker in its place must parse, the marker there
+    marker = f"\\u0000streamed entries {uuid.uuid4()}"
+    try:
+        doc = json.loads(f'{head}"{marker}"]{rest}')
+    except (ValueError, RecursionError):
+        raise _NotStreamable from None
+    if not (isinstance(doc, dict) and isinstance(doc.get("log"), dict) and doc["log"].get("entries") == [json.loads(f'"{marker}"')]):
+        raise _NotStreamable
+
+
 def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested:
+    """A HAR document, streamed entry by entry when it is well-formed (:func:`stream_entries`), else read
+    whole by :func:`load` (its size capped by --max-har-mb) with the entries before a break salvaged."""
+    if stream.seekable():
+        start = stream.tell()
+        try:
+            return _read(source, stream_entries(source, stream), None, redact_secrets)
+        except _NotStreamable:
+            stream.seek(start)
     entries, broken = load(source, stream)
+    return _read(source, iter(entries), broken, redact_secrets)
+
+
+def _read(source: str, entries, broken: tuple[str, bool] | None, redact_secrets: bool) -> Ingested:
+    """The entries in file order, each read as it comes; the exchanges are numbered by start time at the end."""
     log = AnomalyLog(source)
     b = Builder(source, log, redact_secrets)
     clean = _Cleaner()
     far_future = datetime.max.replace(tzinfo=timezone.utc)
-
-    ordered = []
+    order: list[tuple[datetime, int]] = []  # per exchange made: its start (unknown: last), then its entry number
+    notes: list[str] = []
+    not_recorded = 0
+    n = 0
     for n, entry in enumerate(entries, start=1):
         where = f"entry {n}"
         if entry is TOO_DEEP:
@@ -241,13 +364,7 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
         started = _ts(entry.get("startedDateTime"))
         if started is None:
             log.add("har_bad_timestamp", where, repr(entry.get("startedDateTime"))[:60])
-        ordered.append((started or far_future, n, entry))
-    ordered.sort(key=lambda t: (t[0], t[1]))
-
-    notes: list[str] = []
-    not_recorded = 0
-    for started, n, entry in ordered:
-        where = f"entry {n}"
+            started = far_future
         req, resp = entry["request"], entry["response"]
         req_headers = _headers(req.get("headers"), clean)
         resp_headers = _headers(resp.get("headers"), clean)
@@ -265,6 +382,7 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
             req_headers=req_headers,
             request_body=body,
         )
+        order.append((started, n))
         status = resp.get("status")
         # (an integer that is no HTTP status, like 2**64, is as unknown as a missing one)
         status = status if isinstance(status, int) and not isinstance(status, bool) and 0 <= status <= 999 else None
@@ -331,16 +449,17 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
             "they were replaced by U+FFFD."
         )
     notes.append("HAR keeps no per-event times: SSE events are ordered by their position in the body.")
-    records = len(entries)
+    b.renumber(sorted(range(len(order)), key=order.__getitem__))  # xid: request-start (capture) order, as the tables say
+    records = n
     if broken is not None:
         error, inside = broken
         if inside:  # the entry the break fell in is a record, rejected
             records += 1
             log.add("har_entry_invalid", f"entry {records}", f"the document breaks off inside this entry ({error})")
         notes.append(
-            f"The HAR document is not complete ({error}): the {len(entries)} whole entries before the break were read. "
+            f"The HAR document is not complete ({error}): the {n} whole entries before the break were read. "
             "Was it truncated while being written?"
         )
-    if not entries and not records:
+    if not records:
         log.add("input_empty", "file")
     return b.finish("har", records, notes)

@@ -44,10 +44,29 @@ def test_a_line_past_the_limit_is_one_rejected_record_and_is_never_held(tmp_path
 
 def test_a_har_past_the_document_limit_is_refused_with_the_option_named(tmp_path):
     path = tmp_path / "big.har"
-    path.write_text(json.dumps({"log": {"entries": [], "pad": "x" * (3 << 20)}}))
+    path.write_text(json.dumps({"log": {"entries": [], "pad": "x" * (3 << 20)}}))  # the document around the entries
     r = CliRunner().invoke(main, ["analyze", str(path), "-q", "--max-har-mb", "1"])
     assert r.exit_code == 2
     assert "larger than 1 MiB" in r.output and "--max-har-mb" in r.output
+    entry = {"startedDateTime": "2026-01-01T00:00:00Z", "request": {"method": "POST", "url": "http://h/mcp", "headers": [],
+             "postData": {"text": "x" * (3 << 20)}}, "response": {"status": 202, "headers": []}}
+    path.write_text(json.dumps({"log": {"entries": [entry]}}))  # one entry
+    r = CliRunner().invoke(main, ["analyze", str(path), "-q", "--max-har-mb", "1"])
+    assert r.exit_code == 2 and "larger than 1 MiB" in r.output
+    path.write_text(json.dumps({"log": {"entries": [entry] * 2}})[: 4 << 20])  # cut short: read whole to salvage
+    r = CliRunner().invoke(main, ["analyze", str(path), "-q", "--max-har-mb", "1"])
+    assert r.exit_code == 2 and "larger than 1 MiB" in r.output
+
+
+def test_a_well_formed_har_is_streamed_past_the_document_limit(tmp_path):
+    """Entries are read one at a time: 3 MiB of them under a 1 MiB limit are all read."""
+    entry = {"startedDateTime": "2026-01-01T00:00:00Z", "request": {"method": "POST", "url": "http://h/mcp", "headers": [],
+             "postData": {"text": "x" * (100 << 10)}}, "response": {"status": 202, "headers": []}}
+    path = tmp_path / "many.har"
+    path.write_text(json.dumps({"log": {"entries": [entry] * 30}}))
+    with limits.using(limits.Limits(document_bytes=1 << 20)):
+        got = inputs.read_one(str(path))
+    assert got.records == 30 and got.exchanges.num_rows == 30 and got.rejected == 0
 
 
 def test_a_gzip_bomb_stops_at_the_ratio_and_the_rest_of_the_input_counts(tmp_path):

@@ -1,0 +1,139 @@
+"""The streaming HAR reader (ingest_har.stream_entries) against the whole-document one (ingest_har.load).
+
+A well-formed HAR is read entry by entry; every other document is read whole.  Both must give the same
+tables: the streaming path is only a way to hold less memory."""
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analyzer import ingest_har
+from analyzer.errors import InputError
+
+ROOT = Path(__file__).resolve().parent.parent
+HARS = sorted((ROOT / "sample_logs").rglob("*.har"))
+
+
+def whole(data: bytes):
+    entries, broken = ingest_har.load("x.har", io.BytesIO(data))
+    return ingest_har._read("x.har", iter(entries), broken, True)
+
+
+def tables(ing) -> tuple:
+    return (ing.records, ing.rejected, ing.exchanges.to_pylist(), ing.events.to_pylist(), ing.messages.to_pylist(),
+            ing.anomalies.to_pylist(), ing.notes)
+
+
+@pytest.fixture
+def tiny_reads(monkeypatch):
+    """Reads of a few bytes, so entries, strings and escapes are cut at every place."""
+    monkeypatch.setattr(ingest_har, "STREAM_CHUNK", 5)
+
+
+@pytest.mark.parametrize("path", HARS, ids=lambda p: p.name)
+def test_every_sample_har_streams_to_the_same_tables(path, tiny_reads):
+    data = path.read_bytes()
+    assert list(ingest_har.stream_entries("x.har", io.BytesIO(data))) == json.loads(data)["log"]["entries"]
+    assert tables(ingest_har.read("x.har", io.BytesIO(data))) == tables(whole(data))
+
+
+_text = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=12) | st.sampled_from(
+    ['"entries": [', '\\"entries\\": [', "]", "}", "\u2028", "é", "😀"])
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | _text,
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3), max_leaves=12)
+
+
+def _entry(draw, i: int) -> dict:
+    return {
+        "startedDateTime": draw(st.sampled_from(["2026-01-01T00:00:0%dZ" % (i % 10), "2026-01-01T00:00:00Z", None, "later"])),
+        "request": {"method": "POST", "url": "http://h/mcp", "headers": [{"name": "X", "value": draw(_text)}],
+                    "postData": {"text": json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call"})}},
+        "response": {"status": 200, "headers": [{"name": "Content-Type", "value": "text/event-stream"}],
+                     "content": {"mimeType": "text/event-stream", "text": f"id: {i}\ndata: {draw(_text)!s}\n\n"}},
+        "extra": draw(_json),
+    }
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_well_formed_documents_stream_to_what_json_loads_gives(data):
+    draw = data.draw
+    entries = [_entry(draw, i) for i in range(draw(st.integers(0, 4)))]
+    log = {"version": "1.2", "creator": {"name": draw(_text), "note": draw(_json)}}
+    if draw(st.booleans()):
+        log["pages"] = [{"title": '"entries": [ inside a string'}]
+    log["entries"] = entries
+    if draw(st.booleans()):
+        log["after"] = draw(_json)
+    doc = {"log": log}
+    kw = draw(st.sampled_from([{}, {"indent": 1}, {"separators": (",", ":")}, {"ensure_ascii": False}]))
+    raw = json.dumps(doc, **kw).encode()
+    got = list(ingest_har.stream_entries("x.har", _Chunky(raw, draw(st.integers(1, 9)))))
+    assert got == entries
+    assert tables(ingest_har.read("x.har", io.BytesIO(raw))) == tables(whole(raw))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_broken_documents_are_read_whole_with_the_same_result(data):
+    draw = data.draw
+    entries = [_entry(draw, i) for i in range(draw(st.integers(1, 3)))]
+    raw = json.dumps({"log": {"entries": entries}}).encode()
+    how = draw(st.sampled_from(["cut", "garbage", "bad_utf8", "nan", "deep", "no_entries"]))
+    if how == "cut":
+        raw = raw[: draw(st.integers(1, len(raw) - 1))]
+    elif how == "garbage":
+        raw += b" x"
+    elif how == "bad_utf8":
+        at = draw(st.integers(0, len(raw)))
+        raw = raw[:at] + b"\xff" + raw[at:]
+    elif how == "nan":
+        raw = raw.replace(b'"extra": ', b'"extra": NaN, "was": ', 1)
+    elif how == "deep":
+        raw = raw.replace(b'"extra": ', b'"extra": ' + b"[" * 100_000 + b"]" * 100_000 + b', "was": ', 1)
+    else:
+        raw = json.dumps({"log": {"pages": entries}}).encode()
+    assert outcome(lambda: ingest_har.read("x.har", io.BytesIO(raw))) == outcome(lambda: whole(raw))
+
+
+def outcome(run) -> tuple:
+    try:
+        return tables(run())
+    except InputError as exc:
+        return ("refused", str(exc))
+
+
+def test_no_entries_list_is_refused_as_before():
+    with pytest.raises(InputError, match="log.entries"):
+        ingest_har.read("x.har", io.BytesIO(b'{"log": {"pages": []}}'))
+    with pytest.raises(InputError, match="log.entries"):  # an `entries` key somewhere else is not the HAR's
+        ingest_har.read("x.har", io.BytesIO(b'{"log": {"pages": [{"entries": []}]}}'))
+    # a page's `entries` before the real ones: the real ones are read, not the page's
+    page = {"startedDateTime": "2026-01-01T00:00:00Z", "request": {"method": "GET", "url": "http://h/page", "headers": []},
+            "response": {"status": 204, "headers": []}}
+    for real in ([], [dict(page, request=dict(page["request"], url="http://h/real"))]):
+        raw = json.dumps({"log": {"pages": [{"entries": [page]}], "entries": real}}).encode()
+        got = ingest_har.read("x.har", io.BytesIO(raw))
+        assert got.exchanges.column("url").to_pylist() == [e["request"]["url"] for e in real]
+    raw = json.dumps({"log": {"entries": [page]}}).encode()[:-2] + b', "entries": []}}'  # a later duplicate key wins
+    assert ingest_har.read("x.har", io.BytesIO(raw)).exchanges.num_rows == 0
+
+
+class _Chunky(io.RawIOBase):
+    """Short reads of ``size`` bytes."""
+
+    def __init__(self, data: bytes, size: int) -> None:
+        self.data, self.size, self.at = data, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        out = self.data[self.at : self.at + min(self.size, n if n >= 0 else self.size)]
+        self.at += len(out)
+        return out
