@@ -260,8 +260,6 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
             r["_pos"] = p
 
     x = f.exchanges
-    verdicts = b.group_by("session").agg(pl.col("verdict"))
-    worst = {row["session"]: row["verdict"] for row in verdicts.to_dicts()}
     sess = (
         x.group_by("session")
         .agg(
@@ -281,38 +279,53 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
     inits = f.messages.filter(
         (pl.col("direction") == "server_to_client") & (pl.col("kind") == "response") & pl.col("protocol_version").is_not_null()
     ).group_by("session").agg(pl.col("protocol_version").first().alias("negotiated"), pl.len().alias("initialize_results"))
+    # each session's boundaries counted by verdict, in the verdict order, by Polars (not per session in Python)
+    rank = {v: i for i, v in enumerate(VERDICT_ORDER)}
+    counted = (
+        b.group_by("session", "verdict")
+        .agg(n=pl.len())
+        .with_columns(_rank=pl.col("verdict").replace_strict(rank, default=None, return_dtype=pl.Int32))
+        .sort("session", "_rank")
+        .group_by("session", maintain_order=True)
+        .agg(
+            boundaries=pl.col("n").sum(),
+            _verdicts=pl.col("verdict").filter(pl.col("_rank").is_not_null()),
+            _counts=pl.col("n").filter(pl.col("_rank").is_not_null()),
+        )
+    )
     sess = (
         sess.join(inits, on="session", how="left", maintain_order="left")
         .join(rev, on="session", how="left", maintain_order="left")
-        .with_columns(pl.col("initialize_results").fill_null(0))
+        .join(counted, on="session", how="left", maintain_order="left")
+        .with_columns(pl.col("initialize_results").fill_null(0), pl.col("boundaries").fill_null(0).cast(pl.Int64))
     )
     # "S<n>": the key of one session in this document (the same Mcp-Session-Id in two
     # unrelated inputs is two sessions); sessions are numbered in history order.
     key = {k: f"S{n}" for n, k in enumerate(sess["session"].to_list(), start=1)}
     for rec in boundaries + findings:
         rec["session"] = key.get(rec["session"])
-    sessions = []
-    for s in sess.to_dicts():
-        vs = worst.get(s["session"], [])
-        counts = {v: vs.count(v) for v in VERDICT_ORDER if v in vs}
-        sessions.append(
-            {
-                "session": key[s["session"]],
-                "session_id": s["session_id"],
-                "protocol_version": s["revision"],
-                "era": s["era"],
-                "id_scheme": s["id_scheme"],
-                "first_seen": s["first_seen"].strftime("%Y-%m-%dT%H:%M:%S.%fZ") if s["first_seen"] else None,
-                "last_seen": s["last_seen"].strftime("%Y-%m-%dT%H:%M:%S.%fZ") if s["last_seen"] else None,
-                "exchanges": s["exchanges"],
-                "streams": s["streams"],
-                "events": s["events"],
-                "boundaries": len(vs),
-                "verdicts": counts,
-                "initialize_results": s["initialize_results"],
-                "sources": s["sources"],
-            }
-        )
+    sessions = sess.select(
+        session=pl.format("S{}", pl.int_range(1, pl.len() + 1)),
+        session_id="session_id",
+        protocol_version="revision",
+        era="era",
+        id_scheme="id_scheme",
+        first_seen=_iso("first_seen"),
+        last_seen=_iso("last_seen"),
+        exchanges="exchanges",
+        streams="streams",
+        events="events",
+        boundaries="boundaries",
+        _verdicts="_verdicts",
+        _counts="_counts",
+        initialize_results="initialize_results",
+        sources="sources",
+    ).to_dicts()
+    for s in sessions:  # the JSON object of verdict counts (only the verdicts seen: a dict per session is the contract)
+        s["verdicts"] = dict(zip(s.pop("_verdicts") or [], s.pop("_counts") or []))
+    order = ["session", "session_id", "protocol_version", "era", "id_scheme", "first_seen", "last_seen", "exchanges", "streams",
+             "events", "boundaries", "verdicts", "initialize_results", "sources"]
+    sessions = [{k: s[k] for k in order} for s in sessions]
     exchanges = x.sort("pos").select(
         pl.format("x{}", pl.col("pos") + 1).alias("exchange_id"),
         pl.col("session").replace_strict(key, return_dtype=pl.String).alias("session"),
