@@ -191,7 +191,22 @@ def headers(h: dict[str, str], enabled: bool = True) -> dict[str, str]:
     (a Referer or Location with ``?token=``)."""
     if not enabled:
         return h
-    return {k: (REDACTED if is_secret(k) else v if k in _KEEP_HEADERS else text(v)) for k, v in h.items()}
+    cache = _HEADER_CACHE
+    out = {}
+    for k, v in h.items():
+        got = cache.get((k, v))
+        if got is None:
+            if len(cache) >= _HEADER_CACHE_SIZE:
+                cache.clear()
+            got = cache[(k, v)] = REDACTED if is_secret(k) else v if k in _KEEP_HEADERS else text(v)
+        out[k] = got
+    return out
+
+
+# a log repeats the same headers (host, accept, user-agent, content-type) on every request: the decision
+# for a (name, value) pair is made once (a pure function of the pair), up to this many pairs at a time
+_HEADER_CACHE: dict[tuple[str, str], str] = {}
+_HEADER_CACHE_SIZE = 4096
 
 
 def _params(part: str) -> str:
