@@ -82,25 +82,45 @@ def _text_safe(value):
     return value
 
 
-def _lines(stream: BinaryIO, limit: int):
-    """The stream's lines; a line longer than ``limit`` comes as its length (an int), skipped in 1 MiB
-    reads, so memory never holds more than ``limit`` bytes of one line."""
-    readline = stream.readline
+READ_BLOCK = 8 << 20  # bytes per read: the log is split into lines by bytes.split, not one readline per line
+
+
+def _lines_in_blocks(stream: BinaryIO, limit: int):
+    """The stream's lines in lists (one list per read block), without their newline; a line longer than
+    ``limit`` comes as its length with the newline (an int), and is never held whole: past the limit its
+    bytes are counted, not kept.  The lists are made by ``bytes.split`` in C, not a Python call per line."""
+    read = stream.read
+    size = min(READ_BLOCK, max(limit, 1 << 16))  # (a block is held twice while split: not much more than the limit)
+    carry: list[bytes] = []  # the pieces of the line the last block ended inside (while within the limit)
+    carry_len = 0
     while True:
-        raw = readline(limit + 1)
-        if not raw:
+        block = read(size)
+        if not block:
+            if carry_len:  # the last line, without a newline
+                yield [b"".join(carry) if carry_len <= limit else carry_len]
             return
-        if len(raw) <= limit or raw.endswith(b"\n"):
-            yield raw
+        parts = block.split(b"\n")
+        del block
+        tail = parts.pop()  # after the block's last newline: the start of the next line (b"" when it ends with one)
+        if not parts:  # no newline in this block: the line goes on
+            carry_len += len(tail)
+            if carry_len <= limit:
+                carry.append(tail)
+            else:
+                carry = []
             continue
-        size = len(raw)
-        del raw
-        while True:  # bounded by the stream's end
-            rest = readline(1 << 20)
-            size += len(rest)
-            if not rest or rest.endswith(b"\n"):
-                break
-        yield size
+        first_len = carry_len + len(parts[0])
+        parts[0] = (b"".join(carry) + parts[0]) if first_len <= limit else first_len + 1
+        carry, carry_len = ([tail] if len(tail) <= limit else []), len(tail)
+        if len(parts) > 1 and max(map(len, parts[1:])) > limit:  # (rare) a whole line too long within the block
+            parts[1:] = [p if len(p) <= limit else len(p) + 1 for p in parts[1:]]
+        yield parts
+
+
+def _lines(stream: BinaryIO, limit: int):
+    """The stream's lines one by one (see :func:`_lines_in_blocks`)."""
+    for block in _lines_in_blocks(stream, limit):
+        yield from block
 
 
 def _opt_str(rec: dict, key: str) -> tuple[bool, str | None]:
@@ -318,11 +338,11 @@ class _Reader:
 def read(source: str, stream: BinaryIO, redact_secrets: bool = True, columns: bool = True) -> Ingested:
     """``columns=False``: every line through the per-line reader (the reference the column-wise path is tested against)."""
     r = _Reader(source, redact_secrets)
-    lines = _lines(stream, limits.current().line_bytes)
+    limit = limits.current().line_bytes
     if columns:
-        _read_batches(r, lines)
+        _read_batches(r, _lines_in_blocks(stream, limit))
     else:
-        for lineno, raw in enumerate(lines, start=1):
+        for lineno, raw in enumerate(_lines(stream, limit), start=1):
             r.line(lineno, raw)
     for row in r.current.values():
         if row["end_reason"] == "open" and row["status"] is not None and row["content_type"] != "text/event-stream":
@@ -338,19 +358,22 @@ BATCH_LINES = VALUE_CHUNK
 BATCH_BYTES = 16 << 20
 
 
-def _batches(lines):
-    batch, size = [], 0
-    for raw in lines:
-        batch.append(raw)
-        size += len(raw) if type(raw) is bytes else 0
-        if len(batch) >= BATCH_LINES or size >= BATCH_BYTES:
+def _batches(blocks):
+    """The lines of ``blocks`` in batches of at most BATCH_LINES lines and about BATCH_BYTES bytes."""
+    for block in blocks:
+        at, n = 0, len(block)
+        while at < n:
+            end = min(n, at + BATCH_LINES)
+            batch = block[at:end]
+            size = sum(len(r) for r in batch if type(r) is bytes)
+            if size > BATCH_BYTES and len(batch) > 1:  # long lines: fewer of them per batch
+                end = at + max(1, int(len(batch) * BATCH_BYTES / size))
+                batch = block[at:end]
             yield batch
-            batch, size = [], 0
-    if batch:
-        yield batch
+            at = end
 
 
-def _read_batches(r: _Reader, lines) -> None:
+def _read_batches(r: _Reader, blocks) -> None:
     """The log in batches: its plain ``sse`` records column-wise (:mod:`analyzer.jsonl_columns`), the rest per line.
 
     A plain sse record attaches to its connection's current exchange as the per-line reader would
@@ -360,7 +383,7 @@ def _read_batches(r: _Reader, lines) -> None:
     that the per-line reader takes it after all."""
     b, current, suspect = r.b, r.current, r.suspect
     first = 1
-    for batch in _batches(lines):
+    for batch in _batches(blocks):
         fast = jsonl_columns.sse_rows(batch)
         conn_at = [None] * len(batch)
         for p, c in zip(fast["pos"].to_list(), fast["conn"].to_list()):

@@ -176,3 +176,38 @@ def test_times_the_fast_path_takes_are_read_as_python_reads_them(ts):
     got = jsonl_columns.sse_rows([line])
     if got.height:  # (a line not taken is read per line: nothing to compare)
         assert got["ts"][0] == ingest_jsonl.parse_ts(ts)
+
+
+def _readline_lines(stream, limit: int):
+    """The reference: one readline per line (the reader before block reads), newlines dropped."""
+    while True:
+        raw = stream.readline(limit + 1)
+        if not raw:
+            return
+        if len(raw) <= limit or raw.endswith(b"\n"):
+            yield raw[:-1] if raw.endswith(b"\n") else raw
+            continue
+        size = len(raw)
+        while True:
+            rest = stream.readline(1 << 20)
+            size += len(rest)
+            if not rest or rest.endswith(b"\n"):
+                break
+        yield size
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([b"", b"a", b"abcdefgh", b"x" * 30, b"\r", b"{}"]), max_size=30).map(lambda xs: b"\n".join(xs)),
+       st.booleans(), st.integers(1, 12), st.integers(1, 40))
+def test_block_reads_split_lines_as_readline_does(data, eol, limit, block):
+    """Lines split from blocks of any size are readline's lines, over-long lines counted the same (with their newline)."""
+    import io
+
+    data += b"\n" if eol else b""
+    old = ingest_jsonl.READ_BLOCK
+    ingest_jsonl.READ_BLOCK = block
+    try:
+        got = list(ingest_jsonl._lines(io.BytesIO(data), limit))
+    finally:
+        ingest_jsonl.READ_BLOCK = old
+    assert got == list(_readline_lines(io.BytesIO(data), limit))
