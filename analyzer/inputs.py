@@ -337,16 +337,21 @@ def _empty(source: str, kind: str, log: AnomalyLog) -> Ingested:
     )
 
 
-def concat(parts: list[Ingested]) -> dict[str, pa.Table]:
+def concat(parts: list[Ingested]) -> dict:
+    """The canonical tables of all parts: Arrow tables, and the events as one Polars frame (the
+    ingesters' own, not copied: see tables.Ingested)."""
+    import polars as pl
+
     from . import anomalies, tables
 
     def cat(attr: str, schema: pa.Schema) -> pa.Table:
         got = [getattr(p, attr) for p in parts]
         return pa.concat_tables(got) if got else schema.empty_table()
 
+    frames = [p.events_polars() for p in parts]
     return {
         "exchanges": cat("exchanges", tables.EXCHANGES),
-        "events": cat("events", tables.EVENTS),
+        "events": pl.concat(frames, rechunk=False) if frames else pl.from_arrow(tables.EVENTS.empty_table()),
         "messages": cat("messages", tables.MESSAGES),
         "anomalies": cat("anomalies", anomalies.SCHEMA),
     }

@@ -160,7 +160,7 @@ def run(
     got = read_inputs(paths, fmt, redact_secrets, progress, ports)
     tables = inputs.concat(got.parts)
     if progress:
-        progress(f"analyzing {tables['exchanges'].num_rows} exchanges, {tables['events'].num_rows} events")
+        progress(f"analyzing {tables['exchanges'].num_rows} exchanges, {len(tables['events'])} events")
     result = analyze_tables(tables, got.input_rows, got.errors, got.skipped, got.readable)
     result.skip_reasons = got.skip_reasons
     return result
@@ -178,7 +178,7 @@ def analyze_tables(
     body = findings.build_document(frames, b, rev, keep_pos=keep_pos)
 
     anomalies = pl.from_arrow(tables["anomalies"]) if tables["anomalies"].num_rows else pl.from_arrow(ANOMALY_SCHEMA.empty_table())
-    doc = document(input_rows, errors, skipped, body, int(tables["events"].num_rows), int(tables["messages"].num_rows), anomalies.to_dicts())
+    doc = document(input_rows, errors, skipped, body, len(tables["events"]), int(tables["messages"].num_rows), anomalies.to_dicts())
     return Result(doc, readable, errors)
 
 

@@ -168,12 +168,17 @@ def _stream_roots(x: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
     return parent
 
 
+def _polars(table) -> pl.DataFrame:
+    """A canonical table as Polars: an Arrow table is converted, a Polars frame taken as it is."""
+    return table if isinstance(table, pl.DataFrame) else pl.from_arrow(table)
+
+
 def build(tables: dict) -> tuple[Frames, pl.DataFrame]:
     """Frames with sessions and streams, and the links table (one row per boundary)."""
     x = _ordered_exchanges(pl.from_arrow(tables["exchanges"]))
     keys = x.select("source", "xid", "gx", "pos", "view", "session", "session_id")
     ev = (
-        pl.from_arrow(tables["events"])
+        _polars(tables["events"])
         .join(keys, on=["source", "xid"], how="inner")
         .with_columns(
             visible=pl.col("fate") != "cut_off",

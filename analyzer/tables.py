@@ -103,17 +103,39 @@ def media_type(content_type: str | None) -> str | None:
 
 @dataclass
 class Ingested:
-    """What one ingester returns for one input."""
+    """What one ingester returns for one input.
+
+    Its events are kept as the Polars frame the Builder made (``events_frame``) until someone asks for
+    the Arrow table (``events``, converted once, in place): the single-pass analysis reads the Polars
+    frame as it is, so a million events are not copied into Arrow and back (two copies of the table)."""
 
     source: str
     format: str
     records: int
     exchanges: pa.Table
-    events: pa.Table
+    events_frame: "pl.DataFrame | pa.Table"
     messages: pa.Table
     anomalies: pa.Table
     rejected: int
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def events(self) -> pa.Table:
+        """The events as an Arrow table of :data:`EVENTS` (converted on first use; the Polars frame is let go)."""
+        if isinstance(self.events_frame, pl.DataFrame):
+            held = [self.events_frame]
+            self.events_frame = None
+            self.events_frame = _to_arrow(held, EVENTS)
+        return self.events_frame
+
+    @events.setter
+    def events(self, table: pa.Table) -> None:
+        self.events_frame = table
+
+    def events_polars(self) -> pl.DataFrame:
+        """The events as a Polars frame (no copy when the Arrow table was never asked for)."""
+        got = self.events_frame
+        return got if isinstance(got, pl.DataFrame) else pl.from_arrow(got)
 
 
 VALUE_CHUNK = 65_536  # events per chunk of plain values (Builder.flush_values)
@@ -330,9 +352,7 @@ class Builder:
         # so the analysis is the same with and without --no-redact (see analyzer.redact).
         if self.redact:
             events = events.with_columns(redact.column(events["data"]))
-        held = [events]
-        del events
-        events = _to_arrow(held, EVENTS)
+        events = events.cast(_EVENTS_POLARS)  # the Arrow table's types (EVENTS), in Polars
         bodies = pa.Table.from_pydict(self.messages, schema=MESSAGES)
         messages = pa.concat_tables([bodies, sse.to_arrow().cast(MESSAGES)])
         if self.redact:
@@ -344,7 +364,7 @@ class Builder:
             format=fmt,
             records=records,
             exchanges=pa.Table.from_pylist(self.exchanges, schema=EXCHANGES),
-            events=events,
+            events_frame=events,
             messages=messages,
             anomalies=self.log.table(),
             rejected=self.log.rejected,
@@ -359,6 +379,12 @@ class Builder:
             msg = row["message"]
             if msg.startswith(head):
                 row["message"] = head + redact.text(msg[len(head):])
+
+
+_EVENTS_POLARS = {"source": pl.String, "xid": pl.Int64, "ordinal": pl.Int32, "location": pl.String, "ts": pl.Datetime("us", "UTC"),
+                  "id": pl.String, "cursor": pl.String, "event": pl.String, "data": pl.String, "retry": pl.Int64,
+                  "fate": pl.String, "digest": pl.String}
+assert list(_EVENTS_POLARS) == EVENTS.names
 
 
 def _to_arrow(held: list[pl.DataFrame], schema: pa.Schema) -> pa.Table:

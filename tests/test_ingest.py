@@ -188,3 +188,21 @@ def test_the_column_wise_digest_is_the_reference_digest(rows):
     frame = pl.DataFrame({"id": [i for i, _ in rows], "data": [d for _, d in rows]}, schema={"id": pl.String, "data": pl.String})
     got = frame.select(tables.digest_expr(pl.col("id"), pl.col("data"))).to_series().to_list()
     assert got == [tables.digest(i, d) for i, d in rows]
+
+
+def test_the_analysis_is_the_same_from_the_polars_events_and_from_their_arrow_table():
+    """The single pass reads the ingester's Polars frame as it is; the Arrow table (the store's) gives the same document."""
+    from pathlib import Path
+
+    path = str(Path(__file__).resolve().parent.parent / "sample_logs" / "real-python-resurrection-loop.jsonl")
+    docs = []
+    for as_arrow in (False, True):
+        got = inputs.read_one(path)
+        if as_arrow:
+            assert got.events.num_rows > 0 and not isinstance(got.events_frame, pl.DataFrame)
+        else:
+            assert isinstance(got.events_frame, pl.DataFrame)
+        doc = pipeline.analyze_tables(inputs.concat([got]), [], [], [], 1).document
+        doc.pop("generated_at")
+        docs.append(doc)
+    assert docs[0] == docs[1] and docs[0]["boundaries"]
