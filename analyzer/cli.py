@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from . import __version__, findings, inputs, limits, pipeline, report
+from . import __version__, document, findings, inputs, limits, pipeline, report
 from .errors import AuditError
 
 class Failure(click.ClickException):
@@ -190,7 +190,7 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
         raise click.UsageError("standard input cannot go into a store (it is known by the sha256 of a file): save it to a file and name the file")
     lost_input = False
     try:
-        pipeline.generated_at()  # a malformed SOURCE_DATE_EPOCH fails now, not after the whole analysis
+        document.generated_at()  # a malformed SOURCE_DATE_EPOCH fails now, not after the whole analysis
         if engine == "spark":
             result = _analyze_spark(paths, store_dir, since, until, sessions, spark_master, fmt, no_redact, ports, progress)
         elif store_dir:

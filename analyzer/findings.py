@@ -10,11 +10,10 @@ import json
 import polars as pl
 
 from . import eras, history, reissue, rpc
+from .document import SEV_RANK, finding_key
 from .streams import Frames
 from .verdicts import VERDICT_ORDER
 
-SEVERITIES = ["critical", "error", "warning", "info"]
-SEV_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 EVIDENCE_EVENTS = 3
 DATA_PREVIEW = 400
 TS_FMT = "%Y-%m-%dT%H:%M:%S%.6fZ"
@@ -249,7 +248,7 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
     keyed = []
     for r in findings:
         pos = r.pop("pos")
-        keyed.append(((SEV_RANK[r["severity"]], pos, r["rule"], r["message"], json.dumps(r, sort_keys=True, default=str)), pos, r))
+        keyed.append((finding_key(r, pos), pos, r))
     keyed.sort(key=lambda t: t[0])
     findings = [r for _, _, r in keyed]
     positions = [p for _, p, _ in keyed]

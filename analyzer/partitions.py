@@ -35,8 +35,7 @@ from typing import Callable
 import polars as pl
 import pyarrow as pa
 
-from . import pipeline, store as store_mod, verdicts
-from .findings import SEV_RANK, SEVERITIES
+from . import document, pipeline, store as store_mod
 
 MAX_ROUNDS = 64  # label propagation: each round at least halves no chain, but real graphs settle in a few
 
@@ -245,83 +244,38 @@ def analyze(
 
 
 def merge(partials: list[Partial], input_rows: list[dict], sha_of: dict[str, str]) -> dict:
-    """One document from partial ones, numbered as a single pass numbers it."""
+    """One document from partial ones, numbered as a single pass numbers it (analyzer.document)."""
     keys = pl.concat(
         [pt.keys.with_columns(part=pl.lit(i, pl.Int64)) for i, pt in enumerate(partials)]
         or [pl.DataFrame(schema={"lpos": pl.Int64, "_t": pl.Datetime("us", "UTC"), "source": pl.String, "xid": pl.Int64, "part": pl.Int64})]
     )
-    keys = keys.sort(["_t", "source", "xid"], nulls_last=False).with_row_index("gpos")
-    gpos = {(part, lpos): g for part, lpos, g in keys.select("part", "lpos", "gpos").iter_rows()}
-
-    def x_map(part: int, ref: str | None, prefix: str) -> str | None:
-        return None if ref is None else f"{prefix}{gpos[(part, int(ref[1:]) - 1)] + 1}"
-
-    exchanges, sessions, boundaries, findings = [], [], [], []
-    first: dict[tuple[int, str], int] = {}
+    num = document.Numbering(global_positions(keys, len(partials)))
     for i, pt in enumerate(partials):
         for e in pt.doc["exchanges"]:
-            e = dict(e)
-            e["exchange_id"] = x_map(i, e["exchange_id"], "x")
-            e["stream"] = x_map(i, e["stream"], "s")
-            g = int(e["exchange_id"][1:]) - 1
-            if e["session"] is not None:
-                k = (i, e["session"])
-                first[k] = min(first.get(k, g), g)
-            e["session"] = (i, e["session"])
-            exchanges.append((g, e))
-    s_order = sorted(first, key=first.__getitem__)
-    s_key = {k: f"S{n}" for n, k in enumerate(s_order, start=1)}
-    for i, pt in enumerate(partials):
-        for s in pt.doc["sessions"]:
-            s = dict(s)
-            k = (i, s["session"])
-            s["session"] = s_key[k]
-            sessions.append((first[k], s))
-        b_key = {}
-        for b in pt.doc["boundaries"]:
-            b = dict(b)
-            old = b["boundary_id"]
-            b["request_exchange"] = x_map(i, b["request_exchange"], "x")
-            b["resumes_exchange"] = x_map(i, b["resumes_exchange"], "x")
-            b["stream"] = x_map(i, b["stream"], "s")
-            b["session"] = s_key.get((i, b["session"]))
-            boundaries.append((int(b["request_exchange"][1:]) - 1, b))
-            b_key[old] = b
-        for f in pt.doc["findings"]:
-            f = dict(f)
-            f["session"] = s_key.get((i, f["session"]))
-            f["_g"] = gpos[(i, f.pop("_pos"))] if f.get("_pos") is not None else -1
-            f["_b"] = b_key.get(f["boundary"]) if f.get("boundary") else None
-            findings.append(f)
-    for _, e in exchanges:
-        e["session"] = s_key.get(e["session"])
-    boundaries.sort(key=lambda t: t[0])
-    for n, (_, b) in enumerate(boundaries, start=1):
-        b["boundary_id"] = f"b{n}"
-    findings.sort(key=lambda r: (SEV_RANK[r["severity"]], r["_g"], r["rule"], r["message"]))
-    for n, f in enumerate(findings, start=1):
-        del f["_g"]
-        b = f.pop("_b")
-        if b is not None:
-            f["boundary"] = b["boundary_id"]
-        f["id"] = f"f{n}"
+            num.see_exchange(i, e)
+    num.number_sessions()
+    sessions = sorted(
+        ((num.first_of(i, s["session"]), num.session(i, dict(s))) for i, pt in enumerate(partials) for s in pt.doc["sessions"]),
+        key=lambda t: t[0],
+    )
+    exchanges = sorted((num.exchange(i, dict(e)) for i, pt in enumerate(partials) for e in pt.doc["exchanges"]),
+                       key=lambda e: int(e["exchange_id"][1:]))
+    boundaries = sorted(((i, num.boundary(i, dict(b))) for i, pt in enumerate(partials) for b in pt.doc["boundaries"]),
+                        key=lambda t: int(t[1]["request_exchange"][1:]))
+    boundaries = [num.boundary_numbered(i, b, n) for n, (i, b) in enumerate(boundaries, start=1)]
+    found = [num.finding(i, dict(f)) for i, pt in enumerate(partials) for f in pt.doc["findings"]]
+    found.sort(key=lambda f: document.finding_key(f, f["_g"]))
     body = {
-        "sessions": [s for _, s in sorted(sessions, key=lambda t: t[0])],
-        "exchanges": [e for _, e in sorted(exchanges, key=lambda t: t[0])],
-        "boundaries": [b for _, b in boundaries],
-        "findings": findings,
+        "sessions": [s for _, s in sessions],
+        "exchanges": exchanges,
+        "boundaries": boundaries,
+        "findings": list(document.number_findings(found)),
     }
     # anomalies in the order a single pass reads them from the store: by input folder, then as stored
     order = {sha: n for n, sha in enumerate(sorted(sha_of.values()))}
     anomalies = [a for pt in partials for a in pt.anomalies]
     anomalies = [a for _, _, a in sorted(((order.get(sha_of.get(a["source"], ""), -1), n, a) for n, a in enumerate(anomalies)), key=lambda t: (t[0], t[1]))]
-    by_sev = {s: 0 for s in SEVERITIES}
-    for f in findings:
-        by_sev[f["severity"]] += 1
-    verdict_counts = {v: 0 for v in verdicts.VERDICT_ORDER}
-    for b in body["boundaries"]:
-        verdict_counts[b["verdict"]] += 1
-    return pipeline.document(
+    return document.assemble(
         input_rows=input_rows,
         errors=[],
         skipped=[],
@@ -330,3 +284,13 @@ def merge(partials: list[Partial], input_rows: list[dict], sha_of: dict[str, str
         messages=sum(pt.messages for pt in partials),
         anomaly_rows=anomalies,
     )
+
+
+def global_positions(keys: pl.DataFrame, parts: int) -> list[list[int]]:
+    """``[part][lpos]``: each partition's exchanges' places in the merged history, ordered by
+    (start time, source, xid) as a single pass orders them (local positions are 0..n-1 per partition)."""
+    ordered = keys.sort(["_t", "source", "xid"], nulls_last=False).with_row_index("gpos")
+    out: list[list[int]] = []
+    for part in range(parts):
+        out.append(ordered.filter(pl.col("part") == part).sort("lpos")["gpos"].cast(pl.Int64).to_list())
+    return out

@@ -1,23 +1,18 @@
 """inputs → canonical tables → sessions/streams/boundaries → findings document."""
 from __future__ import annotations
 
-import os
-import sys
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Callable
 
 import polars as pl
 
-from . import __version__, eras, findings, inputs, streams, verdicts
+from . import eras, findings, inputs, streams, verdicts
 from .anomalies import SCHEMA as ANOMALY_SCHEMA
-from .errors import AuditError, InputError
-from .findings import SEVERITIES
+from .document import SEVERITIES, assemble
+from .errors import InputError
 
-SCHEMA_VERSION = "1"
 FAIL_LEVELS = ["critical", "error", "warning", "never"]
-ANOMALY_SEVERITIES = ("error", "warning", "info")
 
 
 @dataclass
@@ -26,12 +21,6 @@ class Result:
     readable: int  # inputs that yielded records
     errors: list[InputError] = field(default_factory=list)
     skip_reasons: dict[str, str] = field(default_factory=dict)  # skipped path -> why (a FIFO, a device)
-
-    def worst_severity(self) -> str | None:
-        for s in SEVERITIES:
-            if self.document["summary"]["findings_by_severity"].get(s):
-                return s
-        return None
 
     def fails(self, fail_on: str) -> bool:
         return fails(self.document["summary"], fail_on)
@@ -51,33 +40,6 @@ def fails(summary: dict, fail_on: str) -> bool:
     if any(summary["findings_by_severity"].get(s) for s in SEVERITIES[: limit + 1]):
         return True
     return limit >= SEVERITIES.index("error") and bool(summary.get("anomalies_by_severity", {}).get("error"))
-
-
-def anomaly_counts(anomaly_rows) -> dict[str, int]:
-    """``summary.anomalies_by_severity``: every anomaly severity, zeros included."""
-    counts = {s: 0 for s in ANOMALY_SEVERITIES}
-    for row in anomaly_rows:
-        counts[row["severity"]] += 1
-    return counts
-
-
-def generated_at() -> str:
-    """The document's time: SOURCE_DATE_EPOCH when set (reproducible output), else now.
-
-    Per https://reproducible-builds.org/specs/source-date-epoch/ the value is an ASCII decimal count of
-    seconds since 1970-01-01 UTC; a malformed one is an error, never silently replaced by the clock
-    (a job that sets it wants byte-identical output).  Empty counts as unset.
-    """
-    epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
-    if not epoch:
-        return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    if not (epoch.isascii() and epoch.isdigit()):
-        raise AuditError(f"SOURCE_DATE_EPOCH={epoch[:40]!r} is not a number of seconds since 1970-01-01 UTC (unset it, or set e.g. 1767225600)")
-    try:
-        when = datetime.fromtimestamp(int(epoch), timezone.utc)
-    except (OverflowError, OSError, ValueError):
-        raise AuditError(f"SOURCE_DATE_EPOCH={epoch[:40]} is past the year 9999") from None
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass
@@ -178,50 +140,7 @@ def analyze_tables(
     body = findings.build_document(frames, b, rev, keep_pos=keep_pos)
 
     anomalies = pl.from_arrow(tables["anomalies"]) if tables["anomalies"].num_rows else pl.from_arrow(ANOMALY_SCHEMA.empty_table())
-    doc = document(input_rows, errors, skipped, body, len(tables["events"]), int(tables["messages"].num_rows), anomalies.to_dicts())
+    doc = assemble(input_rows, errors, skipped, body, len(tables["events"]), int(tables["messages"].num_rows), anomalies.to_dicts())
     return Result(doc, readable, errors)
 
 
-def document(
-    input_rows: list[dict], errors: list[InputError], skipped: list[str], body: dict, events: int, messages: int, anomaly_rows: list[dict]
-) -> dict:
-    """The findings document around ``body`` (sessions, exchanges, boundaries, findings), with its summary."""
-    anomaly_rows = list(anomaly_rows)
-    for exc in errors:
-        anomaly_rows.append(
-            {"source": exc.source, "location": "file", "code": "input_unreadable", "severity": "error", "message": exc.reason}
-        )
-    by_sev = {s: 0 for s in SEVERITIES}
-    for fnd in body["findings"]:
-        by_sev[fnd["severity"]] += 1
-    verdict_counts = {v: 0 for v in verdicts.VERDICT_ORDER}
-    for bd in body["boundaries"]:
-        verdict_counts[bd["verdict"]] += 1
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "tool": {"name": "mcp-sse-audit", "version": __version__},
-        "generated_at": generated_at(),
-        "summary": {
-            "inputs": len(input_rows),
-            "inputs_unreadable": len(errors),
-            "records": sum(r["records"] for r in input_rows),
-            "rejected": sum(r["rejected"] for r in input_rows),
-            "sessions": len(body["sessions"]),
-            "exchanges": len(body["exchanges"]),
-            "events": events,
-            "messages": messages,
-            "boundaries": len(body["boundaries"]),
-            "verdicts": verdict_counts,
-            "findings_by_severity": by_sev,
-            "anomalies": len(anomaly_rows),
-            "anomalies_by_severity": anomaly_counts(anomaly_rows),
-        },
-        "inputs": input_rows,
-        "skipped": skipped,
-        **body,
-        "anomalies": anomaly_rows,
-    }
-
-
-def eprint(msg: str) -> None:
-    print(msg, file=sys.stderr)

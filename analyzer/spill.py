@@ -28,9 +28,8 @@ from typing import Callable, Iterator
 import polars as pl
 import pyarrow.parquet as pq
 
-from . import __version__, pipeline, store as store_mod, verdicts
-from .findings import SEV_RANK, SEVERITIES
-from .partitions import analyze_group, plan
+from . import document, pipeline, store as store_mod
+from .partitions import analyze_group, global_positions, plan
 
 KINDS = ("session", "exchange", "boundary", "finding", "anomaly")
 BATCH = 2048  # items read from each partition's file at a time
@@ -71,11 +70,7 @@ def write(
     with tempfile.TemporaryDirectory(prefix="mcp-sse-audit-spill-", dir=spill_dir) as tmp:
         tmp = Path(tmp)
         keys, used = [], set()
-        events = messages = 0
-        verdict_counts = {v: 0 for v in verdicts.VERDICT_ORDER}
-        by_sev = {s: 0 for s in SEVERITIES}
-        anomaly_sev = {s: 0 for s in pipeline.ANOMALY_SEVERITIES}
-        counts = {k: 0 for k in KINDS}
+        summary = document.Summary()
         parts = 0
         for i, shas in enumerate(p.partitions):
             tables, rows = store_mod.load(store, since, until, sessions, inputs=shas)
@@ -90,144 +85,63 @@ def write(
             parts += 1
             for kind in KINDS:
                 items = g.filter(pl.col("kind") == kind).sort("seq").select("json")
-                counts[kind] += items.height
                 items.write_parquet(tmp / f"{kind}-{part:06d}.parquet", compression="lz4")
-            for text in g.filter(pl.col("kind") == "boundary")["json"]:
-                verdict_counts[json.loads(text)["verdict"]] += 1
-            for text in g.filter(pl.col("kind") == "finding")["json"]:
-                by_sev[json.loads(text)["severity"]] += 1
-            for text in g.filter(pl.col("kind") == "anomaly")["json"]:
-                anomaly_sev[json.loads(text)["severity"]] += 1
+                if kind in ("session", "exchange"):  # (the summary's counts, as the single pass sums them)
+                    summary.items[kind] += items.height
+                else:
+                    for text in items["json"]:
+                        summary.add(kind, json.loads(text))
             c = json.loads(g.filter(pl.col("kind") == "counts")["json"][0])
-            events += c["events"]
-            messages += c["messages"]
+            summary.events += c["events"]
+            summary.messages += c["messages"]
             k = [json.loads(t) for t in g.filter(pl.col("kind") == "keys").sort("seq")["json"]]
             keys.append(pl.DataFrame(k, schema={"lpos": pl.Int64, "_t": pl.Int64, "source": pl.String, "xid": pl.Int64}, orient="row")
                         .with_columns(part=pl.lit(part, pl.Int64)))
             del g
             gc.collect()
         allkeys = (pl.concat(keys) if keys else pl.DataFrame(schema={"lpos": pl.Int64, "_t": pl.Int64, "source": pl.String, "xid": pl.Int64, "part": pl.Int64}))
-        allkeys = allkeys.sort(["_t", "source", "xid"], nulls_last=False).with_row_index("gpos")
-        # gpos[part][lpos]: local positions are 0..n-1 in each partition
-        gpos: list[list[int]] = []
-        for part in range(parts):
-            sub = allkeys.filter(pl.col("part") == part).sort("lpos")
-            gpos.append(sub["gpos"].cast(pl.Int64).to_list())
+        num = document.Numbering(global_positions(allkeys, parts))
         del allkeys, keys
-
-        def xg(part: int, ref: str | None) -> int:
-            return gpos[part][int(ref[1:]) - 1]  # type: ignore[index]
-
-        # sessions are numbered by their first exchange in the merged history
-        first: list[dict[str, int]] = [{} for _ in range(parts)]
-        for part in range(parts):
-            f = first[part]
+        for part in range(parts):  # sessions are numbered by their first exchange in the merged history
             for e in _items(tmp / f"exchange-{part:06d}.parquet"):
-                s = e["session"]
-                if s is not None:
-                    g_ = xg(part, e["exchange_id"])
-                    if s not in f or g_ < f[s]:
-                        f[s] = g_
-        order = sorted((g_, part, s) for part in range(parts) for s, g_ in first[part].items())
-        s_key: list[dict[str, str]] = [{} for _ in range(parts)]
-        for n_, (_, part, s) in enumerate(order, start=1):
-            s_key[part][s] = f"S{n_}"
-        del order
+                num.see_exchange(part, e)
+        num.number_sessions()
 
         rows = store_mod.input_rows(store, used if (since or until or sessions) else None)
         man = store_mod.manifest(store)
         sha_rank = {sha: r for r, sha in enumerate(sorted(man["sha256"].to_list()))}
         sha_of = dict(zip(man["path"].to_list(), man["sha256"].to_list()))
-        summary = {
-            "inputs": len(rows),
-            "inputs_unreadable": 0,
-            "records": sum(r["records"] for r in rows),
-            "rejected": sum(r["rejected"] for r in rows),
-            "sessions": counts["session"],
-            "exchanges": counts["exchange"],
-            "events": events,
-            "messages": messages,
-            "boundaries": counts["boundary"],
-            "verdicts": verdict_counts,
-            "findings_by_severity": by_sev,
-            "anomalies": counts["anomaly"],
-            "anomalies_by_severity": anomaly_sev,
-        }
-        head = {"schema_version": pipeline.SCHEMA_VERSION, "tool": {"name": "mcp-sse-audit", "version": __version__},
-                "generated_at": pipeline.generated_at()}
 
-        def merged(kind: str, key, fix) -> Iterator[dict]:
+        def merged(kind: str, key, fix) -> Iterator[tuple[int, dict]]:
+            """Every partition's items of ``kind``, fixed, in the global order (each file is in it already)."""
             def one(part: int):
                 for n_, rec in enumerate(_items(tmp / f"{kind}-{part:06d}.parquet")):
                     rec = fix(part, rec)
-                    yield key(part, n_, rec), rec
+                    yield key(part, n_, rec), part, rec
 
-            for _, rec in heapq.merge(*(one(part) for part in range(parts)), key=lambda t: t[0]):
-                yield rec
+            for _, part, rec in heapq.merge(*(one(part) for part in range(parts)), key=lambda t: t[0]):
+                yield part, rec
 
-        def fix_session(part, s):
-            s["session"] = s_key[part][s["session"]]
-            return s
+        def boundaries() -> Iterator[dict]:
+            got = merged("boundary", lambda part, i, b: int(b["request_exchange"][1:]), num.boundary)
+            for n_, (part, b) in enumerate(got, start=1):
+                yield num.boundary_numbered(part, b, n_)
 
-        def fix_exchange(part, e):
-            e["exchange_id"] = f"x{xg(part, e['exchange_id']) + 1}"
-            e["stream"] = None if e["stream"] is None else f"s{xg(part, e['stream']) + 1}"
-            e["session"] = s_key[part].get(e["session"]) if e["session"] is not None else None
-            return e
-
-        b_new: list[dict[str, str]] = [{} for _ in range(parts)]
-
-        def fix_boundary(part, b):
-            b["_old"] = b["boundary_id"]
-            b["request_exchange"] = f"x{xg(part, b['request_exchange']) + 1}"
-            b["resumes_exchange"] = None if b["resumes_exchange"] is None else f"x{xg(part, b['resumes_exchange']) + 1}"
-            b["stream"] = None if b["stream"] is None else f"s{xg(part, b['stream']) + 1}"
-            b["session"] = s_key[part].get(b["session"]) if b["session"] is not None else None
-            return b
-
-        def fix_finding(part, f):
-            f["session"] = s_key[part].get(f["session"]) if f["session"] is not None else None
-            pos = f.pop("_pos", None)
-            f["_g"] = gpos[part][pos] if pos is not None else -1
-            if f.get("boundary"):
-                f["boundary"] = b_new[part][f["boundary"]]
-            return f
-
-        def tag(kind_fix):
-            def fix(part, rec):
-                rec = kind_fix(part, rec)
-                rec["_part"] = part
-                return rec
-            return fix
-
-        def boundaries_tagged() -> Iterator[dict]:
-            n_ = 0
-            for b in merged("boundary", lambda part, i, b: int(b["request_exchange"][1:]), tag(fix_boundary)):
-                n_ += 1
-                b_new[b.pop("_part")][b.pop("_old")] = f"b{n_}"
-                b["boundary_id"] = f"b{n_}"
-                yield b
-
-        def findings() -> Iterator[dict]:
-            n_ = 0
-            for f in merged("finding", lambda part, i, f: (SEV_RANK[f["severity"]], f["_g"], f["rule"], f["message"]), fix_finding):
-                n_ += 1
-                del f["_g"]
-                f["id"] = f"f{n_}"
-                yield f
-
-        def anomalies() -> Iterator[dict]:
-            yield from merged("anomaly", lambda part, i, a: (sha_rank.get(sha_of.get(a["source"], ""), -1), part, i), lambda part, a: a)
+        def findings() -> Iterator[dict]:  # (after every boundary is numbered: the sections are written in order)
+            got = merged("finding", lambda part, i, f: document.finding_key(f, f["_g"]), num.finding)
+            yield from document.number_findings(f for _, f in got)
 
         sections = [
             ("input", "inputs", iter(rows)),
-            ("session", "sessions", merged("session", lambda part, i, s: int(s["session"][1:]), fix_session)),
-            ("exchange", "exchanges", merged("exchange", lambda part, i, e: int(e["exchange_id"][1:]), fix_exchange)),
-            ("boundary", "boundaries", boundaries_tagged()),
+            ("session", "sessions", (s for _, s in merged("session", lambda part, i, s: int(s["session"][1:]), num.session))),
+            ("exchange", "exchanges", (e for _, e in merged("exchange", lambda part, i, e: int(e["exchange_id"][1:]), num.exchange))),
+            ("boundary", "boundaries", boundaries()),
             ("finding", "findings", findings()),
-            ("anomaly", "anomalies", anomalies()),
+            ("anomaly", "anomalies", (a for _, a in merged("anomaly", lambda part, i, a: (sha_rank.get(sha_of.get(a["source"], ""), -1), part, i),
+                                                           lambda part, a: a))),
         ]
-        _emit(head, summary, sections, jsonl_out, json_out)
+        summary = summary.to_dict(rows, 0)
+        _emit(document.head(), summary, sections, jsonl_out, json_out)
     return Written(summary, sum(1 for r in rows if r["error"] is None))
 
 
