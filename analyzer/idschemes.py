@@ -1,6 +1,7 @@
 """Which event-id scheme a session's server uses, and how to read one id.
 
-The official SDKs make very different ids (shared/reference/mcp-transport-facts.md §2):
+The official SDKs make very different ids (seen in the SDKs' own event stores and in the real recordings
+of sample_logs/, whose README says how each was made):
 
 | scheme | example | made by | contiguous |
 |---|---|---|---|

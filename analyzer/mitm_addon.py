@@ -8,7 +8,7 @@ Usage::
 (option ``mcp_jsonl``, default ``mcp-traffic.jsonl``; the file is truncated at
 start and every line is flushed as soon as it is written.)
 
-Format (one JSON object per line, see DESIGN.md "proxy JSONL"); every record
+Format (one JSON object per line, see schemas/proxy-jsonl.schema.json); every record
 has ``kind``, ``ts`` (RFC 3339 UTC, microseconds, ``Z``) and ``conn`` (unique in
 the file per HTTP exchange: ``c<k>.<n>`` = n-th request on the k-th client
 connection, so keep-alive reuse stays visible)::

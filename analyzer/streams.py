@@ -11,7 +11,7 @@ Everything here is a Polars expression over whole tables.  Vocabulary:
   or it is a GET that reopens a session whose earlier GET stream exists.
 - *resumed exchange*: the connection that delivered the event named by
   ``Last-Event-ID`` (latest one before the boundary), else the session's
-  previous SSE connection (DESIGN.md, "Boundaries and verdicts").
+  previous SSE connection (README, "Decision chain").
 - *stream*: the chain of connections linked by resumptions; its id is the
   position of the chain's first connection.
 - *incident*: the per-input sessions that share an exchange, transitively

@@ -1,4 +1,4 @@
-"""The verdict at every reconnect boundary (DESIGN.md, "Boundaries and verdicts").
+"""The verdict at every reconnect boundary (README, "Decision chain", generated from decision_chain below).
 
 The reference's four cases, made exact and extended:
 
@@ -54,7 +54,7 @@ class Branch:
 
 
 def decision_chain() -> list[Branch]:
-    """The verdict at a boundary, in the order it is decided (DESIGN.md's priority, made exact).
+    """The verdict at a boundary, in the order it is decided (the design's priority order, made exact).
 
     The transport answers first (no response, refused, another session, a forgotten
     session, a new replay epoch); then whether there is anything to judge (an event
