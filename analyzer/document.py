@@ -18,11 +18,11 @@ import json
 import os
 from datetime import datetime, timezone
 
-from . import __version__
+from . import __version__, catalog
 from .errors import AuditError, InputError
 
 SCHEMA_VERSION = "1"
-SEVERITIES = ["critical", "error", "warning", "info"]
+SEVERITIES = list(catalog.SEVERITIES)
 SEV_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 ANOMALY_SEVERITIES = ("error", "warning", "info")
 # references renumbered between partial documents and the whole: not part of what orders findings
@@ -66,7 +66,7 @@ class Summary:
     """``summary``'s counts, added up one item at a time."""
 
     def __init__(self) -> None:
-        from .verdicts import VERDICT_ORDER
+        from .catalog import VERDICT_ORDER
 
         self.items = {"session": 0, "exchange": 0, "boundary": 0, "anomaly": 0}
         self.verdicts = {v: 0 for v in VERDICT_ORDER}

@@ -9,10 +9,10 @@ import json
 
 import polars as pl
 
-from . import eras, history, reissue, rpc
+from . import catalog, eras, history, reissue, rpc
 from .document import SEV_RANK, finding_key
 from .streams import Frames
-from .verdicts import VERDICT_ORDER
+from .catalog import VERDICT_ORDER
 
 EVIDENCE_EVENTS = 3
 DATA_PREVIEW = 400
@@ -186,7 +186,7 @@ def _boundary_findings(records: list[dict]) -> list[dict]:
                 "session_id": r["session_id"],
                 "boundary": r["boundary_id"],
                 "message": f"{r['reason']}; {handled}.",
-                "effect": history.EFFECTS[r["verdict"]],
+                "effect": catalog.effect(r["verdict"]),
                 "evidence": ev,
                 "pos": pos,
                 "attempts": 1,

@@ -8,68 +8,22 @@ from __future__ import annotations
 
 import polars as pl
 
-from . import idschemes
+from . import catalog, idschemes
 from .streams import Frames
 
 REF = pl.Struct({"source": pl.String, "location": pl.String})
 FINDING_COLS = ["rule", "severity", "session", "session_id", "boundary", "message", "effect", "evidence", "pos"]
 
-EFFECTS = {
-    "session_invalid": "The server no longer knows the session: the client must start a new one with initialize "
-    "(the spec says MUST on 404); anything it keeps sending under the old id is rejected or lost.",
-    "session_resurrected": "Phantom state: the server answers under the old session id but has none of its state "
-    "(capabilities, subscriptions, pending requests).",
-    "epoch_change": "The server's replay buffer was reset: events from before the change can no longer be replayed.",
-    "replay_reset": "Duplicate side effects: events the client had already processed were delivered again "
-    "(tool calls, sampling or elicitation requests handled twice).",
-    "cross_stream_replay": "Events of another stream were delivered here: responses reach the wrong request.",
-    "gap": "Unbounded latency and stale state: events emitted while disconnected never arrived; a request "
-    "whose response was among them hangs until it times out.",
-    "unverifiable": "Continuity cannot be proven from the captures: the reference's rule is to treat the "
-    "session as untrusted and re-initialize.",
-    "id_not_monotonic": "Event ids went backwards or repeated inside one connection: a client de-duplicating by id "
-    "drops new events or processes old ones twice.",
-    "id_repeated": "The same event id was delivered twice on one connection: a repeated message is processed twice.",
-    "digest_conflict": "Two different events carry the same id in one session: proof that the server's ids "
-    "restarted or that another process answered (the 'gap with continuous ids' signature).",
-    "id_reused_across_streams": "The server numbers events per stream, although the spec requires ids unique "
-    "across all streams of a session: a Last-Event-ID cannot say which stream to resume, and a server may replay "
-    "the wrong one.",
-    "request_unanswered": "Unbounded latency: the client waits for a response that will never be sent, until it times out.",
-    "duplicate_response": "Duplicate side effects: a response processed twice (a tool result acted on twice).",
-    "duplicate_side_effect": "Duplicate side effects: a server request (sampling, elicitation, roots) was delivered and answered twice.",
-    "duplicate_server_request": "A server request (sampling, elicitation, roots) was delivered twice; answering it twice would run it twice.",
-    "response_without_request": "A response this session never asked for: another session's or another process's messages were replayed here.",
-    "stateless_server_minted_session": "Revision 2026-07-28 removed sessions: clients of that revision ignore the id, "
-    "so state the server keeps per session is state nobody can reach again.",
-    "stateless_server_honoured_resumption": "Revision 2026-07-28 removed resumption: clients re-issue the request instead, "
-    "so a replayed stream delivers its results a second time.",
-    "reissued_request_ran_twice": "Duplicate side effects: the client re-issued a call after a broken stream (as revision "
-    "2026-07-28 requires) but the server had not cancelled the first one.",
-    "reissued_after_break": "Possible duplicate side effects: the first attempt had started on the server when its stream "
-    "broke, and the client sent the same call again; nothing on the wire shows that the first was rolled back.",
-    "last_event_id_of_other_session": "The client resumed with an event id of another session: a server that accepts it "
-    "may replay that session's events (responses, tool results) into this one.",
-    "cross_session_replay": "Another session's events were replayed into this one: its tool results and notifications "
-    "reach the wrong client (a data leak across sessions; fastmcp PR #4402, GHSA-84j6-jc92-77jm).",
-    "get_stream_resume_lost": "Server notifications after this reconnect are silently dropped while the stream looks "
-    "healthy (kept alive): list changes, log messages and progress never arrive.",
-    "stale_last_event_id": "The client resumed from an older point than it had reached: already-processed events "
-    "are replayed to it.",
-    "unknown_last_event_id": "The resume names an event no capture shows being delivered: which stream it resumes "
-    "cannot be proven.",
-}
-
-
 def _frame(df: pl.DataFrame, rule: str, severity: str) -> pl.DataFrame:
+    """Findings of ``rule``: its severity checked against the catalog, its effect the catalog's."""
     return df.select(
         pl.lit(rule).alias("rule"),
-        pl.lit(severity).alias("severity"),
+        pl.lit(catalog.finding_severity(rule, severity)).alias("severity"),
         pl.col("session"),
         pl.col("session_id"),
         pl.lit(None, dtype=pl.String).alias("boundary"),
         pl.col("message"),
-        pl.lit(EFFECTS[rule]).alias("effect"),
+        pl.lit(catalog.FINDING[rule].effect).alias("effect"),
         pl.col("evidence"),
         pl.col("pos"),
     )

@@ -40,7 +40,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
-from .verdicts import VERDICT_ORDER
+from .catalog import SEVERITIES as _SEVERITIES, VERDICT, VERDICT_ORDER
 
 TEMPLATE = "report.html.j2"
 
@@ -48,7 +48,7 @@ VERDICTS = VERDICT_ORDER
 V_RANK = {v: i for i, v in enumerate(VERDICTS)}
 # Verdicts that prove the stream diverged; unverifiable is counted apart.
 DIVERGED = [v for v in VERDICTS if v not in ("unverifiable", "continuous")]
-SEVERITIES = ["critical", "error", "warning", "info"]
+SEVERITIES = list(_SEVERITIES)
 SEV_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
 COLLAPSE_ROWS = 20  # tables longer than this go inside a closed <details>
@@ -76,17 +76,8 @@ TICK = 3  # ticks stick out of the bar by this much
 LANE_H = 20  # the "client" lane: what the client did after each reconnect
 
 # The rows of a card's HTTP table that decided its verdict (marked "decisive").
-DECISIVE = {
-    "session_invalid": {"status", "response_session_id"},
-    "session_resurrected": {"request_session_id", "status"},
-    "epoch_change": {"replay_epoch"},
-    "replay_reset": {"last_event_id"},
-    "cross_stream_replay": {"last_event_id"},
-    "gap": {"last_event_id"},
-    "unverifiable": {"last_event_id"},
-    "continuous": {"last_event_id"},
-}
-NO_EFFECT = "None: the client received every event once, in order."
+DECISIVE = {name: set(v.decisive) for name, v in VERDICT.items()}
+NO_EFFECT = VERDICT["continuous"].effect
 
 _ANCHOR_OK = re.compile(r"^[bfx][0-9]{1,12}$")
 _INT = re.compile(r"^(0|[1-9][0-9]{0,17})$")

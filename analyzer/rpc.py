@@ -165,7 +165,7 @@ def boundary_signals(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
 
 def history_findings(f: Frames) -> pl.DataFrame:
     """JSON-RPC findings over the whole session history (frames in history.FINDING_COLS shape)."""
-    from .history import EFFECTS, _frame
+    from .history import _frame
 
     m = _tagged(f).with_columns(ref=pl.struct("source", pl.col("x_location").alias("location")))
     s2c = pl.col("direction") == "server_to_client"

@@ -30,16 +30,6 @@ from .streams import SSE, Frames
 LIST_CAP = 1000  # ids listed per boundary; the counts stay exact
 MAX_EXPAND = 1_000_000  # missing ids checked one by one against other streams (shared counter)
 
-VERDICT_ORDER = [
-    "session_invalid",
-    "session_resurrected",
-    "epoch_change",
-    "replay_reset",
-    "cross_stream_replay",
-    "gap",
-    "unverifiable",
-    "continuous",
-]
 
 
 @dataclass(frozen=True)

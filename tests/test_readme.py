@@ -8,7 +8,7 @@ import re
 import sys
 from pathlib import Path
 
-from analyzer import verdicts
+from analyzer import catalog, verdicts
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 START, END = "<!-- decision-chain:start -->\n", "<!-- decision-chain:end -->"
@@ -26,7 +26,7 @@ def test_chain_has_every_verdict_and_unique_branch_names():
     chain = verdicts.decision_chain()
     ids = [b.rule_id for b in chain] + [verdicts.FALLBACK[0]]
     assert len(ids) == len(set(ids))
-    assert {b.verdict for b in chain} | {verdicts.FALLBACK[1]} == set(verdicts.VERDICT_ORDER)
+    assert {b.verdict for b in chain} | {verdicts.FALLBACK[1]} == set(catalog.VERDICT_ORDER)
 
 
 def test_the_unverifiable_transport_branches_come_before_the_id_verdicts():

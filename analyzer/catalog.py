@@ -1,0 +1,173 @@
+"""The catalog: every verdict, every finding rule and every anomaly kind, with its severity and effect.
+
+One place says what each name means.  The code that decides reads from here (``verdicts`` takes its
+priority order, ``history._frame`` its severities and effects), the README's tables are generated from
+here and checked by ``tests/test_catalog.py``, and the report shows what is written here.  Which branch
+of the decision chain gave a verdict is ``verdicts.decision_chain`` (each boundary records it as
+``rule_id``); the anomaly kinds are :data:`analyzer.anomalies.CATALOG`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .anomalies import CATALOG as ANOMALIES  # noqa: F401  (the anomaly kinds, re-exported as part of the catalog)
+
+SEVERITIES = ("critical", "error", "warning", "info")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A boundary verdict.  Their order in :data:`VERDICTS` is their priority (worst first)."""
+
+    name: str
+    meaning: str
+    cause: str  # the typical cause
+    effect: str  # what it does to the client, operationally
+    decisive: frozenset[str]  # the HTTP facts of a reconnect that decide it (marked in the report's cards)
+
+
+# the severity of a boundary, as verdicts.judge gives it (README quotes this sentence; tests/test_catalog.py checks)
+VERDICT_SEVERITY = (
+    "a divergence the client did not handle is **critical**, handled is a **warning**, unknown handling is an "
+    "**error**; `unverifiable` is a warning (info for a polling client owed nothing); `continuous` has none"
+)
+
+VERDICTS: tuple[Verdict, ...] = (
+    Verdict('session_invalid', 'the server refused the reconnect or answered for another session',
+            'session evicted, server restarted',
+            'The server no longer knows the session: the client must start a new one with initialize (the spec says MUST on 404); anything it keeps sending under the old id is rejected or lost.',
+            frozenset(['response_session_id', 'status'])),
+    Verdict('session_resurrected', 'the server accepted the old session id but no longer has the session',
+            'a restarted process with a permissive session table',
+            'Phantom state: the server answers under the old session id but has none of its state (capabilities, subscriptions, pending requests).',
+            frozenset(['request_session_id', 'status'])),
+    Verdict('epoch_change', 'the replay epoch the server advertises changed',
+            'replay buffer reset',
+            "The server's replay buffer was reset: events from before the change can no longer be replayed.",
+            frozenset(['replay_epoch'])),
+    Verdict('replay_reset', 'events the client had already processed were delivered again',
+            'a replica without the replay buffer starts from 1',
+            'Duplicate side effects: events the client had already processed were delivered again (tool calls, sampling or elicitation requests handled twice).',
+            frozenset(['last_event_id'])),
+    Verdict('cross_stream_replay', 'events of another stream, or of another session, were delivered',
+            'replay keyed by the wrong stream, or a store shared by sessions',
+            'Events of another stream were delivered here: responses reach the wrong request.',
+            frozenset(['last_event_id'])),
+    Verdict('gap', "events emitted after the client's Last-Event-ID never arrived",
+            'events emitted while disconnected were never replayed',
+            'Unbounded latency and stale state: events emitted while disconnected never arrived; a request whose response was among them hangs until it times out.',
+            frozenset(['last_event_id'])),
+    Verdict('unverifiable', 'nothing proves continuity either way',
+            'the reference\'s "undetectable by the client alone"',
+            "Continuity cannot be proven from the captures: the reference's rule is to treat the session as untrusted and re-initialize.",
+            frozenset(['last_event_id'])),
+    Verdict('continuous', 'the reconnect provably continues where the client stopped',
+            '',
+            'None: the client received every event once, in order.',
+            frozenset(['last_event_id'])),
+)
+
+VERDICT_ORDER = [v.name for v in VERDICTS]
+VERDICT = {v.name: v for v in VERDICTS}
+
+
+@dataclass(frozen=True)
+class FindingRule:
+    """A check over the whole history (not one boundary's verdict)."""
+
+    rule: str
+    severities: tuple[str, ...]  # the severities it is reported with (more than one: the rule decides per finding)
+    decided_by: str  # the function that finds it
+    what: str
+    effect: str
+
+
+FINDING_RULES: tuple[FindingRule, ...] = (
+    FindingRule('id_not_monotonic', ('error',), 'history.id_order',
+                'an event id below the one before it inside one connection',
+                'Event ids went backwards or repeated inside one connection: a client de-duplicating by id drops new events or processes old ones twice.'),
+    FindingRule('id_repeated', ('error',), 'history.id_order',
+                'the same event id twice inside one connection',
+                'The same event id was delivered twice on one connection: a repeated message is processed twice.'),
+    FindingRule('digest_conflict', ('error',), 'history.digest_conflicts',
+                'one (session, id) with two different payloads on one stream',
+                "Two different events carry the same id in one session: proof that the server's ids restarted or that another process answered (the 'gap with continuous ids' signature)."),
+    FindingRule('id_reused_across_streams', ('warning',), 'history.digest_conflicts',
+                'one (session, id) on two streams of a session, which the spec forbids',
+                'The server numbers events per stream, although the spec requires ids unique across all streams of a session: a Last-Event-ID cannot say which stream to resume, and a server may replay the wrong one.'),
+    FindingRule('stale_last_event_id', ('warning',), 'history.cursor_claims',
+                'a Last-Event-ID older than what the client had already received',
+                'The client resumed from an older point than it had reached: already-processed events are replayed to it.'),
+    FindingRule('unknown_last_event_id', ('warning',), 'history.cursor_claims',
+                'a Last-Event-ID no capture shows being delivered',
+                'The resume names an event no capture shows being delivered: which stream it resumes cannot be proven.'),
+    FindingRule('last_event_id_of_other_session', ('error',), 'history.cross_session',
+                'a Last-Event-ID that another session was delivered',
+                "The client resumed with an event id of another session: a server that accepts it may replay that session's events (responses, tool results) into this one."),
+    FindingRule('cross_session_replay', ('critical',), 'history.cross_session',
+                "another session's events (same id and payload) replayed into this one",
+                "Another session's events were replayed into this one: its tool results and notifications reach the wrong client (a data leak across sessions; fastmcp PR #4402, GHSA-84j6-jc92-77jm)."),
+    FindingRule('get_stream_resume_lost', ('error',), 'history.ts_get_stream',
+                "the typescript example store's lost `_GET_stream` resume (issues #943/#2560)",
+                'Server notifications after this reconnect are silently dropped while the stream looks healthy (kept alive): list changes, log messages and progress never arrive.'),
+    FindingRule('reissued_after_break', ('critical', 'error'), 'reissue.findings',
+                "the same call sent again under a new id after the first attempt's stream broke without a response (critical when progress showed work)",
+                'Possible duplicate side effects: the first attempt had started on the server when its stream broke, and the client sent the same call again; nothing on the wire shows that the first was rolled back.'),
+    FindingRule('request_unanswered', ('error',), 'rpc.history_findings',
+                'a request whose stream broke, ended or was resumed without its response',
+                'Unbounded latency: the client waits for a response that will never be sent, until it times out.'),
+    FindingRule('duplicate_response', ('error',), 'rpc.history_findings',
+                'one request answered twice',
+                'Duplicate side effects: a response processed twice (a tool result acted on twice).'),
+    FindingRule('duplicate_side_effect', ('critical',), 'rpc.history_findings',
+                'a server request (sampling, elicitation, roots) delivered and answered twice',
+                'Duplicate side effects: a server request (sampling, elicitation, roots) was delivered and answered twice.'),
+    FindingRule('duplicate_server_request', ('warning',), 'rpc.history_findings',
+                'a server request delivered twice, answered at most once',
+                'A server request (sampling, elicitation, roots) was delivered twice; answering it twice would run it twice.'),
+    FindingRule('response_without_request', ('error',), 'rpc.history_findings',
+                'a response to no request of this session',
+                "A response this session never asked for: another session's or another process's messages were replayed here."),
+    FindingRule('cross_stream_replay', ('error',), 'rpc.history_findings',
+                "a response delivered on a stream other than its request's",
+                'Events of another stream were delivered here: responses reach the wrong request.'),
+    FindingRule('stateless_server_minted_session', ('warning',), 'eras.findings',
+                'a 2026-07-28 server that still hands out Mcp-Session-Id',
+                'Revision 2026-07-28 removed sessions: clients of that revision ignore the id, so state the server keeps per session is state nobody can reach again.'),
+    FindingRule('stateless_server_honoured_resumption', ('warning',), 'eras.findings',
+                'a 2026-07-28 server that still replays on Last-Event-ID',
+                'Revision 2026-07-28 removed resumption: clients re-issue the request instead, so a replayed stream delivers its results a second time.'),
+    FindingRule('reissued_request_ran_twice', ('critical',), 'eras.findings',
+                "a 2026-07-28 client's re-issued call that the server ran a second time",
+                'Duplicate side effects: the client re-issued a call after a broken stream (as revision 2026-07-28 requires) but the server had not cancelled the first one.'),
+)
+
+FINDING = {r.rule: r for r in FINDING_RULES}
+
+
+def finding_severity(rule: str, severity: str) -> str:
+    """``severity`` for a finding of ``rule``, checked against the catalog (a rule never invents its own)."""
+    allowed = FINDING[rule].severities
+    if severity not in allowed:
+        raise ValueError(f"finding {rule!r} is reported as {allowed}, not {severity!r} (analyzer/catalog.py)")
+    return severity
+
+
+def effect(name: str) -> str:
+    """The operational effect of a verdict (a boundary's finding is named by its verdict) or else of a history
+    rule.  (``cross_stream_replay`` is both; history findings take theirs from :data:`FINDING`.)"""
+    return VERDICT[name].effect if name in VERDICT else FINDING[name].effect
+
+
+def verdicts_markdown() -> str:
+    """README's verdict table."""
+    rows = ["| verdict | meaning | typical cause |", "|---|---|---|"]
+    rows += [f"| `{v.name}` | {v.meaning} |{f' {v.cause} ' if v.cause else ' '}|" for v in VERDICTS]
+    return "\n".join(rows) + "\n"
+
+
+def findings_markdown() -> str:
+    """README's table of the history rules."""
+    rows = ["| finding | severity | what | found by |", "|---|---|---|---|"]
+    rows += [f"| `{r.rule}` | {' or '.join(r.severities)} | {r.what} | `{r.decided_by}` |" for r in FINDING_RULES]
+    return "\n".join(rows) + "\n"

@@ -1,0 +1,71 @@
+"""The catalog (analyzer/catalog.py) is what the code decides and what the README says (issue [4/6])."""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from analyzer import catalog, pipeline, verdicts
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+SAMPLES = sorted(p for p in (ROOT / "sample_logs").rglob("*") if p.suffix in (".jsonl", ".har", ".pcap", ".pcapng"))
+
+
+def _between(text: str, name: str) -> str:
+    start, end = f"<!-- catalog-{name}:start -->\n", f"<!-- catalog-{name}:end -->"
+    return text[text.index(start) + len(start) : text.index(end)]
+
+
+def test_readme_tables_are_the_catalog():
+    text = README.read_text()
+    assert _between(text, "verdicts") == catalog.verdicts_markdown(), "run: python tests/test_catalog.py --write"
+    assert _between(text, "findings") == catalog.findings_markdown(), "run: python tests/test_catalog.py --write"
+    assert "Severity: " + catalog.VERDICT_SEVERITY + "." in text
+
+
+def test_the_decision_chain_gives_exactly_the_catalog_verdicts():
+    given = {b.verdict for b in verdicts.decision_chain()} | {verdicts.FALLBACK[1]}
+    assert given == set(catalog.VERDICT_ORDER)
+
+
+def test_every_rule_the_code_names_is_in_the_catalog_with_its_severity():
+    """Each `_frame(frame, "rule", "severity")` call in the analyzer names a catalog rule and one of its severities."""
+    calls = []
+    for path in (ROOT / "analyzer").glob("*.py"):
+        calls += re.findall(r'_frame\(.*?,\s*"(\w+)",\s*"(\w+)"\)', path.read_text())
+    assert len(calls) >= len(catalog.FINDING_RULES)
+    named = set()
+    for rule, severity in calls:
+        assert severity in catalog.FINDING[rule].severities, (rule, severity)
+        named.add(rule)
+    assert named == set(catalog.FINDING), "a catalog rule no code reports, or the other way round"
+    with pytest.raises(ValueError, match="catalog"):
+        catalog.finding_severity("request_unanswered", "critical")
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=lambda p: p.name)
+def test_every_finding_of_the_samples_is_in_the_catalog(sample):
+    doc = pipeline.run([str(sample)]).document
+    for f in doc["findings"]:
+        if f["boundary"] is None:  # a history rule
+            assert f["severity"] in catalog.FINDING[f["rule"]].severities
+            assert f["effect"] == catalog.FINDING[f["rule"]].effect
+        else:  # a boundary's finding, named by its verdict
+            assert f["rule"] in catalog.VERDICT and f["rule"] != "continuous"
+            assert f["effect"] == catalog.VERDICT[f["rule"]].effect
+    for b in doc["boundaries"]:
+        assert b["verdict"] in catalog.VERDICT
+
+
+if __name__ == "__main__":
+    if "--write" not in sys.argv:
+        sys.exit(__doc__)
+    text = README.read_text()
+    for name, table in (("verdicts", catalog.verdicts_markdown()), ("findings", catalog.findings_markdown())):
+        start, end = f"<!-- catalog-{name}:start -->\n", f"<!-- catalog-{name}:end -->"
+        text = text[: text.index(start) + len(start)] + table + text[text.index(end) :]
+    README.write_text(text)
+    print(f"wrote the catalog tables in {README}")
