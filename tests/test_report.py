@@ -482,13 +482,13 @@ def test_template_dir_installed(tmp_path, monkeypatch):
     installed = tmp_path / "share" / "mcp-sse-audit" / "reports_templates"
     installed.mkdir(parents=True)
     (installed / report.TEMPLATE).write_text((ROOT / "reports_templates" / report.TEMPLATE).read_text())
-    monkeypatch.setattr(report, "__file__", str(tmp_path / "site" / "analyzer" / "report.py"))
+    monkeypatch.setattr(report, "__file__", str(tmp_path / "site" / "analyzer" / "report" / "__init__.py"))
     monkeypatch.setattr(sys, "prefix", str(tmp_path))
     assert report.template_dir() == installed
 
 
 def test_template_dir_missing_names_both(tmp_path, monkeypatch):
-    monkeypatch.setattr(report, "__file__", str(tmp_path / "site" / "analyzer" / "report.py"))
+    monkeypatch.setattr(report, "__file__", str(tmp_path / "site" / "analyzer" / "report" / "__init__.py"))
     monkeypatch.setattr(sys, "prefix", str(tmp_path / "prefix"))
     with pytest.raises(FileNotFoundError) as exc:
         report.template_dir()

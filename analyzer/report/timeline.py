@@ -1,0 +1,302 @@
+"""The session timelines of the report: SVG geometry from a session's exchanges and boundaries
+(connections as bars, events as ticks, reconnects and the client's reaction marked), in CSS pixels."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+
+from .common import (
+    TICKS_PER_BAR, TICKS_PER_TIMELINE, TIMELINE_ROWS, _key, _plural, _ref,
+    _ts, _verdict_class,
+)
+
+
+# Timeline geometry (SVG user units = CSS px at 100%).
+SVG_W = 960
+LABEL_W = 190
+PLOT_X0 = LABEL_W + 10
+PLOT_W = SVG_W - PLOT_X0 - 20
+TOP = 30  # band above the rows for reconnect labels
+ROW_H = 20
+BAR_H = 10
+TICK = 3  # ticks stick out of the bar by this much
+LANE_H = 20  # the "client" lane: what the client did after each reconnect
+
+# --------------------------------------------------------------------------
+# timeline
+
+
+def _timeline(exchanges: list[dict], boundaries: list[dict], by_ref: dict, x_anchor: dict) -> dict:
+    """Geometry for one session's SVG.
+
+    One bar per SSE connection with its events as ticks, one mark per
+    boundary in its verdict's colour, the lost events shaded in the disconnect
+    between the resumed connection and the reconnect, the duplicated ones on
+    the reconnect's bar, and a lane with the client's reaction (re-initialized,
+    kept using the session, or the capture ends first).
+
+    Time axis when every drawn connection has a parseable start, else position
+    axis (order in the merged history), so bars are never placed by guesswork.
+    Events carry no time of their own in the document: their ticks are spread
+    evenly over their connection, in order (the legend says so).
+    """
+    wanted = {id(by_ref[k]) for b in boundaries for k in (_key(b.get("request")), _key(b.get("resumes"))) if k in by_ref}
+    rows = [
+        x
+        for x in exchanges
+        if x.get("events") or x.get("last_event_id") is not None or id(x) in wanted
+        or str(x.get("content_type") or "").lower().startswith("text/event-stream")
+    ]
+    hidden = max(len(rows) - TIMELINE_ROWS, 0)
+    rows = rows[:TIMELINE_ROWS]
+    position = {id(x): n for n, x in enumerate(exchanges)}
+    starts = [_ts(x.get("started")) for x in rows]
+    timed = bool(rows) and all(s is not None for s in starts)
+    reactions = [b["_reaction"] for b in boundaries if b.get("_reaction")]
+
+    spans = []
+    if timed:
+        for x, s in zip(rows, starts):
+            e = _ts(x.get("ended"))
+            spans.append((s, e if e is not None and e >= s else None))
+        lo = min(s for s, _ in spans)
+        hi = max(max(e if e is not None else s for s, e in spans), lo)
+        extra = [_ts(b.get("started")) for b in boundaries] + [_ts(r["x"].get("started")) for r in reactions if r["x"]]
+        for t in extra:
+            if t is not None:
+                lo, hi = min(lo, t), max(hi, t)
+    else:
+        for x in rows:
+            p = position[id(x)]
+            spans.append((float(p), float(p) + 0.8))
+        lo = min((s for s, _ in spans), default=0.0)
+        hi = max((e for _, e in spans), default=1.0)
+    width = (hi - lo) or 1.0
+
+    def sx(v: float) -> float:
+        return min(max(PLOT_X0 + (v - lo) / width * PLOT_W, PLOT_X0), PLOT_X0 + PLOT_W)
+
+    row_of = {}
+    bars = []
+    ticks, cut_ticks = [], []
+    budget = TICKS_PER_TIMELINE
+    for n, (x, (s, e)) in enumerate(zip(rows, spans)):
+        row_of[id(x)] = n
+        x0 = sx(s)
+        if e is not None:
+            x1 = sx(e)
+        elif x.get("end_reason") in ("open", "capture_end"):
+            x1 = PLOT_X0 + PLOT_W  # still open when the capture ended: runs off the right edge
+        else:
+            x1 = x0
+        w = max(x1 - x0, 3.0)
+        y = TOP + n * ROW_H + (ROW_H - BAR_H) / 2
+        ids = ""
+        if x.get("first_id") is not None or x.get("last_id") is not None:
+            ids = f", ids {x.get('first_id')}…{x.get('last_id')}"
+        n_ev, n_cut = x.get("events") or 0, x.get("cut_off_events") or 0
+        total = n_ev + n_cut
+        k = min(total, TICKS_PER_BAR, budget)
+        if k:
+            budget -= k
+            # k ticks spread over the bar in event order; the last ones stand for the cut-off events
+            k_cut = max(round(n_cut * k / total), 1) if n_cut else 0
+            step = w / k
+            first = f"M{x0 + step / 2:.1f} {y - TICK:.1f}v{BAR_H + 2 * TICK}"
+            rel = f"m{step:.1f}-{BAR_H + 2 * TICK}v{BAR_H + 2 * TICK}"
+            if k - k_cut:
+                ticks.append(first + rel * (k - k_cut - 1))
+            if k_cut:
+                cx = x0 + step / 2 + step * (k - k_cut)
+                cut_ticks.append(f"M{cx:.1f} {y - TICK:.1f}v{BAR_H + 2 * TICK}" + rel * (k_cut - 1))
+        bars.append(
+            {
+                "x": f"{x0:.1f}",
+                "y": f"{y:.1f}",
+                "x0": x0,
+                "w_": w,
+                "w": f"{w:.1f}",
+                "h": BAR_H,
+                "ty": f"{y + BAR_H - 1:.1f}",
+                "total": total,
+                "label": f"{x.get('exchange_id', '')} {x.get('method') or '?'} {x.get('status') if x.get('status') is not None else '—'}",
+                "open": e is None and x.get("end_reason") in ("open", "capture_end"),
+                "recorded": bool(x.get("body_recorded", True)),
+                "cls": "bar-ok" if (x.get("status") or 0) // 100 == 2 else "bar-bad",
+                "anchor": x_anchor.get(id(x)),
+                "title": (
+                    f"{x.get('exchange_id', '')} {x.get('method') or '?'} {x.get('status')} "
+                    f"{x.get('content_type') or ''}: {_plural(n_ev, 'event')}"
+                    f"{f' (+{n_cut} cut off)' if n_cut else ''}{ids}"
+                    f"{f'; {k} of them drawn' if k < total else ''}; "
+                    f"ended: {x.get('end_reason')}; {x.get('started') or ''} → {x.get('ended') or 'open'}"
+                    f"{'' if x.get('body_recorded', True) else '; body not recorded (unknown, not empty)'}"
+                ),
+            }
+        )
+    lane = any(r for r in reactions)
+    lane_y = TOP + max(len(rows), 1) * ROW_H + LANE_H / 2
+    axis_y = TOP + max(len(rows), 1) * ROW_H + (LANE_H if lane else 0) + 6
+    height = axis_y + 20
+
+    marks, lost, dups, reacts = [], [], [], []
+    for b in boundaries:
+        req = by_ref.get(_key(b.get("request")))
+        exact = True
+        if timed and _ts(b.get("started")) is not None:
+            x = sx(_ts(b["started"]))
+        elif req is not None and id(req) in row_of:
+            x = bars[row_of[id(req)]]["x0"]
+        elif timed and req is not None and _ts(req.get("started")) is not None:
+            x = sx(_ts(req["started"]))
+        else:
+            x, exact = PLOT_X0 + PLOT_W, False  # nowhere to put it: at the end, dashed
+        row = row_of.get(id(req)) if req is not None else None
+        bid = str(b.get("boundary_id", ""))
+        marks.append(
+            {
+                "x": f"{x:.1f}",
+                "y2": axis_y,
+                "cy": f"{TOP + row * ROW_H + ROW_H / 2:.1f}" if row is not None else None,
+                "exact": exact,
+                "verdict": b.get("verdict"),
+                "boundary_id": bid,
+                "anchor": b["_anchor"],
+                "cls": _verdict_class(b.get("verdict")),
+                "title": (
+                    f"{bid}: {b.get('verdict')} — {b.get('reason', '')}"
+                    f" (Last-Event-ID {b.get('last_event_id')!s}, first id after {b.get('first_event_id_after')!s})"
+                    + ("" if exact else "; time and request unknown, drawn at the end")
+                ),
+            }
+        )
+        # Lost events: emitted while the client was disconnected, so shaded between the end of
+        # the resumed connection and the reconnect, over both rows.
+        n_lost = b["_lost"]["count"]
+        if n_lost:
+            res = by_ref.get(_key(b.get("resumes")))
+            span_rows = [r for r in (row_of.get(id(res)) if res is not None else None, row) if r is not None]
+            x_start = x - 14
+            if res is not None and id(res) in row_of:
+                rb = bars[row_of[id(res)]]
+                x_start = min(rb["x0"] + rb["w_"], x - 8)
+            r0, r1 = (min(span_rows), max(span_rows)) if span_rows else (0, max(len(rows) - 1, 0))
+            label = f"{n_lost} lost"
+            lost.append(
+                {
+                    "x": f"{x_start:.1f}",
+                    "w": f"{x - x_start:.1f}",
+                    "y": f"{TOP + r0 * ROW_H + 1:.1f}",
+                    "h": f"{(r1 - r0 + 1) * ROW_H - 2:.1f}",
+                    "cls": _verdict_class(b.get("verdict")),
+                    "label": label if (x - x_start) >= 7 * len(label) else None,
+                    "lx": f"{(x_start + x) / 2:.1f}",
+                    "ly": f"{TOP + r0 * ROW_H + ROW_H / 2 + 4:.1f}",
+                    "title": f"{bid}: {_plural(n_lost, 'event')} lost — ids {' '.join(b['_lost']['shown'])}"
+                    + (f" … {b['_lost']['more']} more" if b["_lost"]["more"] else ""),
+                }
+            )
+        # Duplicated events: delivered again on the reconnect, so shaded on its bar over the
+        # ticks that stand for them (from the first duplicate the evidence shows).
+        n_dup = b["_dup"]["count"]
+        if n_dup:
+            title = f"{bid}: {_plural(n_dup, 'event')} delivered twice — ids {' '.join(b['_dup']['shown'])}" + (
+                f" … {b['_dup']['more']} more" if b["_dup"]["more"] else ""
+            )
+            if row is not None and bars[row]["total"]:
+                bar = bars[row]
+                dup_ids = set(str(i) for i in (b.get("duplicated_event_ids") or []))
+                after = [str(ev.get("id")) for ev in b.get("events_after") or []]
+                start = next((i for i, e in enumerate(after) if e in dup_ids), 0)
+                start = min(start, bar["total"] - 1)
+                end = min(start + n_dup, bar["total"])
+                dx0 = bar["x0"] + bar["w_"] * start / bar["total"]
+                dw = max(bar["w_"] * (end - start) / bar["total"], 3.0)
+                y = TOP + row * ROW_H + (ROW_H - BAR_H) / 2 - TICK - 1
+                dups.append({"x": f"{dx0:.1f}", "w": f"{dw:.1f}", "y": f"{y:.1f}", "h": BAR_H + 2 * TICK + 2, "title": title})
+            else:
+                y = TOP + (row if row is not None else 0) * ROW_H + 1
+                dups.append({"x": f"{x:.1f}", "w": "8.0", "y": f"{y:.1f}", "h": ROW_H - 2, "title": title})
+        r = b.get("_reaction")
+        if r:
+            kind = r["kind"]
+            rx = None
+            if r["x"] is not None:
+                if timed:
+                    t = _ts(r["x"].get("started"))
+                    rx = sx(t) if t is not None else None
+                elif id(r["x"]) in position:
+                    rx = sx(float(position[id(r["x"])]))
+            shape = {"reuse": "reuse", "reinit": "reinit"}.get(kind, "open")
+            if rx is None:
+                rx = PLOT_X0 + PLOT_W
+            what = {
+                "reuse": "kept using the session without re-initializing",
+                "reinit": "re-initialized (a new session started)",
+                "open": "the capture ends before the client re-initialized or used the session again",
+                "unlocated": "reaction not found in the exchanges",
+            }[kind]
+            when = f" at {r['x'].get('started') or '?'} ({r['x'].get('exchange_id', '')} {_ref(r['x'])})" if r["x"] else ""
+            reacts.append(
+                {
+                    "shape": shape,
+                    "x": f"{rx:.1f}",
+                    "y": f"{lane_y:.1f}",
+                    "d": _shape(shape, rx, lane_y),
+                    "title": f"{bid}: client {what}{when}",
+                    "anchor": b["_anchor"],
+                }
+            )
+    # Marks closer than a label's width share one label ("b3 +4"); neighbouring
+    # labels alternate between two lines. Every mark keeps its own line and link.
+    clusters: list[list[dict]] = []
+    for m in sorted(marks, key=lambda m: float(m["x"])):
+        if clusters and float(m["x"]) - float(clusters[-1][0]["x"]) < 30:
+            clusters[-1].append(m)
+        else:
+            clusters.append([m])
+    for n, group in enumerate(clusters):
+        ly = 12 + (n % 2) * 12
+        for k, m in enumerate(group):
+            m["ly"] = ly
+            m["label"] = (m["boundary_id"][:8] + (f" +{len(group) - 1}" if len(group) > 1 else "")) if k == 0 else None
+            m["y1"] = ly + 3 if k == 0 else TOP - 2
+            m["clustered"] = len(group) > 1
+    for bar in bars:
+        del bar["x0"], bar["w_"]
+    return {
+        "timed": timed,
+        "width": SVG_W,
+        "height": height,
+        "plot_x0": PLOT_X0,
+        "plot_x1": PLOT_X0 + PLOT_W,
+        "axis_y": axis_y,
+        "lane": lane,
+        "lane_y": f"{lane_y + 4:.1f}",
+        "bars": bars,
+        "ticks": "".join(ticks),
+        "cut_ticks": "".join(cut_ticks),
+        "marks": marks,
+        "lost": lost,
+        "dups": dups,
+        "reacts": reacts,
+        "hidden": hidden,
+        "lo_label": _axis_label(lo, timed),
+        "hi_label": _axis_label(hi, timed),
+        "span_label": f"{hi - lo:.3f} s" if timed else "",
+    }
+
+
+def _shape(kind: str, x: float, y: float) -> str:
+    """SVG path of a reaction marker: diamond = re-initialized, cross = reused, ring = unknown."""
+    if kind == "reinit":
+        return f"M{x:.1f} {y - 6:.1f}l6 6-6 6-6-6z"
+    if kind == "reuse":
+        return f"M{x - 5:.1f} {y - 5:.1f}l10 10m0-10l-10 10"
+    return f"M{x - 5:.1f} {y:.1f}a5 5 0 1 0 10 0a5 5 0 1 0-10 0"
+
+
+def _axis_label(v: float, timed: bool) -> str:
+    if not timed:
+        return f"exchange #{int(v) + 1}"
+    return datetime.fromtimestamp(v, timezone.utc).strftime("%H:%M:%S.%f")[:-3] + "Z"

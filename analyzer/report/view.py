@@ -1,0 +1,421 @@
+"""The report's view model: the findings document turned into what the page shows (grouped, ranked,
+capped, worded), all with dicts so the template never searches lists."""
+from __future__ import annotations
+
+import bisect
+import re
+from collections import Counter, defaultdict
+
+
+from .common import (
+    COLLAPSE_ROWS, DECISIVE, DIVERGED, IDS_SHOWN, MAX_FULL_SESSIONS, MAX_ROWS,
+    NO_EFFECT, SEVERITIES, SEV_RANK, SUMMARY_ROWS, TICKS_PER_BAR, VERDICTS,
+    V_RANK, _INT, _anchor, _key, _plural, _ref,
+    _sev_class, _sev_token, _verdict_class, _verdict_token,
+)
+from .timeline import _timeline
+
+
+# --------------------------------------------------------------------------
+# helpers
+
+
+def _ranges(ids: list[str]) -> list[str]:
+    """``6 7 8 10`` → ``6–8 10`` when every id is a plain decimal integer; otherwise as given."""
+    if not ids or not all(_INT.match(i) for i in ids):
+        return ids
+    out: list[str] = []
+    start = prev = int(ids[0])
+    for i in [int(i) for i in ids[1:]] + [None]:
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        out.append(str(start) if start == prev else f"{start}–{prev}")
+        if i is not None:
+            start = prev = i
+    return out
+
+
+def _shorten(ids: list, count: int) -> dict:
+    shown = [str(i) for i in ids[:IDS_SHOWN]]
+    return {"count": count, "shown": _ranges(shown), "more": max(count - len(shown), 0)}
+
+
+def _handled_words(value, verdict) -> str:
+    if verdict == "continuous":
+        return "nothing to handle (stream was continuous)"
+    if value is None:
+        return "capture ends first"
+    if value is True:
+        return "client re-initialized"
+    return "client kept using the session"
+
+
+def _status(doc: dict) -> str:
+    """The headline's colour: critical or a divergence = bad; errors or unverifiable = warn."""
+    summary = doc.get("summary", {})
+    verdicts = summary.get("verdicts", {})
+    by_sev = summary.get("findings_by_severity", {})
+    if by_sev.get("critical") or any(verdicts.get(v) for v in DIVERGED):
+        return "s-critical"
+    if by_sev.get("error") or by_sev.get("warning") or verdicts.get("unverifiable") or summary.get("inputs_unreadable"):
+        return "s-warning"
+    return "s-ok"
+
+
+def _headline(doc: dict) -> str:
+    summary = doc.get("summary", {})
+    verdicts = summary.get("verdicts", {})
+    by_sev = summary.get("findings_by_severity", {})
+    diverged = sum(verdicts.get(v, 0) for v in DIVERGED)
+    unverifiable = verdicts.get("unverifiable", 0)
+    crit = by_sev.get("critical", 0)
+    parts = []
+    if diverged:
+        parts.append(f"{_plural(diverged, 'reconnect')} diverged")
+    else:
+        parts.append("no divergence found")
+    if crit or diverged:
+        parts.append(f"{_plural(crit, 'critical finding')}")
+    if unverifiable:
+        parts.append(f"{_plural(unverifiable, 'reconnect')} could not be verified")
+    total = summary.get("boundaries", 0)
+    return ", ".join(parts) + f" ({_plural(total, 'reconnect')} judged)"
+
+
+# --------------------------------------------------------------------------
+# what the client did after a reconnect
+
+
+class _Positions:
+    """Capture order of the exchanges, to locate the client's reaction to a reconnect.
+
+    The document says *whether* the client handled a divergence
+    (``handled_correctly``) but not *where*; the exchange list holds what
+    decided it (verdicts.py's rule): the old session's next use (anything but
+    DELETE after the reconnect), or a new session's first request from the
+    same capture. A reaction is drawn only where it agrees with
+    ``handled_correctly``; the page never contradicts the verdict."""
+
+    def __init__(self, exchanges: list[dict]) -> None:
+        ids = [x.get("exchange_id") for x in exchanges]
+        by_id = all(isinstance(i, str) and re.match(r"^x[0-9]{1,12}$", i) for i in ids)
+        # exchange ids are "x<capture position + 1>"; fall back to list order if they are not
+        self.pos = {id(x): (int(x["exchange_id"][1:]) if by_id else n) for n, x in enumerate(exchanges)}
+        self.by_xid = {x.get("exchange_id"): x for x in exchanges}
+        self.session: dict = defaultdict(list)
+        for x in sorted(exchanges, key=lambda x: self.pos[id(x)]):
+            self.session[x.get("session")].append(x)
+        self.session_pos = {s: [self.pos[id(x)] for x in xs] for s, xs in self.session.items()}
+        firsts: dict = defaultdict(list)
+        for s, xs in self.session.items():
+            if xs[0].get("method") == "POST":
+                firsts[xs[0].get("source")].append(xs[0])
+        self.new = {src: sorted(xs, key=lambda x: self.pos[id(x)]) for src, xs in firsts.items()}
+        self.new_pos = {src: [self.pos[id(x)] for x in xs] for src, xs in self.new.items()}
+
+    def reaction(self, b: dict, by_ref: dict) -> dict | None:
+        """``{"kind": reuse|reinit|open|unlocated, "x": exchange or None}``; None for continuous."""
+        if b.get("verdict") == "continuous":
+            return None
+        handled = b.get("handled_correctly")
+        if handled is None:
+            return {"kind": "open", "x": None}
+        req = self.by_xid.get(b.get("request_exchange")) or by_ref.get(_key(b.get("request")))
+        if req is None:
+            return {"kind": "unlocated", "x": None}
+        p = self.pos[id(req)]
+        if handled is False:
+            sid = b.get("session")
+            xs, ps = self.session.get(sid, []), self.session_pos.get(sid, [])
+            for x in xs[bisect.bisect_right(ps, p):]:
+                if x.get("method") != "DELETE":
+                    return {"kind": "reuse", "x": x}
+        else:
+            src = req.get("source")
+            xs, ps = self.new.get(src, []), self.new_pos.get(src, [])
+            for x in xs[bisect.bisect_right(ps, p):]:
+                if x.get("session") != b.get("session"):
+                    return {"kind": "reinit", "x": x}
+        return {"kind": "unlocated", "x": None}
+
+
+def _reaction_words(r: dict | None, s_anchor: dict, s_number: dict, x_anchor: dict) -> tuple[str, str | None]:
+    """The card's sentence about the client's reaction, and where it links."""
+    if r is None:
+        return "", None
+    x = r["x"]
+    if r["kind"] == "open":
+        return "The capture ends before the client re-initialized or used the session again.", None
+    if r["kind"] == "unlocated":
+        return "", None
+    where = f"{x.get('method') or '?'} {x.get('exchange_id', '')} at {x.get('started') or 'unknown time'} ({_ref(x)})"
+    if r["kind"] == "reuse":
+        return f"It sent {where} on the old session without re-initializing.", x_anchor.get(id(x))
+    n = s_number.get(x.get("session"))
+    return (
+        f"A new session{f' ({n})' if n else ''} started with {where}, and the old one was not used again.",
+        s_anchor.get(x.get("session")),
+    )
+
+
+# --------------------------------------------------------------------------
+# context
+
+
+def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_ROWS) -> dict:
+    sessions = list(doc.get("sessions", []))
+    exchanges = doc.get("exchanges", [])
+    boundaries = doc.get("boundaries", [])
+    findings = doc.get("findings", [])
+
+    x_by_session: dict[str, list] = defaultdict(list)
+    by_ref: dict[tuple, dict] = {}
+    for x in exchanges:
+        x_by_session[x.get("session")].append(x)
+        by_ref.setdefault((x.get("source"), x.get("location")), x)
+
+    b_verdict = {b.get("boundary_id"): _verdict_token(b.get("verdict")) for b in boundaries}
+    f_by_boundary: dict[str, list] = defaultdict(list)
+    f_by_session: dict[str, list] = defaultdict(list)
+    unanswered_by_stream: dict[tuple, list] = defaultdict(list)
+    prepared_findings = []
+    for n, f in enumerate(findings, start=1):
+        pf = dict(f)
+        pf["_anchor"] = _anchor("finding", f.get("id"), n)
+        pf["_sev_cls"] = _sev_class(f.get("severity"))
+        pf["_sev"] = _sev_token(f.get("severity"))
+        pf["_rank"] = SEV_RANK.get(f.get("severity"), len(SEVERITIES))
+        pf["_v"] = b_verdict.get(f.get("boundary"), "") if f.get("boundary") is not None else ""
+        prepared_findings.append(pf)
+        if f.get("boundary") is not None:
+            f_by_boundary[f["boundary"]].append(pf)
+        if f.get("session") is not None:
+            f_by_session[f["session"]].append(pf)
+        # A request left without response is tied to the stream its request opened; the
+        # reconnects resuming that stream show it as evidence.
+        if f.get("rule") == "request_unanswered" and f.get("evidence"):
+            x = by_ref.get(_key(f["evidence"][0]))
+            if x is not None:
+                unanswered_by_stream[(x.get("session"), x.get("stream"))].append(pf)
+    # Severity, then the reconnect's position (the document sorts boundary ids
+    # as strings: b10 before b2), then session-level findings in document order.
+    b_pos = {b.get("boundary_id"): n for n, b in enumerate(boundaries)}
+    order = {id(f): n for n, f in enumerate(prepared_findings)}
+    prepared_findings.sort(
+        key=lambda f: (
+            SEV_RANK.get(f.get("severity"), len(SEVERITIES)),
+            b_pos.get(f.get("boundary"), len(b_pos)),
+            order[id(f)],
+        )
+    )
+
+    b_by_session: dict[str, list] = defaultdict(list)
+    b_anchors: set[str] = set()
+    for n, b in enumerate(boundaries, start=1):
+        pb = dict(b)
+        pb["_n"] = n
+        pb["_anchor"] = _anchor("boundary", b.get("boundary_id"), n)
+        if pb["_anchor"] in b_anchors:  # two boundaries with one id: the second by its index
+            pb["_anchor"] = f"boundary-n{n}"
+        b_anchors.add(pb["_anchor"])
+        pb["_cls"] = _verdict_class(b.get("verdict"))
+        pb["_v"] = _verdict_token(b.get("verdict"))
+        pb["_sev_cls"] = _sev_class(b.get("severity"))
+        pb["_sev"] = _sev_token(b.get("severity"))
+        pb["_handled"] = _handled_words(b.get("handled_correctly"), b.get("verdict"))
+        pb["_handled_cls"] = (
+            "ok" if b.get("verdict") == "continuous" else {True: "ok", False: "bad", None: "unknown"}.get(b.get("handled_correctly"), "unknown")
+        )
+        pb["_findings"] = f_by_boundary.get(b.get("boundary_id"), [])
+        effects = []
+        for f in pb["_findings"]:
+            if f.get("effect") and f["effect"] not in effects:
+                effects.append(f["effect"])
+        if not effects and b.get("verdict") == "continuous":
+            effects.append(NO_EFFECT)
+        pb["_effects"] = effects
+        pb["_lost"] = _shorten(b.get("lost_event_ids") or [], b.get("lost_count", len(b.get("lost_event_ids") or [])))
+        pb["_dup"] = _shorten(
+            b.get("duplicated_event_ids") or [], b.get("duplicated_count", len(b.get("duplicated_event_ids") or []))
+        )
+        pb["_dup_ids"] = {str(i) for i in b.get("duplicated_event_ids") or []}
+        pb["_decisive"] = DECISIVE.get(b.get("verdict"), set())
+        pb["_unanswered"] = unanswered_by_stream.get((b.get("session"), b.get("stream")), [])
+        b_by_session[b.get("session")].append(pb)
+
+    # Boundaries or findings naming a session the sessions list lacks still get a section.
+    known = {s.get("session") for s in sessions}
+    for sid in list(b_by_session) + list(f_by_session):
+        if sid not in known:
+            known.add(sid)
+            sessions.append(
+                {"session": sid, "session_id": sid, "protocol_version": None, "id_scheme": None, "first_seen": None, "last_seen": None,
+                 "exchanges": len(x_by_session.get(sid, [])), "streams": None, "events": None,
+                 "boundaries": len(b_by_session.get(sid, [])), "verdicts": {}, "initialize_results": None,
+                 "sources": [], "_orphan": True}
+            )
+
+    s_anchor: dict[str, str] = {}
+    s_number: dict[str, int] = {}
+    full, quiet, busy = [], [], []
+    # the worst sessions get full sections: by their worst finding, then how many, then position
+    def badness(s: dict) -> tuple:
+        fs = f_by_session.get(s.get("session"), [])
+        worst = min((SEV_RANK.get(f.get("severity"), len(SEVERITIES)) for f in fs), default=len(SEVERITIES))
+        return (worst, -len(fs), -len(b_by_session.get(s.get("session"), [])))
+
+    ranked = sorted((s for s in sessions if b_by_session.get(s.get("session")) or f_by_session.get(s.get("session"))), key=badness)
+    shown_full = {id(s) for s in ranked[:max_full]}
+    for n, s in enumerate(sessions, start=1):
+        sid = s.get("session")
+        s_number.setdefault(sid, n)
+        anchor = f"session-{n}"
+        bs = b_by_session.get(sid, [])
+        fs = f_by_session.get(sid, [])
+        sevs = sorted({f["_sev"] for f in fs} | {b["_sev"] for b in bs if b.get("severity") is not None}, key=lambda t: SEV_RANK.get(t, 9))
+        entry = {
+            "s": s, "anchor": anchor, "n": n, "boundaries": bs, "findings": fs,
+            "_v": " ".join(sorted({b["_v"] for b in bs}, key=lambda v: V_RANK.get(v, 99))),
+            "_sev": " ".join(sevs),
+        }
+        if not bs and not fs:
+            if len(quiet) < max_rows:
+                quiet.append(entry)
+                s_anchor.setdefault(sid, anchor)
+            continue
+        if id(s) not in shown_full:
+            if len(busy) < max_rows:
+                entry["worst"] = sevs[0] if sevs and sevs[0] in SEVERITIES else None
+                busy.append(entry)
+                s_anchor.setdefault(sid, anchor)
+            continue
+        s_anchor.setdefault(sid, anchor)
+        xs = x_by_session.get(sid, [])
+        shown = {b.get("boundary_id") for b in bs}
+        entry.update(
+            {
+                "exchanges": xs,
+                "verdicts": [(v, s.get("verdicts", {}).get(v, 0), _verdict_class(v)) for v in VERDICTS if s.get("verdicts", {}).get(v)],
+                "unanswered": [f for f in fs if f.get("rule") == "request_unanswered"
+                               and not any(f in b["_unanswered"] for b in bs if b.get("boundary_id") in shown)],
+            }
+        )
+        full.append(entry)
+
+    # Cards exist only for sessions shown in full: links to the others go to their row.
+    card_anchor: dict[str, str] = {}
+    for e in full:
+        for b in e["boundaries"]:
+            card_anchor.setdefault(b.get("boundary_id"), b["_anchor"])
+    for f in prepared_findings:
+        f["_session_anchor"] = s_anchor.get(f.get("session"))
+        f["_session_n"] = s_number.get(f.get("session"), "")
+        f["_boundary_anchor"] = card_anchor.get(f.get("boundary")) if f.get("boundary") is not None else None
+        f["_boundary_n"] = b_pos.get(f.get("boundary"), "") if f.get("boundary") is not None else ""
+
+    # Connection rows (and so link targets) exist for the first max_rows exchanges of a full session.
+    x_anchor: dict[int, str] = {}
+    used: set[str] = set()
+    for e in full:
+        for x in e["exchanges"][:max_rows]:
+            a = _anchor("conn", x.get("exchange_id"), len(x_anchor) + 1)
+            if a in used:  # two exchanges with one id: the second by its index
+                a = f"conn-n{len(x_anchor) + 1}"
+            used.add(a)
+            x_anchor[id(x)] = a
+    positions = _Positions(exchanges)
+    for e in full:
+        for b in e["boundaries"]:
+            b["_reaction"] = positions.reaction(b, by_ref)
+            b["_reaction_words"], b["_reaction_anchor"] = _reaction_words(b["_reaction"], s_anchor, s_number, x_anchor)
+        e["timeline"] = _timeline(e["exchanges"], e["boundaries"], by_ref, x_anchor)
+        e["rows"] = [(x, x_anchor[id(x)]) for x in e["exchanges"][:max_rows]]
+        e["rows_more"] = max(len(e["exchanges"]) - max_rows, 0)
+
+    summary = doc.get("summary", {})
+    verdict_counts = summary.get("verdicts", {})
+    by_sev = summary.get("findings_by_severity", {})
+    major = [f for f in prepared_findings if f.get("severity") in ("critical", "error")]
+    minor = [f for f in prepared_findings if f.get("severity") not in ("critical", "error")]
+
+    # Summary: where it diverged (the worst reconnects) and what the inputs cost.
+    worst_b = sorted(
+        (b for bs in b_by_session.values() for b in bs if b.get("verdict") != "continuous"),
+        key=lambda b: (SEV_RANK.get(b.get("severity"), len(SEVERITIES)), V_RANK.get(b.get("verdict"), 99), b["_n"]),
+    )
+    where = [
+        {"b": b, "link": card_anchor.get(b.get("boundary_id")) or s_anchor.get(b.get("session")),
+         "session_n": s_number.get(b.get("session")), "session_link": s_anchor.get(b.get("session"))}
+        for b in worst_b[:SUMMARY_ROWS]
+    ]
+    not_continuous = [b for b in boundaries if b.get("verdict") != "continuous"]
+    handling = {
+        "bad": sum(1 for b in not_continuous if b.get("handled_correctly") is False),
+        "ok": sum(1 for b in not_continuous if b.get("handled_correctly") is True),
+        "unknown": sum(1 for b in not_continuous if b.get("handled_correctly") is None),
+        "lost": sum(b.get("lost_count") or len(b.get("lost_event_ids") or []) for b in boundaries),
+        "dup": sum(b.get("duplicated_count") or len(b.get("duplicated_event_ids") or []) for b in boundaries),
+    }
+    anomalies = doc.get("anomalies", [])
+    codes = Counter((a.get("code"), a.get("severity")) for a in anomalies)
+    inputs = doc.get("inputs", [])
+    return {
+        "doc": doc,
+        "tool": doc.get("tool", {}),
+        "headline": _headline(doc),
+        "status": _status(doc),
+        "summary": summary,
+        "verdict_groups": [
+            ("Diverged", sum(verdict_counts.get(v, 0) for v in DIVERGED),
+             [(v, verdict_counts.get(v, 0), _verdict_class(v)) for v in DIVERGED]),
+            ("Could not be verified", verdict_counts.get("unverifiable", 0),
+             [("unverifiable", verdict_counts.get("unverifiable", 0), _verdict_class("unverifiable"))]),
+            ("Continuous", verdict_counts.get("continuous", 0),
+             [("continuous", verdict_counts.get("continuous", 0), _verdict_class("continuous"))]),
+        ],
+        "verdict_badges": [(v, verdict_counts.get(v, 0), _verdict_class(v)) for v in VERDICTS],
+        "severity_badges": [(s, by_sev.get(s, 0), _sev_class(s)) for s in SEVERITIES],
+        "top_findings": major[:SUMMARY_ROWS],
+        "top_more": max(len(major) - SUMMARY_ROWS, 0),
+        "where": where,
+        "where_more": max(len(worst_b) - SUMMARY_ROWS, 0),
+        "handling": handling,
+        "where_sessions": len({b.get("session") for b in worst_b}),
+        "formats": sorted(Counter(str(i.get("format")) for i in inputs).items()),
+        "unreadable": [i for i in inputs if i.get("error")][:SUMMARY_ROWS],
+        "anomaly_codes": sorted(
+            ((code, sev, n, _sev_class(sev)) for (code, sev), n in codes.items()),
+            key=lambda r: (SEV_RANK.get(r[1], 9), -r[2], str(r[0])),
+        )[:SUMMARY_ROWS],
+        "major_findings": major[:max_rows],
+        "minor_findings": minor[:max_rows],
+        "findings_left_out": max(0, len(major) - max_rows) + max(0, len(minor) - max_rows),
+        "rule_table": sorted(
+            ((rule, sev, n, _sev_class(sev)) for (rule, sev), n in _count_rules(prepared_findings).items()),
+            key=lambda r: (SEV_RANK.get(r[1], 9), -r[2], r[0] or ""),
+        ),
+        "busy_sessions": busy,
+        "sessions_left_out": len(sessions) - len(full) - len(busy) - len(quiet),
+        "inputs": inputs,
+        "skipped": doc.get("skipped", []),
+        "anomalies": anomalies,
+        "full_sessions": full,
+        "quiet_sessions": quiet,
+        "session_options": sorted(((e["n"], e["s"].get("session_id")) for e in full + busy), key=lambda o: o[0]),
+        "diverged_tokens": " ".join(DIVERGED),
+        "verdicts": VERDICTS,
+        "collapse": COLLAPSE_ROWS,
+        "ticks_per_bar": TICKS_PER_BAR,
+        "sev_class": _sev_class,
+        "sev_rank": lambda s: SEV_RANK.get(s, len(SEVERITIES)),
+        "verdict_class": _verdict_class,
+    }
+
+
+def _count_rules(findings: list[dict]) -> dict:
+    out: dict = {}
+    for f in findings:
+        key = (f.get("rule"), f.get("severity"))
+        out[key] = out.get(key, 0) + 1
+    return out
