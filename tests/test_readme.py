@@ -37,6 +37,16 @@ def test_the_unverifiable_transport_branches_come_before_the_id_verdicts():
         assert order[early] < order["ids_went_back"] < order["ids_jumped"]
 
 
+def test_layout_names_every_module():
+    """README's Layout table names every module of analyzer/ (and no module that is gone)."""
+    text = README.read_text()
+    table = text[text.index("<!-- layout:start -->") : text.index("<!-- layout:end -->")]
+    named = set(re.findall(r"`([a-z_0-9]+\.py|[a-z_0-9]+/)`", table))
+    root = README.parent / "analyzer"
+    have = {p.name for p in root.glob("*.py") if p.name != "__init__.py"} | {p.name + "/" for p in root.iterdir() if (p / "__init__.py").is_file()}
+    assert named == have
+
+
 if __name__ == "__main__":
     if "--write" not in sys.argv:
         sys.exit(__doc__)
