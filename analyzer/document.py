@@ -184,6 +184,7 @@ class Numbering:
         b["_old"] = b["boundary_id"]
         b["request_exchange"] = self._ref(part, b["request_exchange"], "x")
         b["resumes_exchange"] = self._ref(part, b["resumes_exchange"], "x")
+        b["reaction_exchange"] = self._ref(part, b.get("reaction_exchange"), "x")
         b["stream"] = self._ref(part, b["stream"], "s")
         b["session"] = self.session_key.get((part, b["session"])) if b["session"] is not None else None
         return b

@@ -104,6 +104,13 @@ def _boundary_records(f: Frames, b: pl.DataFrame) -> list[dict]:
         "duplicated_event_ids",
         "duplicated_count",
         "handled_correctly",
+        # where the client reacted (verdicts._handled): the old session's next use, or the new session's initialize
+        pl.when(pl.col("verdict") == "continuous").then(None)
+        .when(pl.col("handled_correctly") == False)  # noqa: E712 (polars expression)
+        .then(pl.format("x{}", pl.col("use_pos") + 1))
+        .when(pl.col("handled_correctly") == True)  # noqa: E712
+        .then(pl.format("x{}", pl.col("init_pos") + 1))
+        .alias("reaction_exchange"),
         "id_scheme",
         pl.col("overlap").alias("boundary_event_resent"),
         _iso("started").alias("started"),

@@ -2,8 +2,6 @@
 capped, worded), all with dicts so the template never searches lists."""
 from __future__ import annotations
 
-import bisect
-import re
 from collections import Counter, defaultdict
 
 
@@ -87,57 +85,19 @@ def _headline(doc: dict) -> str:
 # what the client did after a reconnect
 
 
-class _Positions:
-    """Capture order of the exchanges, to locate the client's reaction to a reconnect.
-
-    The document says *whether* the client handled a divergence
-    (``handled_correctly``) but not *where*; the exchange list holds what
-    decided it (verdicts.py's rule): the old session's next use (anything but
-    DELETE after the reconnect), or a new session's first request from the
-    same capture. A reaction is drawn only where it agrees with
-    ``handled_correctly``; the page never contradicts the verdict."""
-
-    def __init__(self, exchanges: list[dict]) -> None:
-        ids = [x.get("exchange_id") for x in exchanges]
-        by_id = all(isinstance(i, str) and re.match(r"^x[0-9]{1,12}$", i) for i in ids)
-        # exchange ids are "x<capture position + 1>"; fall back to list order if they are not
-        self.pos = {id(x): (int(x["exchange_id"][1:]) if by_id else n) for n, x in enumerate(exchanges)}
-        self.by_xid = {x.get("exchange_id"): x for x in exchanges}
-        self.session: dict = defaultdict(list)
-        for x in sorted(exchanges, key=lambda x: self.pos[id(x)]):
-            self.session[x.get("session")].append(x)
-        self.session_pos = {s: [self.pos[id(x)] for x in xs] for s, xs in self.session.items()}
-        firsts: dict = defaultdict(list)
-        for s, xs in self.session.items():
-            if xs[0].get("method") == "POST":
-                firsts[xs[0].get("source")].append(xs[0])
-        self.new = {src: sorted(xs, key=lambda x: self.pos[id(x)]) for src, xs in firsts.items()}
-        self.new_pos = {src: [self.pos[id(x)] for x in xs] for src, xs in self.new.items()}
-
-    def reaction(self, b: dict, by_ref: dict) -> dict | None:
-        """``{"kind": reuse|reinit|open|unlocated, "x": exchange or None}``; None for continuous."""
-        if b.get("verdict") == "continuous":
-            return None
-        handled = b.get("handled_correctly")
-        if handled is None:
-            return {"kind": "open", "x": None}
-        req = self.by_xid.get(b.get("request_exchange")) or by_ref.get(_key(b.get("request")))
-        if req is None:
-            return {"kind": "unlocated", "x": None}
-        p = self.pos[id(req)]
-        if handled is False:
-            sid = b.get("session")
-            xs, ps = self.session.get(sid, []), self.session_pos.get(sid, [])
-            for x in xs[bisect.bisect_right(ps, p):]:
-                if x.get("method") != "DELETE":
-                    return {"kind": "reuse", "x": x}
-        else:
-            src = req.get("source")
-            xs, ps = self.new.get(src, []), self.new_pos.get(src, [])
-            for x in xs[bisect.bisect_right(ps, p):]:
-                if x.get("session") != b.get("session"):
-                    return {"kind": "reinit", "x": x}
+def _reaction(b: dict, by_xid: dict) -> dict | None:
+    """``{"kind": reuse|reinit|open|unlocated, "x": exchange or None}`` from the document's own answer
+    (``handled_correctly`` and ``reaction_exchange``, which verdicts._handled decided); None for continuous.
+    The page draws a reaction only where the document names it: it never works one out itself."""
+    if b.get("verdict") == "continuous":
+        return None
+    handled = b.get("handled_correctly")
+    if handled is None:
+        return {"kind": "open", "x": None}
+    x = by_xid.get(b.get("reaction_exchange"))
+    if x is None:
         return {"kind": "unlocated", "x": None}
+    return {"kind": "reuse" if handled is False else "reinit", "x": x}
 
 
 def _reaction_words(r: dict | None, s_anchor: dict, s_number: dict, x_anchor: dict) -> tuple[str, str | None]:
@@ -324,10 +284,10 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
                 a = f"conn-n{len(x_anchor) + 1}"
             used.add(a)
             x_anchor[id(x)] = a
-    positions = _Positions(exchanges)
+    by_xid = {x.get("exchange_id"): x for x in exchanges}
     for e in full:
         for b in e["boundaries"]:
-            b["_reaction"] = positions.reaction(b, by_ref)
+            b["_reaction"] = _reaction(b, by_xid)
             b["_reaction_words"], b["_reaction_anchor"] = _reaction_words(b["_reaction"], s_anchor, s_number, x_anchor)
         e["timeline"] = _timeline(e["exchanges"], e["boundaries"], by_ref, x_anchor)
         e["rows"] = [(x, x_anchor[id(x)]) for x in e["exchanges"][:max_rows]]
