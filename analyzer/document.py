@@ -26,7 +26,7 @@ SEVERITIES = list(catalog.SEVERITIES)
 SEV_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 ANOMALY_SEVERITIES = ("error", "warning", "info")
 # references renumbered between partial documents and the whole: not part of what orders findings
-_RENUMBERED = frozenset({"id", "session", "boundary"})
+_RENUMBERED = frozenset({"id", "session", "boundary", "exchange"})
 
 
 def finding_key(rec: dict, pos: int) -> tuple:
@@ -201,6 +201,7 @@ class Numbering:
         f["session"] = self.session_key.get((part, f["session"])) if f["session"] is not None else None
         pos = f.pop("_pos", None)
         f["_g"] = self.gpos[part][pos] if pos is not None else -1
+        f["exchange"] = self._ref(part, f.get("exchange"), "x")
         if f.get("boundary"):
             f["boundary"] = self.boundary_key[part][f["boundary"]]
         return f

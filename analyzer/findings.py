@@ -259,7 +259,8 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
     keyed.sort(key=lambda t: t[0])
     findings = [r for _, _, r in keyed]
     positions = [p for _, p, _ in keyed]
-    for i, r in enumerate(findings, start=1):
+    for i, (r, p) in enumerate(zip(findings, positions), start=1):
+        r["exchange"] = f"x{p + 1}" if p is not None and p >= 0 else None  # where in history: the exchange it is found at
         r["id"] = f"f{i}"
     if keep_pos:  # the sort key above popped it: analyzer.partitions needs it back to merge partitions
         for r, p in zip(findings, positions):

@@ -8,8 +8,8 @@ from collections import Counter, defaultdict
 from .common import (
     COLLAPSE_ROWS, DECISIVE, DIVERGED, IDS_SHOWN, MAX_FULL_SESSIONS, MAX_ROWS,
     NO_EFFECT, SEVERITIES, SEV_RANK, SUMMARY_ROWS, TICKS_PER_BAR, VERDICTS,
-    V_RANK, _INT, _anchor, _key, _plural, _ref,
-    _sev_class, _sev_token, _verdict_class, _verdict_token,
+    V_RANK, _INT, _anchor, _plural, _ref, _sev_class,
+    _sev_token, _verdict_class, _verdict_token,
 )
 from .timeline import _timeline
 
@@ -134,6 +134,7 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
     for x in exchanges:
         x_by_session[x.get("session")].append(x)
         by_ref.setdefault((x.get("source"), x.get("location")), x)
+    by_xid = {x.get("exchange_id"): x for x in exchanges}
 
     b_verdict = {b.get("boundary_id"): _verdict_token(b.get("verdict")) for b in boundaries}
     f_by_boundary: dict[str, list] = defaultdict(list)
@@ -154,8 +155,8 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
             f_by_session[f["session"]].append(pf)
         # A request left without response is tied to the stream its request opened; the
         # reconnects resuming that stream show it as evidence.
-        if f.get("rule") == "request_unanswered" and f.get("evidence"):
-            x = by_ref.get(_key(f["evidence"][0]))
+        if f.get("rule") == "request_unanswered":
+            x = by_xid.get(f.get("exchange"))
             if x is not None:
                 unanswered_by_stream[(x.get("session"), x.get("stream"))].append(pf)
     # Severity, then the reconnect's position (the document sorts boundary ids
@@ -284,7 +285,6 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
                 a = f"conn-n{len(x_anchor) + 1}"
             used.add(a)
             x_anchor[id(x)] = a
-    by_xid = {x.get("exchange_id"): x for x in exchanges}
     for e in full:
         for b in e["boundaries"]:
             b["_reaction"] = _reaction(b, by_xid)
