@@ -185,7 +185,6 @@ class _Reader:
 
     def line(self, lineno: int, raw: bytes | int) -> None:
         log, b, current, encodings, suspect = self.log, self.b, self.current, self.encodings, self.suspect
-        cols = b.event_values
         if type(raw) is int:  # a line past the limit, skipped unread: its length
             self.records += 1
             max_line = limits.current().line_bytes
@@ -298,18 +297,8 @@ class _Reader:
             if eid is not None and "\x00" in eid:
                 log.add("sse_id_contains_nul", where)
                 eid = None
-            # one value per column (tables.Builder.event_values)
-            cols["xid"].append(row["xid"])
-            cols["line"].append(lineno)
-            cols["where"].append(None)
-            cols["ts"].append(ts)
-            cols["id"].append(eid)
-            cols["event"].append(etype)
-            cols["data"].append(data or "")
-            cols["retry"].append(retry)
-            cols["fate"].append(fate)
-            if len(cols["xid"]) >= VALUE_CHUNK:
-                b.flush_values()
+            # (the bulk of a log's sse records never comes here: jsonl_columns reads them column-wise)
+            b.event(row, location=None, ts=ts, event_id=eid, event_type=etype, data=data or "", retry=retry, fate=fate, line=lineno)
         elif kind == "body":
             data = rec.get("data")
             if not isinstance(data, str):

@@ -226,7 +226,7 @@ class Builder:
         self,
         row: dict,
         *,
-        location: str,
+        location: str | None,
         ts: datetime | None,
         event_id: str | None,
         event_type: str | None,
@@ -235,7 +235,8 @@ class Builder:
         fate: str,
         line: int | None = None,
     ) -> None:
-        """One event of ``row``'s stream, after the ones added before it (``line``: the input line it came from, if any)."""
+        """One event of ``row``'s stream, after the ones added before it.  ``line``: the input line it came
+        from, if any (its location is then "line N" unless ``location`` says more)."""
         v = self.event_values
         v["xid"].append(row["xid"])
         v["line"].append(line)
