@@ -33,6 +33,7 @@ _INT64_DIGITS = 18  # any run of at most 18 ASCII digits fits in an int64
 
 # key: the caller's body key; block: position of the record among the body's records, from 0;
 # dispatch: byte offset in the body of the blank line that completed the block (None: cut_off);
+# start: byte offset in the body of the block's first line, comment lines included (SSEEvent.offset);
 # anomalies: codes in order of first appearance in the block, no duplicates.
 COLUMNS = {
     "key": pl.Int64,
@@ -43,6 +44,7 @@ COLUMNS = {
     "retry": pl.Int64,
     "fate": pl.String,
     "dispatch": pl.Int64,
+    "start": pl.Int64,
     "anomalies": pl.List(pl.String),
 }
 
@@ -77,6 +79,7 @@ def _reference(keys: list[int], bodies: list[bytes]) -> pl.DataFrame:
             rows["retry"].append(None if big else ev.retry)
             rows["fate"].append(ev.fate)
             rows["dispatch"].append(ev.end)
+            rows["start"].append(ev.offset)
             codes = list(ev.anomalies)
             if big and "sse_retry_invalid" not in codes:
                 codes.append("sse_retry_invalid")
@@ -126,6 +129,10 @@ def _columnwise(keys: list[int], texts: list[str], eol: str) -> tuple[pl.DataFra
             # pieces are laid out piece, eol, eol, piece, ...: the blank line that completes a
             # piece starts one line end after it
             dispatch=(pl.col("plen") + 2 * step).cum_sum().over("key") - step,
+            # a piece starts where the two line ends before it end; one more line end at its head is an
+            # empty line (it dispatched nothing), and the block's first line comes after it
+            start=(pl.col("plen") + 2 * step).cum_sum().over("key") - pl.col("plen") - 2 * step
+            + pl.when(pl.col("piece").str.starts_with(eol)).then(step).otherwise(0),
             fields=lines.list.eval((~comment_or_empty).sum()).list.first(),
         )
         .drop("piece", "plen")

@@ -1,4 +1,4 @@
-"""The column-wise SSE parser gives what the reference parser gives, dispatch offsets included."""
+"""The column-wise SSE parser gives what the reference parser gives, dispatch and start offsets included."""
 from __future__ import annotations
 
 from hypothesis import given, settings
@@ -13,7 +13,7 @@ def reference_rows(raw: bytes) -> list[tuple]:
     for ev in parse_all(raw):
         big = ev.retry is not None and ev.retry >= 2**63
         codes = list(ev.anomalies) + (["sse_retry_invalid"] if big and "sse_retry_invalid" not in ev.anomalies else [])
-        rows.append((ev.id, ev.event, ev.data, None if big else ev.retry, ev.fate, ev.end, codes))
+        rows.append((ev.id, ev.event, ev.data, None if big else ev.retry, ev.fate, ev.end, ev.offset, codes))
     return rows
 
 
@@ -21,7 +21,7 @@ def columns_rows(bodies: list[bytes]) -> list[list[tuple]]:
     df = sse_columns.parse(list(range(len(bodies))), bodies)
     out: list[list[tuple]] = [[] for _ in bodies]
     for r in df.iter_rows(named=True):
-        out[r["key"]].append((r["id"], r["event"], r["data"], r["retry"], r["fate"], r["dispatch"], r["anomalies"]))
+        out[r["key"]].append((r["id"], r["event"], r["data"], r["retry"], r["fate"], r["dispatch"], r["start"], r["anomalies"]))
     return out
 
 
