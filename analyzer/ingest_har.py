@@ -32,11 +32,12 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import BinaryIO
 
-from . import content_coding, limits
+import polars as pl
+
+from . import content_coding, limits, sse_columns
 from .anomalies import AnomalyLog
 from .errors import InputError
 from .ingest_jsonl import parse_ts
-from .sse import SSEParser
 from .tables import SSE_MEDIA, Builder, Ingested, media_type
 
 
@@ -45,7 +46,6 @@ from .tables import SSE_MEDIA, Builder, Ingested, media_type
 # string that becomes a table value is cleaned (SSE bodies are bytes and keep their own
 # invalid-UTF-8 accounting).
 _SURROGATE = re.compile("[\ud800-\udfff]")
-INT64_MAX = (1 << 63) - 1
 
 
 class _Cleaner:
@@ -330,6 +330,47 @@ def stream_entries(source: str, stream: BinaryIO):
         raise _NotStreamable
 
 
+class _EventBodies:
+    """The event-stream bodies of the entries, parsed column-wise (:mod:`analyzer.sse_columns`) in
+    batches of about BATCH_BYTES: the events and their anomalies are what the reference parser gives,
+    each at ``entry N byte K`` (K: where its block's first line starts in the decoded body)."""
+
+    BATCH_BYTES = 32 << 20
+
+    def __init__(self, b: Builder) -> None:
+        self.b = b
+        self.keys: list[int] = []
+        self.entries: list[int] = []
+        self.bodies: list[bytes] = []
+        self.size = 0
+
+    def add(self, xid: int, entry: int, body: bytes) -> None:
+        self.keys.append(xid)
+        self.entries.append(entry)
+        self.bodies.append(body)
+        self.size += len(body)
+        if self.size >= self.BATCH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.keys:
+            return
+        got = sse_columns.parse(self.keys, self.bodies).join(
+            pl.DataFrame({"key": self.keys, "entry": self.entries}, schema={"key": pl.Int64, "entry": pl.Int64}),
+            on="key", how="left", maintain_order="left",
+        ).with_columns(location=pl.format("entry {} byte {}", pl.col("entry"), pl.col("start")))
+        self.keys, self.entries, self.bodies, self.size = [], [], [], 0
+        log = self.b.log
+        flagged = got.filter((pl.col("anomalies").list.len() > 0) | (pl.col("fate") == "cut_off"))
+        for at, codes, fate in flagged.select("location", "anomalies", "fate").iter_rows():  # (rare rows only)
+            for code in codes:
+                log.add(code, at)
+            if fate == "cut_off":
+                log.add("sse_unterminated_event", at)
+        self.b.add_events(got.select(pl.col("key").alias("xid"), "location", pl.lit(None, pl.Datetime("us", "UTC")).alias("ts"),
+                                     "id", "event", "data", "retry", "fate"))
+
+
 def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested:
     """A HAR document, streamed entry by entry when it is well-formed (:func:`stream_entries`), else read
     whole by :func:`load` (its size capped by --max-har-mb) with the entries before a break salvaged."""
@@ -350,6 +391,7 @@ def _read(source: str, entries, broken: tuple[str, bool] | None, redact_secrets:
     clean = _Cleaner()
     far_future = datetime.max.replace(tzinfo=timezone.utc)
     order: list[tuple[datetime, int]] = []  # per exchange made: its start (unknown: last), then its entry number
+    bodies = _EventBodies(b)
     notes: list[str] = []
     not_recorded = 0
     n = 0
@@ -421,22 +463,10 @@ def _read(source: str, entries, broken: tuple[str, bool] | None, redact_secrets:
                 continue
             if isinstance(content.get("size"), int) and content["size"] > len(data):
                 log.add("har_body_truncated", where, f"{len(data)} of {content['size']} bytes recorded")
-            parser = SSEParser()
-            for ev in parser.feed(data) + parser.close():
-                at = f"{where} byte {ev.offset}"
-                codes = list(ev.anomalies)
-                retry = ev.retry
-                if retry is not None and retry > INT64_MAX:  # all digits, valid per WHATWG, but no int64 column holds it:
-                    retry = None  # reported, not kept (as the pcap ingester does)
-                    if "sse_retry_invalid" not in codes:
-                        codes.append("sse_retry_invalid")
-                for code in codes:
-                    log.add(code, at)
-                if ev.fate == "cut_off":
-                    log.add("sse_unterminated_event", at)
-                b.event(row, location=at, ts=None, event_id=ev.id, event_type=ev.event, data=ev.data, retry=retry, fate=ev.fate)
+            bodies.add(row["xid"], n, data)
         elif data is not None and row["status"] is not None:
             b.body(row, data.decode("utf-8", "replace"), where)
+    bodies.flush()
     if not_recorded:
         notes.append(
             f"{not_recorded} text/event-stream response(s) have no recorded body: their events are unknown, not absent "

@@ -137,3 +137,17 @@ class _Chunky(io.RawIOBase):
         out = self.data[self.at : self.at + min(self.size, n if n >= 0 else self.size)]
         self.at += len(out)
         return out
+
+
+@pytest.mark.parametrize("path", [p for p in HARS if b"text/event-stream" in p.read_bytes()], ids=lambda p: p.name)
+def test_event_bodies_give_the_same_tables_in_any_batching(path, monkeypatch):
+    """The entries' event streams are parsed column-wise in batches (ingest_har._EventBodies; the parser itself is
+    checked against the reference in tests/test_sse_columns.py): one body per batch gives the same tables."""
+    data = path.read_bytes()
+    whole_batch = tables(ingest_har.read("x.har", io.BytesIO(data)))
+    monkeypatch.setattr(ingest_har._EventBodies, "BATCH_BYTES", 1)
+    assert tables(ingest_har.read("x.har", io.BytesIO(data))) == whole_batch
+
+
+def test_the_sample_hars_hold_events_to_batch():
+    assert sum(ingest_har.read("x.har", io.BytesIO(p.read_bytes())).events.num_rows for p in HARS) > 100
