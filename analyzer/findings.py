@@ -9,7 +9,7 @@ import json
 
 import polars as pl
 
-from . import catalog, eras, history, reissue, rpc
+from . import catalog, era_rules, history, reissue, rpc_rules
 from .document import SEV_RANK, finding_key
 from .streams import Frames
 from .catalog import VERDICT_ORDER
@@ -246,7 +246,7 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
     boundaries = _boundary_records(f, b)
     hist = pl.concat(
         [history.id_order(f), history.digest_conflicts(f, b), history.cursor_claims(b), history.cross_session(f, b),
-         history.ts_get_stream(b), rpc.history_findings(f), eras.findings(f, rev), reissue.findings(f, rev)], how="vertical_relaxed"
+         history.ts_get_stream(b), rpc_rules.findings(f), era_rules.findings(f, rev), reissue.findings(f, rev)], how="vertical_relaxed"
     ).sort("pos")
     hist = _one_hop(f, hist)
     findings = _boundary_findings(boundaries) + hist.to_dicts()

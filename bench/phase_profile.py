@@ -25,8 +25,8 @@ def main() -> None:
     ap.add_argument("--out", help="also write the table as JSON here")
     a = ap.parse_args()
 
-    from analyzer import (eras, findings, history, idschemes, ingest_har, ingest_jsonl, inputs, jsonrpc, pipeline, rpc,
-                          streams, tables, verdicts, views)
+    from analyzer import (document, era_rules, eras, findings, history, idschemes, ingest_har, ingest_jsonl, inputs, jsonrpc,
+                          pipeline, reissue, rpc, rpc_rules, streams, tables, verdicts, views)
 
     stats: dict[str, list] = {}
 
@@ -45,8 +45,8 @@ def main() -> None:
 
         return w
 
-    for mod in (eras, findings, history, idschemes, ingest_har, ingest_jsonl, inputs, jsonrpc, pipeline, rpc, streams,
-                tables, verdicts, views):
+    for mod in (document, era_rules, eras, findings, history, idschemes, ingest_har, ingest_jsonl, inputs, jsonrpc, pipeline,
+                reissue, rpc, rpc_rules, streams, tables, verdicts, views):
         for name, fn in list(vars(mod).items()):
             if inspect.isfunction(fn) and fn.__module__ == mod.__name__ and name not in ("digest", "parse_ts", "media_type", "_opt_str", "_headers", "id_text", "_one", "extract"):
                 setattr(mod, name, wrap(mod, name, fn))

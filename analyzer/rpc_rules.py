@@ -1,0 +1,99 @@
+"""Rules over the JSON-RPC pairing of analyzer/rpc.py: requests left unanswered, answered twice, answers to
+no request, and answers on another stream than their request's.  rpc.py computes the facts (also for the
+verdicts); this module turns them into findings (analyzer/catalog.py names each rule)."""
+from __future__ import annotations
+
+import polars as pl
+
+from .rpc import _tagged
+from .streams import SSE, Frames
+
+
+def findings(f: Frames) -> pl.DataFrame:
+    """JSON-RPC findings over the whole session history (frames in history.FINDING_COLS shape)."""
+    from .history import _frame
+
+    m = _tagged(f).with_columns(ref=pl.struct("source", pl.col("x_location").alias("location")))
+    s2c = pl.col("direction") == "server_to_client"
+    c2s = pl.col("direction") == "client_to_server"
+    answer = pl.col("kind").is_in(["response", "error"])
+    requests = m.filter(c2s & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null())
+    responses = m.filter(s2c & answer & pl.col("rpc_id").is_not_null())
+    # a stream that broke, that the client closed before the server finished it, or that the server
+    # ended without the response (2025-11-25 polling close: if the client never resumes, nothing else
+    # will ever bring the response; the python client with reconnection off re-issues instead)
+    broke = f.exchanges.filter(
+        pl.col("end_reason").is_in(["reset", "error", "aborted", "open", "capture_end"])
+        | ((pl.col("end_reason") == "eof") & (pl.col("end_by") == "client"))
+        | (pl.col("end_reason").is_in(["eof", "complete"]) & (pl.col("content_type") == SSE))
+    ).select("gx")
+    has_boundary_after = f.exchanges.filter(pl.col("last_event_id").is_not_null()).select("session", pl.col("pos").alias("bpos"))
+
+    unanswered = (
+        requests.filter(pl.col("status").is_between(200, 299))
+        .join(responses.select("session", "rpc_id").unique(), on=["session", "rpc_id"], how="anti")
+        .join(
+            has_boundary_after.join(requests.select("session", "pos", "gx"), on="session")
+            .filter(pl.col("bpos") > pl.col("pos"))
+            .select("gx")
+            .unique()
+            .vstack(broke),
+            on="gx",
+            how="semi",
+        )
+        .with_columns(
+            message=pl.format("request {} id {} never got a response, although its stream broke, ended or was resumed", pl.col("method"), pl.col("rpc_id")),
+            evidence=pl.concat_list("ref"),
+        )
+    )
+    dup_resp = (
+        responses.group_by("session", "session_id", "rpc_id")
+        .agg(n=pl.len(), pos=pl.col("pos").min(), evidence=pl.col("ref").head(6))
+        .filter(pl.col("n") > 1)
+        .with_columns(message=pl.format("the response to request id {} was delivered {} times", pl.col("rpc_id"), pl.col("n")))
+    )
+    server_req = m.filter(s2c & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null())
+    client_ans = m.filter(c2s & answer & pl.col("rpc_id").is_not_null()).group_by("session", "rpc_id").agg(answers=pl.len())
+    dup_req = (
+        server_req.group_by("session", "session_id", "rpc_id")
+        .agg(n=pl.len(), method=pl.col("method").first(), pos=pl.col("pos").min(), evidence=pl.col("ref").head(6))
+        .filter(pl.col("n") > 1)
+        .join(client_ans, on=["session", "rpc_id"], how="left")
+        .with_columns(pl.col("answers").fill_null(0))
+        .with_columns(
+            message=pl.format("the server's {} request id {} was delivered {} times and answered {} times", pl.col("method"), pl.col("rpc_id"), pl.col("n"), pl.col("answers"))
+        )
+    )
+    orphan = (
+        responses.filter(pl.col("status").is_between(200, 299))  # an HTTP error's body answers the HTTP request
+        .join(requests.select("session", "rpc_id").unique(), on=["session", "rpc_id"], how="anti")
+        # a session without any recorded request (capture started late) proves nothing
+        .join(requests.select("session").unique(), on="session", how="semi")
+        .with_columns(
+            message=pl.format("a response to request id {} arrived, but this session never sent that request", pl.col("rpc_id")),
+            evidence=pl.concat_list("ref"),
+        )
+    )
+    req_stream = requests.select("session", "rpc_id", pl.col("stream").alias("req_stream"), pl.col("method").alias("req_method"), pl.col("ref").alias("req_ref"))
+    boundary_gx = f.exchanges.filter(pl.col("last_event_id").is_not_null()).select("gx")
+    cross = (
+        responses.filter(pl.col("origin") == "sse")
+        .join(req_stream, on=["session", "rpc_id"])
+        .filter(pl.col("req_stream") != pl.col("stream"))
+        .join(boundary_gx, on="gx", how="anti")  # at a reconnect it is that boundary's verdict
+        .with_columns(
+            message=pl.format("the response to {} id {} was delivered on another stream than the one its request opened", pl.col("req_method"), pl.col("rpc_id")),
+            evidence=pl.concat_list("req_ref", "ref"),
+        )
+    )
+    return pl.concat(
+        [
+            _frame(unanswered, "request_unanswered", "error"),
+            _frame(dup_resp, "duplicate_response", "error"),
+            _frame(dup_req.filter(pl.col("answers") > 1), "duplicate_side_effect", "critical"),
+            _frame(dup_req.filter(pl.col("answers") <= 1), "duplicate_server_request", "warning"),
+            _frame(orphan, "response_without_request", "error"),
+            _frame(cross, "cross_stream_replay", "error"),
+        ],
+        how="vertical_relaxed",
+    )
