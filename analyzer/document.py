@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 
 from . import __version__, catalog
@@ -207,7 +208,7 @@ class Numbering:
         return f
 
 
-def number_findings(findings) -> list[dict] | object:
+def number_findings(findings: Iterable[dict]) -> Iterator[dict]:
     """Findings (with ``_g``) in :func:`finding_key` order, given ``f<n>`` ids; the ``_g`` is dropped."""
     for n, f in enumerate(findings, start=1):
         del f["_g"]

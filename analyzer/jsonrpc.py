@@ -192,7 +192,7 @@ def sse_messages(events: "pl.DataFrame") -> tuple["pl.DataFrame", "pl.DataFrame"
     )
     # the params digest of requests comes from the same canonical JSON as the Python path
     reqs = parsed.filter(pl.col("kind") == "request")
-    digests = [None if m.params_digest is None else m.params_digest for t in reqs["data"].to_list() for m in _safe_extract(t)[:1]]
+    digests = [m.params_digest for t in reqs["data"].to_list() for m in _safe_extract(t)[:1]]
     source = events["source"][0] if events.height else None
     base = [pl.lit(source, pl.String).alias("source"), pl.col("xid"), pl.lit("sse").alias("origin"), pl.col("ordinal"),
             pl.lit("server_to_client").alias("direction")]

@@ -280,8 +280,7 @@ class Builder:
         """Every event added, in order, with ordinal, cursor and digest derived column-wise."""
         self.flush_values()
         frames, self.event_frames = self.event_frames, []
-        schema = {"xid": pl.Int64, "location": pl.String, "ts": pl.Datetime("us", "UTC"), "id": pl.String,
-                  "event": pl.String, "data": pl.String, "retry": pl.Int64, "fate": pl.String}
+        schema = {name: _EVENTS_POLARS[name] for name in FRAME_COLUMNS}
         frame = pl.concat([f.drop("_line").cast(schema) for f in frames], rechunk=False) if frames else pl.DataFrame(schema=schema)
         del frames
         if self._sort_events:  # renumbered: events in exchange order again, each stream's in its own order
