@@ -48,7 +48,7 @@ CATALOG: dict[str, Kind] = {
         "(mitmproxy's HAR of streamed responses is empty; browsers keep bodies only of finished requests)",
     ),
     "har_body_truncated": Kind("warning", False, "the producer says the recorded body is shorter than the response"),
-    # --- SSE (from analyzer.sse)
+    # --- SSE (from analyzer.decode.sse)
     "sse_invalid_utf8": Kind("warning", False, "SSE bytes that are not UTF-8 were replaced by U+FFFD"),
     "sse_id_contains_nul": Kind("warning", False, "an `id` field containing NUL was ignored, as the spec says"),
     "sse_retry_invalid": Kind("warning", False, "a `retry` field that is not all ASCII digits was ignored"),
@@ -57,7 +57,7 @@ CATALOG: dict[str, Kind] = {
         "warning", False,
         "the stream ended inside an event: the server emitted it, the client never processed it",
     ),
-    # --- pcap / pcapng (analyzer.capture, analyzer.tcp, analyzer.http1, analyzer.ingest_pcap)
+    # --- pcap / pcapng (analyzer.decode.capture, analyzer.decode.tcp, analyzer.decode.http1, analyzer.ingest.pcap)
     "pcap_truncated_record": Kind(
         "error", True, "the file ends inside a packet record (the capture was cut while being written); reading stopped, every packet before it is kept",
     ),
@@ -101,7 +101,7 @@ CATALOG: dict[str, Kind] = {
         "or what the client sent was not a request); it is not analyzed",
     ),
     "http_body_not_kept": Kind("info", False, "a non-SSE response body over 32 MiB was not kept: JSON-RPC messages in it are not analyzed"),
-    # --- Content-Encoding of bodies (analyzer.content_coding; every format)
+    # --- Content-Encoding of bodies (analyzer.decode.content_coding; every format)
     "body_encoding_truncated": Kind(
         "warning", False,
         "a compressed body (Content-Encoding gzip, deflate, br, zstd) ended before its compressed stream did: "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .anomalies import CATALOG as ANOMALIES  # noqa: F401  (the anomaly kinds, re-exported as part of the catalog)
+from analyzer.anomalies import CATALOG as ANOMALIES  # noqa: F401  (the anomaly kinds, re-exported as part of the catalog)
 
 SEVERITIES = ("critical", "error", "warning", "info")
 

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import click
 
-from . import __version__, document, findings, inputs, limits, pipeline, report
-from .errors import AuditError
+from analyzer import __version__, document, limits, pipeline, report
+from analyzer.document import build as findings
+from analyzer.ingest import inputs
+from analyzer.errors import AuditError
 
 class Failure(click.ClickException):
     """A library error shown as one line; exit 2, never 1 (1 means findings)."""
@@ -194,7 +196,7 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
         if engine == "spark":
             result = _analyze_spark(paths, store_dir, since, until, sessions, spark_master, fmt, no_redact, ports, progress)
         elif store_dir:
-            from . import store as store_mod
+            from analyzer.scale import store as store_mod
 
             if paths:
                 rep = store_mod.ingest(list(paths), store_dir, fmt, not no_redact, frozenset(ports) or None, progress)
@@ -208,14 +210,14 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
                     click.echo(f"warning: {note}", err=True)
                 if partitions > 1 and not html_out:
                     # bounded memory: the outputs are written partition by partition, never held whole
-                    from . import spill
+                    from analyzer.scale import spill
 
                     written = spill.write(store_dir, partitions, jsonl_out, json_out, utc(since), utc(until), tuple(sessions), progress)
                     if not quiet:
                         click.echo(_safe(summary_text({"summary": written.summary, "findings": [], "anomalies": []})), err=(json_out == "-" or jsonl_out == "-"))
                     sys.exit(1 if written.fails(fail_on) or lost_input else 0)
                 if partitions > 1:  # the HTML report needs the whole document in memory
-                    from . import partitions as partitions_mod
+                    from analyzer.scale import partitions as partitions_mod
 
                     result = partitions_mod.analyze(store_dir, partitions, utc(since), utc(until), tuple(sessions), progress)
                 else:
@@ -285,7 +287,7 @@ def ingest(paths, store_dir, fmt, ports, no_redact, lock_timeout, drop_unrepaira
 
     Each input is committed atomically; a killed ingest leaves nothing half-written that analyze
     would read.  The next ingest removes what it left, and re-reads damaged inputs from their files."""
-    from . import store as store_mod
+    from analyzer.scale import store as store_mod
 
     progress = (lambda msg: click.echo(_safe(msg), err=True)) if (not quiet and sys.stderr.isatty()) else None  # noqa: E731
     try:
@@ -326,7 +328,7 @@ def _analyze_spark(paths, store_dir, since, until, sessions, master, fmt, no_red
     """--engine spark: ingest PATHs into the store (a temporary one without --store), then Spark."""
     import tempfile
 
-    from . import engine_spark, store as store_mod
+    from analyzer.scale import engine_spark, store as store_mod
 
     engine_spark.check()  # no pyspark or no Java: say so before ingesting anything
     utc = lambda d: d.replace(tzinfo=timezone.utc) if d else None  # noqa: E731
@@ -353,7 +355,7 @@ def document_json(doc: dict) -> str:
 
 def _write(path: str, text: str) -> None:
     """Whole or not at all: a temp file beside ``path``, renamed over it (a full disk leaves no truncated file)."""
-    from .store_commit import describe, write_file_atomically
+    from analyzer.scale.store_commit import describe, write_file_atomically
 
     try:
         write_file_atomically(path, text.encode("utf-8"))

@@ -14,7 +14,7 @@ input's anomaly rows say which, where, and which option raises it:
   more than this many times its compressed size (and at least ``GUNZIP_FLOOR``): a decompression bomb
   reads as an input cut at that point, with an ``input_unreadable`` row naming the limit.  Real logs
   compress 5-30x.  The same ratio bounds every HTTP body decoded from its Content-Encoding
-  (``analyzer.content_coding``: gzip, deflate, br, zstd), with a floor of ``BODY_FLOOR`` per body:
+  (``analyzer.decode.content_coding``: gzip, deflate, br, zstd), with a floor of ``BODY_FLOOR`` per body:
   decoding stops there (the work, not only the memory) with a ``body_decoded_over_limit`` row.
 
 Counts are never limited: a million tiny SSE events in one connection are a million rows, read in

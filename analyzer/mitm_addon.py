@@ -37,7 +37,7 @@ empty SSE bodies.
 
 A streamed body reaches ``flow.response.stream`` still content-encoded (nginx
 ``gzip on`` compresses event streams too): it is decoded incrementally with
-``analyzer/content_coding.py`` before SSE parsing, and the bytes are passed on
+``analyzer/decode/content_coding.py`` before SSE parsing, and the bytes are passed on
 unchanged.  A coding that cannot be undone is not parsed: the raw body is
 written as one ``body`` record with ``"base64": true`` (the analyzer reports it
 as undecodable).
@@ -45,7 +45,7 @@ as undecodable).
 Nothing is redacted here on purpose (Authorization, cookies, tokens are written
 as seen): the analyzer redacts at ingest. Treat the output as secret.
 
-Only mitmproxy, the standard library and ``content_coding.py`` (loaded by path,
+Only mitmproxy, the standard library and ``decode/content_coding.py`` (loaded by path,
 with brotli and zstandard, which mitmproxy itself depends on) are imported:
 mitmproxy pins its own h11/cryptography versions that clash with the analyzer's
 dependencies, so it runs in a separate virtualenv and must not import the
@@ -71,12 +71,12 @@ RAW_KEEP = 16 << 20  # an undecodable streamed body is kept for its body record 
 
 
 def _load_content_coding():
-    """``content_coding.py`` beside this file, loaded by path: the analyzer package is not installed in
+    """``decode/content_coding.py`` beside this file, loaded by path: the analyzer package is not installed in
     mitmproxy's virtualenv (registered in sys.modules first: mitmproxy loads scripts outside it)."""
     name = "_mcp_audit_content_coding"
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("content_coding.py"))
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).parent / "decode" / "content_coding.py")
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     sys.modules[name] = module
     spec.loader.exec_module(module)  # type: ignore[union-attr]

@@ -7,10 +7,13 @@ from typing import Callable
 
 import polars as pl
 
-from . import eras, findings, inputs, streams, verdicts
-from .anomalies import SCHEMA as ANOMALY_SCHEMA
-from .document import SEVERITIES, assemble
-from .errors import InputError
+from analyzer.signals import eras, streams
+from analyzer.document import build as findings
+from analyzer.ingest import inputs
+from analyzer.rules import verdicts
+from analyzer.anomalies import SCHEMA as ANOMALY_SCHEMA
+from analyzer.document import SEVERITIES, assemble
+from analyzer.errors import InputError
 
 FAIL_LEVELS = ["critical", "error", "warning", "never"]
 
@@ -133,7 +136,7 @@ def analyze_tables(
 ) -> Result:
     """Canonical tables (from inputs or from a store) → the findings document.
 
-    ``keep_pos``: findings keep their place in history as ``_pos`` (analyzer.partitions merges by it)."""
+    ``keep_pos``: findings keep their place in history as ``_pos`` (analyzer.scale.partitions merges by it)."""
     frames, links = streams.build(tables)
     rev = eras.revisions(frames)
     b = verdicts.judge(frames, links, rev)

@@ -16,8 +16,9 @@ import polars as pl
 import polars_hash  # noqa: F401  (registers the .chash expression namespace: sha256 in Rust, column-wise)
 import pyarrow as pa
 
-from . import jsonrpc, redact
-from .anomalies import CATALOG, EXAMPLES_PER_KIND, AnomalyLog
+from analyzer.decode import jsonrpc
+from analyzer import redact
+from analyzer.anomalies import CATALOG, EXAMPLES_PER_KIND, AnomalyLog
 
 TS = pa.timestamp("us", tz="UTC")
 

@@ -11,7 +11,7 @@ first run so every run starts with it in the page cache.
 
 Measured, ``--runs`` times each, medians reported:
 
-* ``ingest``: ``analyzer.ingest_pcap.read`` on the file (the timer around the call; the process's own
+* ``ingest``: ``analyzer.ingest.pcap.read`` on the file (the timer around the call; the process's own
   wall time, with interpreter start and imports, is reported too);
 * ``pipeline``: ``analyzer.pipeline.run([file]).document`` -- ingest plus sessions, streams, verdicts,
   findings;
@@ -62,7 +62,7 @@ _TSHARK_EVENT = re.compile(rb"id: \d+\\r\\nevent: message\\r\\ndata: .*?\\r\\n\\
 
 def child(mode: str, path: str, out: str | None) -> None:
     t_start = time.perf_counter()
-    from analyzer import ingest_pcap
+    from analyzer.ingest import pcap as ingest_pcap
 
     t_imported = time.perf_counter()
     res: dict = {"import_s": t_imported - t_start}
@@ -109,8 +109,10 @@ def _stages(path: str) -> dict:
     in a thread meanwhile, Arrow tables)."""
     import gc
 
-    from analyzer import ingest_pcap, tables, tcp
-    from analyzer.capture import CaptureReader
+    from analyzer.ingest import pcap as ingest_pcap
+    from analyzer import tables
+    from analyzer.decode import tcp
+    from analyzer.decode.capture import CaptureReader
 
     gc.disable()  # as read() does
     with open(path, "rb") as f:
@@ -162,7 +164,7 @@ def _profile(path: str, out: str | None) -> dict:
     import io
     import pstats
 
-    from analyzer import ingest_pcap
+    from analyzer.ingest import pcap as ingest_pcap
 
     prof = cProfile.Profile()
     with open(path, "rb") as f:

@@ -25,8 +25,12 @@ def main() -> None:
     ap.add_argument("--out", help="also write the table as JSON here")
     a = ap.parse_args()
 
-    from analyzer import (document, era_rules, eras, findings, history, idschemes, ingest_har, ingest_jsonl, inputs, jsonrpc,
-                          pipeline, reissue, rpc, rpc_rules, streams, tables, verdicts, views)
+    from analyzer import document, pipeline, tables
+    from analyzer.rules import eras as era_rules, history, reissue, rpc as rpc_rules, verdicts
+    from analyzer.signals import eras, idschemes, rpc, streams, views
+    from analyzer.document import build as findings
+    from analyzer.ingest import har as ingest_har, jsonl as ingest_jsonl, inputs
+    from analyzer.decode import jsonrpc
 
     stats: dict[str, list] = {}
 

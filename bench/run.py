@@ -14,7 +14,7 @@ HAR of the same synthetic traffic with ``bench/generate.py``, then runs each mea
 * ``read_ndjson``   bare ``polars.read_ndjson(jsonl)`` (default schema inference, as a user calls it)
 * ``read_ndjson_all`` the same with ``infer_schema_length=None`` (every field of every line kept)
 * ``naive``         ``bench/naive_baseline.py`` (per-line ``json.loads``, the reference's four cases)
-* ``ingest_<fmt>``  ``analyzer.inputs.read_one`` only → MB/s per format (JSONL, HAR; pcap at ``--pcap-size``)
+* ``ingest_<fmt>``  ``analyzer.ingest.inputs.read_one`` only → MB/s per format (JSONL, HAR; pcap at ``--pcap-size``)
 * ``full_har``      the full analysis of the HAR (its peak RSS against the HAR's size)
 * ``idle``          ``import polars, analyzer.pipeline`` and nothing else: the RSS floor of every step
 * ``--shared``      the full analysis again on the ``--shared-payloads`` variant (sessions sending the
@@ -70,7 +70,7 @@ def _step(args: argparse.Namespace) -> None:
         res["seconds"] = time.perf_counter() - t
         res["shape"] = list(df.shape)
     elif args.step == "ingest":
-        from analyzer import inputs
+        from analyzer.ingest import inputs
 
         t = time.perf_counter()
         got = inputs.read_one(args.path)
@@ -78,7 +78,11 @@ def _step(args: argparse.Namespace) -> None:
         res.update(format=got.format, records=got.records, rejected=got.rejected, exchanges=got.exchanges.num_rows,
                    events=got.events.num_rows, messages=got.messages.num_rows)
     elif args.step in ("full", "profile"):
-        from analyzer import eras, findings, history, inputs, pipeline, streams, verdicts
+        from analyzer.signals import eras, streams
+        from analyzer.document import build as findings
+        from analyzer.rules import history, verdicts
+        from analyzer.ingest import inputs
+        from analyzer import pipeline
 
         phases: dict[str, float] = {}
 
@@ -442,7 +446,7 @@ def table(results: dict) -> str:
             f"{fmt_s(ph.get('ingest'))} / {fmt_s(ph.get('streams'))} / {fmt_s(ph.get('verdicts'))} / {fmt_s(ph.get('findings'))} / {fmt_s(s['full'].get('json_seconds'))} |"
         )
     lines.append("")
-    lines.append("Ingest only (`analyzer.inputs.read_one`), MB/s of input and peak RSS; full analysis of the HAR:")
+    lines.append("Ingest only (`analyzer.ingest.inputs.read_one`), MB/s of input and peak RSS; full analysis of the HAR:")
     lines.append("")
     lines.append("| events | JSONL MB/s | JSONL peak | HAR MB | HAR MB/s | HAR ingest peak | HAR full s | HAR full peak / HAR size | pcap MB | pcap MB/s | pcap full s |")
     lines.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

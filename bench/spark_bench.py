@@ -117,7 +117,7 @@ def describe(store: Path) -> dict:
     """Inputs, components (= Spark groups), sessions, and the largest group in rows and Parquet bytes."""
     import polars as pl
 
-    from analyzer import partitions, store as st
+    from analyzer.scale import partitions, store as st
 
     comps = partitions.components(store)
     ev = st.scan(store, "events").group_by("input").agg(pl.len().alias("events")).collect()

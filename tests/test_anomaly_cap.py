@@ -34,8 +34,9 @@ def test_a_file_of_bad_lines_is_accounted_for_exactly_in_bounded_rows(tmp_path):
 
 def test_events_flushed_in_chunks_equal_one_chunk(tmp_path, monkeypatch):
     """Builder.flush_values keeps a long JSONL log's Python objects to one chunk: the tables are the same."""
-    from analyzer import inputs, tables
-    import analyzer.ingest_jsonl as ij
+    from analyzer.ingest import inputs
+    from analyzer import tables
+    import analyzer.ingest.jsonl as ij
 
     lines = []
     for c in range(3):

@@ -1,4 +1,4 @@
-"""Content-Encoding (analyzer/content_coding.py) and its use by every ingester and the mitmproxy addon.
+"""Content-Encoding (analyzer/decode/content_coding.py) and its use by every ingester and the mitmproxy addon.
 
 nginx with ``gzip on`` compresses event streams; every format may carry gzip, deflate, br, zstd or a
 stack of them.  The decoder is sans-IO: whole, byte by byte and cut at every offset give the same
@@ -30,10 +30,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pcapgen as g
-from analyzer import content_coding, inputs, limits
+from analyzer.decode import content_coding
+from analyzer.ingest import inputs
+from analyzer import limits
 from analyzer.anomalies import CATALOG
-from analyzer.content_coding import Decoder, decode_all, looks_encoded
-from analyzer.sse import parse_all
+from analyzer.decode.content_coding import Decoder, decode_all, looks_encoded
+from analyzer.decode.sse import parse_all
 from conftest import SID
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -569,7 +571,7 @@ def test_addon_unsupported_coding_writes_the_raw_body_for_the_analyzer_to_report
 
 def test_content_coding_loads_by_path_outside_the_package(monkeypatch):
     """As the addon loads it in mitmproxy's virtualenv (no analyzer package there)."""
-    spec = importlib.util.spec_from_file_location("_cc_by_path", ROOT / "analyzer" / "content_coding.py")
+    spec = importlib.util.spec_from_file_location("_cc_by_path", ROOT / "analyzer" / "decode" / "content_coding.py")
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "_cc_by_path", module)
     spec.loader.exec_module(module)

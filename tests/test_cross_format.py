@@ -40,7 +40,8 @@ from pathlib import Path
 
 import pytest
 
-from analyzer import inputs, pipeline
+from analyzer.ingest import inputs
+from analyzer import pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_logs"

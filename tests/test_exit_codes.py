@@ -53,7 +53,7 @@ def test_debug_prints_the_traceback_and_still_exits_3(monkeypatch):
 
 
 def test_internal_error_in_ingest_exits_3(tmp_path, monkeypatch):
-    from analyzer import store
+    from analyzer.scale import store
 
     monkeypatch.setattr(store, "ingest", _boom)
     r = run("ingest", str(SYN / "continuous.jsonl"), "--store", str(tmp_path / "s"))

@@ -47,11 +47,12 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import pcapgen as g
-from analyzer import ingest_har, ingest_jsonl, ingest_pcap, inputs, pipeline, tables
+from analyzer.ingest import har as ingest_har, jsonl as ingest_jsonl, pcap as ingest_pcap, inputs
+from analyzer import pipeline, tables
 from analyzer.anomalies import CATALOG
 from analyzer.anomalies import SCHEMA as ANOMALY_SCHEMA
 from analyzer.errors import AuditError, InputError
-from analyzer.sse import SSEParser, parse_all
+from analyzer.decode.sse import SSEParser, parse_all
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sorted(
@@ -256,7 +257,7 @@ def check_har_accounting(got, entries: int) -> None:
 
 def _pcap_records(data: bytes):
     """(offset, is a packet) of every record wholly inside ``data``: a well-formed classic pcap or pcapng
-    (one section), walked independently of analyzer.capture."""
+    (one section), walked independently of analyzer.decode.capture."""
     if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\xa1\xb2\x3c\x4d"):
         bo = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
         pos = 24

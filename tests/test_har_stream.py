@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzer import ingest_har
+from analyzer.ingest import har as ingest_har
 from analyzer.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,8 @@ import pytest
 
 import pcapgen as g
 from conftest import SID as CSID, SID2
-from analyzer import pipeline, views
+from analyzer import pipeline
+from analyzer.signals import views
 
 SID = "5e55a1e0000000000000000000000001"
 

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzer import inputs, pipeline, tables
+from analyzer.ingest import inputs
+from analyzer import pipeline, tables
 from analyzer.errors import InputError
 from conftest import SID
 

@@ -18,7 +18,9 @@ import pytest
 from click.testing import CliRunner
 
 import pcapgen as g
-from analyzer import capture, inputs, pipeline
+from analyzer.decode import capture
+from analyzer.ingest import inputs
+from analyzer import pipeline
 from analyzer.cli import main
 from test_pcap import ids, sse_stream
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzer import ingest_jsonl, jsonl_columns
+from analyzer.ingest import jsonl as ingest_jsonl, jsonl_columns
 from test_fuzz import jsonl_line, rows
 
 SAMPLES = sorted((Path(__file__).resolve().parent.parent / "sample_logs").glob("*.jsonl"))

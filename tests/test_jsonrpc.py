@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzer import jsonrpc
+from analyzer.decode import jsonrpc
 
 CASES = [
     {"jsonrpc": "2.0", "id": 5, "result": {"protocolVersion": "2025-11-25"}},

@@ -9,7 +9,8 @@ import tracemalloc
 
 from click.testing import CliRunner
 
-from analyzer import inputs, limits
+from analyzer.ingest import inputs
+from analyzer import limits
 from analyzer.cli import main
 
 REQ = {"kind": "request", "ts": "2026-11-13T09:00:00Z", "conn": "c", "method": "GET", "url": "http://h/mcp",

@@ -7,7 +7,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from analyzer import partitions, pipeline, store
+from analyzer.scale import partitions, store
+from analyzer import pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_logs"

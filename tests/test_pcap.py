@@ -11,7 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pcapgen as g
-from analyzer import capture, http1, ingest_pcap, inputs, pipeline, tcp
+from analyzer.decode import capture, http1, tcp
+from analyzer.ingest import pcap as ingest_pcap, inputs
+from analyzer import pipeline
 from analyzer.anomalies import CATALOG
 from analyzer.errors import InputError
 from conftest import SID

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from click.testing import CliRunner
 
 import pcapgen as g
-from analyzer import findings, pipeline, redact, report
+from analyzer.document import build as findings
+from analyzer import pipeline, redact, report
 from analyzer.cli import main
 
 SID = "sess-SURVIVE-1"
@@ -262,7 +263,7 @@ def test_redaction_changes_no_finding_and_no_digest(captured):
     assert [(f["rule"], f["severity"]) for f in a["findings"]] == [(f["rule"], f["severity"]) for f in b["findings"]]
     assert [x["verdict"] for x in a["boundaries"]] == [x["verdict"] for x in b["boundaries"]]
     assert [(x["code"], x["location"]) for x in a["anomalies"]] == [(x["code"], x["location"]) for x in b["anomalies"]]
-    from analyzer import inputs
+    from analyzer.ingest import inputs
 
     ra, rb = inputs.read_one(str(path)), inputs.read_one(str(path), redact_secrets=False)
     assert ra.events["digest"].to_pylist() == rb.events["digest"].to_pylist()
@@ -390,7 +391,7 @@ def test_any_text_is_redacted_deterministically_and_idempotently(s):
     (b"\x16\x03\x01SECRET-38 binary", "not an HTTP request line"),
 ])
 def test_parse_errors_name_what_is_wrong_without_quoting_it(raw, said):
-    from analyzer import http1
+    from analyzer.decode import http1
 
     p = http1.MessageParser("request")
     stops = [r for r in p.feed(raw, 0, 1) + p.close() if type(r) is http1.Stop]

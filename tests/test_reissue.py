@@ -1,4 +1,4 @@
-"""A call re-issued after its stream broke (analyzer/reissue.py, rule ``reissued_after_break``)."""
+"""A call re-issued after its stream broke (analyzer/rules/reissue.py, rule ``reissued_after_break``)."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from analyzer import jsonrpc, pipeline
+from analyzer.decode import jsonrpc
+from analyzer import pipeline
 from conftest import ROOT, SID, rpc_result
 
 SCENARIO = ROOT / "sample_logs" / "synthetic" / "reissued_after_break"

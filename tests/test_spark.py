@@ -20,7 +20,8 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
-from analyzer import cli, partitions, pipeline, store
+from analyzer import cli, pipeline
+from analyzer.scale import partitions, store
 from analyzer.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,7 +56,7 @@ def spark():
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true and the Spark equality test cannot run: {reason}")
         pytest.skip(reason)
-    from analyzer import engine_spark
+    from analyzer.scale import engine_spark
 
     s = engine_spark.session("local[2]")
     yield s
@@ -117,7 +118,7 @@ def test_spark_engine_takes_no_partitions():
 
 
 def test_spark_findings_json_is_byte_identical(filled, spark, monkeypatch):
-    from analyzer import engine_spark
+    from analyzer.scale import engine_spark
 
     monkeypatch.setenv("SOURCE_DATE_EPOCH", EPOCH)
     local = cli.document_json(single_pass(filled))
@@ -127,7 +128,7 @@ def test_spark_findings_json_is_byte_identical(filled, spark, monkeypatch):
 
 
 def test_spark_narrowed_by_session_and_time_is_identical(filled, spark, monkeypatch):
-    from analyzer import engine_spark
+    from analyzer.scale import engine_spark
 
     monkeypatch.setenv("SOURCE_DATE_EPOCH", EPOCH)
     whole = single_pass(filled)

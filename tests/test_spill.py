@@ -1,4 +1,4 @@
-"""Partitioned analysis that writes as it goes (analyzer/spill.py): the single pass's outputs, exactly."""
+"""Partitioned analysis that writes as it goes (analyzer/scale/spill.py): the single pass's outputs, exactly."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from analyzer import findings, pipeline, spill, store
+from analyzer.document import build as findings
+from analyzer import pipeline
+from analyzer.scale import spill, store
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_logs"
@@ -45,7 +47,7 @@ def test_narrowed_streamed_run(filled, tmp_path, monkeypatch):
 
 def test_spilled_outputs_are_whole_or_absent(tmp_path, monkeypatch):
     """A failure while writing the partitioned JSON leaves the previous file, never a truncated one."""
-    from analyzer import spill
+    from analyzer.scale import spill
 
     out = tmp_path / "f.json"
     out.write_text("previous\n")

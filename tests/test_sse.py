@@ -1,4 +1,4 @@
-"""Tests for analyzer.sse against the WHATWG "Server-sent events" section.
+"""Tests for analyzer.decode.sse against the WHATWG "Server-sent events" section.
 
 Every example input goes through ``check()``, which parses it whole, byte by
 byte (with empty chunks interleaved), at every single split point and, for
@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analyzer.anomalies import CATALOG
-from analyzer.sse import SSEEvent, SSEParser, parse_all
+from analyzer.decode.sse import SSEEvent, SSEParser, parse_all
 
 BOM = b"\xef\xbb\xbf"
 

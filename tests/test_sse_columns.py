@@ -4,8 +4,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzer import sse_columns
-from analyzer.sse import SSEParser, parse_all
+from analyzer.decode import sse_columns
+from analyzer.decode.sse import SSEParser, parse_all
 
 
 def reference_rows(raw: bytes) -> list[tuple]:

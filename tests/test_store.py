@@ -8,7 +8,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from click.testing import CliRunner
 
-from analyzer import pipeline, store
+from analyzer import pipeline
+from analyzer.scale import store
 from analyzer.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -23,10 +23,11 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from analyzer import pipeline, store
+from analyzer import pipeline
+from analyzer.scale import store
 from analyzer.cli import main
 from analyzer.errors import StoreError
-from analyzer.store_commit import KILL_ENV, PAUSE_ENV, RELEASE_ENV, STAGING
+from analyzer.scale.store_commit import KILL_ENV, PAUSE_ENV, RELEASE_ENV, STAGING
 
 ROOT = Path(__file__).resolve().parent.parent
 SYN = ROOT / "sample_logs" / "synthetic"
@@ -312,7 +313,7 @@ def test_enospc_during_ingest_commits_nothing_of_that_input(archive, tmp_path, m
 def test_enospc_writing_the_json_leaves_the_old_file(tmp_path, monkeypatch):
     out = tmp_path / "out.json"
     out.write_text("old\n")
-    import analyzer.store_commit as sc
+    import analyzer.scale.store_commit as sc
 
     def full(fd):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))

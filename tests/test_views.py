@@ -15,7 +15,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from analyzer import pipeline, views
+from analyzer import pipeline
+from analyzer.signals import views
 
 ROOT = Path(__file__).resolve().parent.parent
 THREE = ROOT / "sample_logs" / "synthetic" / "three_captures"

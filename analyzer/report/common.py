@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 from markupsafe import Markup, escape
 
-from ..catalog import SEVERITIES as _SEVERITIES, VERDICT, VERDICT_ORDER
+from analyzer.catalog import SEVERITIES as _SEVERITIES, VERDICT, VERDICT_ORDER
 
 
 TEMPLATE = "report.html.j2"

@@ -29,12 +29,13 @@ import brotli
 import zstandard
 
 try:
-    from . import limits
+    from .. import limits  # relative on purpose: loaded by path (no package), it fails and the fallback runs
 except ImportError:  # loaded by path outside the package: analyzer/mitm_addon.py runs in mitmproxy's virtualenv
+    # (and finds limits.py one folder up, in analyzer/)
     import importlib.util
     from pathlib import Path
 
-    _spec = importlib.util.spec_from_file_location("_mcp_audit_limits", Path(__file__).with_name("limits.py"))
+    _spec = importlib.util.spec_from_file_location("_mcp_audit_limits", Path(__file__).parent.parent / "limits.py")
     limits = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
     sys.modules[_spec.name] = limits  # type: ignore[union-attr]  # @dataclass looks its module up there
     _spec.loader.exec_module(limits)  # type: ignore[union-attr]

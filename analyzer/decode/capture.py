@@ -24,7 +24,7 @@ import re
 import struct
 from typing import BinaryIO, Callable, Iterator
 
-from .errors import InputError
+from analyzer.errors import InputError
 
 Note = Callable[[str, str, str], None]  # (catalog code, location, detail)
 Packet = tuple[int, "int | None", int, bytes, int]  # (number, ts_ns, link type, captured bytes, length on the wire)

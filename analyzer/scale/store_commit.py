@@ -2,7 +2,7 @@
 
 A commit is only as good as its order on disk: data fsync'd before the rename that publishes it,
 the directory fsync'd after it, so that after a power cut or a ``kill -9`` the name points either at
-the old bytes or at the whole new ones.  The protocol (layout and manifest: :mod:`analyzer.store`):
+the old bytes or at the whole new ones.  The protocol (layout and manifest: :mod:`analyzer.scale.store`):
 
 1. the input's four parts are written and fsync'd in ``STORE/.staging/<pid>-<random>/``;
 2. renamed to fresh names ``<table>/input=<sha>/part-<gen>.parquet`` (a repair first deletes the
@@ -33,9 +33,9 @@ from typing import Callable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import StoreError
-from .pipeline import read_inputs
-from .store import MANIFEST, MANIFEST_SCHEMA, PREVIOUS, TABLES, damage, file_sha256, read_manifest
+from analyzer.errors import StoreError
+from analyzer.pipeline import read_inputs
+from analyzer.scale.store import MANIFEST, MANIFEST_SCHEMA, PREVIOUS, TABLES, damage, file_sha256, read_manifest
 
 LOCK = ".lock"
 STAGING = ".staging"

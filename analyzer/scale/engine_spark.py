@@ -1,7 +1,7 @@
 """The same analysis on Apache Spark: ``groupBy(component).applyInArrow(partitions.analyze_group)``.
 
 What is grouped.  The unit of analysis is not one session but one *component* of the graph "input --
-session id" (see :mod:`analyzer.partitions`): the cross-capture rules tie a session id across inputs,
+session id" (see :mod:`analyzer.scale.partitions`): the cross-capture rules tie a session id across inputs,
 and the cross-session rules compare the sessions of one input with each other, so a group must hold
 whole inputs and every input that shares a session id with them.  The group key is the component's
 label (the least sha256 in it), computed on the driver with Polars from the store's ``exchanges``
@@ -32,8 +32,9 @@ from typing import Callable
 
 import pyarrow as pa
 
-from . import partitions, pipeline, store as store_mod
-from .errors import AuditError
+from analyzer.scale import partitions, store as store_mod
+from analyzer import pipeline
+from analyzer.errors import AuditError
 
 INSTALL_SPARK = "pip install 'mcp-sse-audit[spark]'"
 INSTALL_JAVA = "apt-get install -y default-jre-headless (or set JAVA_HOME to a Java 17+ runtime)"
@@ -97,7 +98,7 @@ def session(master: str = "local[2]", conf: dict[str, str] | None = None, app: s
     # the Python workers must be this interpreter (its virtualenv has pyarrow, polars and analyzer)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])  # the folder that holds analyzer/
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
     local = master.startswith("local")
     if local:
@@ -135,7 +136,7 @@ def _group_rows(table: pa.Table) -> pa.Table:
     """Runs on the executors: one group's wide rows → the four canonical tables → analyze_group."""
     import pyarrow.compute as pc
 
-    from analyzer import partitions as parts, store as st
+    from analyzer.scale import partitions as parts, store as st
 
     group = table.column("group")[0].as_py()
     tables = {}

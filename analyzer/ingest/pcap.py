@@ -1,8 +1,8 @@
 """pcap / pcapng ingester: packets -> TCP flows -> HTTP/1.1 exchanges -> canonical tables.
 
-The layers, each its own module: :mod:`analyzer.capture` (container),
-:mod:`analyzer.tcp` (link/IP/TCP decoding, reassembly), :mod:`analyzer.http1`
-(framing), :mod:`analyzer.sse` (events).  This module joins them and maps
+The layers, each its own module: :mod:`analyzer.decode.capture` (container),
+:mod:`analyzer.decode.tcp` (link/IP/TCP decoding, reassembly), :mod:`analyzer.decode.http1`
+(framing), :mod:`analyzer.decode.sse` (events).  This module joins them and maps
 the result onto the same rows the HAR and JSONL ingesters make:
 
 * one exchange per HTTP request; ``conn`` = ``client->server#n`` (n-th request
@@ -13,10 +13,10 @@ the result onto the same rows the HAR and JSONL ingesters make:
   piece of a reassembled stream travels with the time and number of the
   segment that carried it; the body is kept with the byte offset where each
   piece ends, parsed once at the end for all streams together
-  (:mod:`analyzer.sse_columns`), and each event takes the piece that carried
+  (:mod:`analyzer.decode.sse_columns`), and each event takes the piece that carried
   its blank line's first byte;
 * bodies with a ``Content-Encoding`` (nginx ``gzip on`` compresses event streams too) are decoded
-  piece by piece after de-chunking (:mod:`analyzer.content_coding`), before SSE or JSON-RPC
+  piece by piece after de-chunking (:mod:`analyzer.decode.content_coding`), before SSE or JSON-RPC
   parsing: each decoded piece keeps the time and packet of the encoded piece whose arrival made it
   available, so an event still takes the packet that completed it;
 * ``end_reason``: a response whose framing completed is "complete"; otherwise
@@ -41,12 +41,12 @@ from typing import BinaryIO
 
 import polars as pl
 
-from . import http1, sse_columns, tcp
-from .anomalies import CATALOG, AnomalyLog
-from .content_coding import Decoder
-from .capture import CaptureReader
-from .http1 import Body, BodyGap, Done, Head, MessageParser, Skipped, Stop
-from .tables import SSE_MEDIA, Builder, Ingested, media_type
+from analyzer.decode import http1, sse_columns, tcp
+from analyzer.anomalies import CATALOG, AnomalyLog
+from analyzer.decode.content_coding import Decoder
+from analyzer.decode.capture import CaptureReader
+from analyzer.decode.http1 import Body, BodyGap, Done, Head, MessageParser, Skipped, Stop
+from analyzer.tables import SSE_MEDIA, Builder, Ingested, media_type
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MIN_NS, _MAX_NS = -62_135_596_800 * 10**9, 253_402_300_799 * 10**9  # years 1 .. 9999
@@ -117,7 +117,7 @@ class _Run:
 
 class _Parsing:
     """SSE bodies are parsed while packets are still being read: when a connection is over, its
-    bodies join a batch, and full batches are parsed by :func:`analyzer.sse_columns.parse` in one
+    bodies join a batch, and full batches are parsed by :func:`analyzer.decode.sse_columns.parse` in one
     worker thread.  Polars releases the GIL, so the parse runs on the second core while this
     thread reassembles TCP; what is left is parsed at the end."""
 
@@ -173,7 +173,7 @@ class _Parsing:
 
 
 class _Conversation:
-    """One TCP flow's consumer (:class:`analyzer.tcp.App`): both directions through HTTP framing."""
+    """One TCP flow's consumer (:class:`analyzer.decode.tcp.App`): both directions through HTTP framing."""
 
     def __init__(self, ing: "_Ingest", flow: tcp.Flow) -> None:
         self.ing = ing

@@ -18,7 +18,7 @@ Producer quirks handled here:
   or mitmproxy), but mitmproxy keeps a stream cut mid-way as the raw encoded
   bytes (base64 gzip, ``H4sI…``): a body that is still encoded by its
   Content-Encoding (magic bytes, or a trial decode for br/deflate) is decoded
-  as far as it goes (:mod:`analyzer.content_coding`); SSE byte offsets are then
+  as far as it goes (:mod:`analyzer.decode.content_coding`); SSE byte offsets are then
   offsets in the decoded body.  No SSE problem is ever read from encoded bytes.
 """
 from __future__ import annotations
@@ -34,11 +34,12 @@ from typing import BinaryIO
 
 import polars as pl
 
-from . import content_coding, limits, sse_columns
-from .anomalies import AnomalyLog
-from .errors import InputError
-from .ingest_jsonl import parse_ts
-from .tables import SSE_MEDIA, Builder, Ingested, media_type
+from analyzer.decode import content_coding, sse_columns
+from analyzer import limits
+from analyzer.anomalies import AnomalyLog
+from analyzer.errors import InputError
+from analyzer.ingest.jsonl import parse_ts
+from analyzer.tables import SSE_MEDIA, Builder, Ingested, media_type
 
 
 # JSON may spell a lone UTF-16 surrogate ("\ud800"); Python decodes it into a str that no UTF-8
@@ -331,7 +332,7 @@ def stream_entries(source: str, stream: BinaryIO):
 
 
 class _EventBodies:
-    """The event-stream bodies of the entries, parsed column-wise (:mod:`analyzer.sse_columns`) in
+    """The event-stream bodies of the entries, parsed column-wise (:mod:`analyzer.decode.sse_columns`) in
     batches of about BATCH_BYTES: the events and their anomalies are what the reference parser gives,
     each at ``entry N byte K`` (K: where its block's first line starts in the decoded body)."""
 

@@ -1,17 +1,17 @@
-"""Rules over the JSON-RPC pairing of analyzer/rpc.py: requests left unanswered, answered twice, answers to
+"""Rules over the JSON-RPC pairing of analyzer/signals/rpc.py: requests left unanswered, answered twice, answers to
 no request, and answers on another stream than their request's.  rpc.py computes the facts (also for the
 verdicts); this module turns them into findings (analyzer/catalog.py names each rule)."""
 from __future__ import annotations
 
 import polars as pl
 
-from .rpc import _tagged
-from .streams import SSE, Frames
+from analyzer.signals.rpc import _tagged
+from analyzer.signals.streams import SSE, Frames
 
 
-def findings(f: Frames) -> pl.DataFrame:
+def findings(f: Frames) -> pl.LazyFrame:
     """JSON-RPC findings over the whole session history (frames in history.FINDING_COLS shape)."""
-    from .history import _frame
+    from analyzer.rules.history import _frame
 
     m = _tagged(f).with_columns(ref=pl.struct("source", pl.col("x_location").alias("location")))
     s2c = pl.col("direction") == "server_to_client"
@@ -31,16 +31,17 @@ def findings(f: Frames) -> pl.DataFrame:
 
     unanswered = (
         requests.filter(pl.col("status").is_between(200, 299))
-        .join(responses.select("session", "rpc_id").unique(), on=["session", "rpc_id"], how="anti")
+        .join(responses.select("session", "rpc_id").unique(), on=["session", "rpc_id"], how="anti", maintain_order="left")
         .join(
-            has_boundary_after.join(requests.select("session", "pos", "gx"), on="session")
-            .filter(pl.col("bpos") > pl.col("pos"))
-            .select("gx")
-            .unique()
-            .vstack(broke),
+            pl.concat([
+                has_boundary_after.join(requests.select("session", "pos", "gx"), on="session")
+                .filter(pl.col("bpos") > pl.col("pos"))
+                .select("gx")
+                .unique(),
+                broke,
+            ]),
             on="gx",
-            how="semi",
-        )
+            how="semi", maintain_order="left")
         .with_columns(
             message=pl.format("request {} id {} never got a response, although its stream broke, ended or was resumed", pl.col("method"), pl.col("rpc_id")),
             evidence=pl.concat_list("ref"),
@@ -58,7 +59,7 @@ def findings(f: Frames) -> pl.DataFrame:
         server_req.group_by("session", "session_id", "rpc_id")
         .agg(n=pl.len(), method=pl.col("method").first(), pos=pl.col("pos").min(), evidence=pl.col("ref").head(6))
         .filter(pl.col("n") > 1)
-        .join(client_ans, on=["session", "rpc_id"], how="left")
+        .join(client_ans, on=["session", "rpc_id"], how="left", maintain_order="left")
         .with_columns(pl.col("answers").fill_null(0))
         .with_columns(
             message=pl.format("the server's {} request id {} was delivered {} times and answered {} times", pl.col("method"), pl.col("rpc_id"), pl.col("n"), pl.col("answers"))
@@ -66,9 +67,9 @@ def findings(f: Frames) -> pl.DataFrame:
     )
     orphan = (
         responses.filter(pl.col("status").is_between(200, 299))  # an HTTP error's body answers the HTTP request
-        .join(requests.select("session", "rpc_id").unique(), on=["session", "rpc_id"], how="anti")
+        .join(requests.select("session", "rpc_id").unique(), on=["session", "rpc_id"], how="anti", maintain_order="left")
         # a session without any recorded request (capture started late) proves nothing
-        .join(requests.select("session").unique(), on="session", how="semi")
+        .join(requests.select("session").unique(), on="session", how="semi", maintain_order="left")
         .with_columns(
             message=pl.format("a response to request id {} arrived, but this session never sent that request", pl.col("rpc_id")),
             evidence=pl.concat_list("ref"),
@@ -78,9 +79,9 @@ def findings(f: Frames) -> pl.DataFrame:
     boundary_gx = f.exchanges.filter(pl.col("last_event_id").is_not_null()).select("gx")
     cross = (
         responses.filter(pl.col("origin") == "sse")
-        .join(req_stream, on=["session", "rpc_id"])
+        .join(req_stream, on=["session", "rpc_id"], maintain_order="left")
         .filter(pl.col("req_stream") != pl.col("stream"))
-        .join(boundary_gx, on="gx", how="anti")  # at a reconnect it is that boundary's verdict
+        .join(boundary_gx, on="gx", how="anti", maintain_order="left")  # at a reconnect it is that boundary's verdict
         .with_columns(
             message=pl.format("the response to {} id {} was delivered on another stream than the one its request opened", pl.col("req_method"), pl.col("rpc_id")),
             evidence=pl.concat_list("req_ref", "ref"),

@@ -29,10 +29,11 @@ from typing import BinaryIO, Callable
 
 import pyarrow as pa
 
-from . import ingest_har, ingest_jsonl, ingest_pcap, limits
-from .anomalies import AnomalyLog
-from .errors import InputError
-from .tables import Ingested
+from analyzer.ingest import har as ingest_har, jsonl as ingest_jsonl, pcap as ingest_pcap
+from analyzer import limits
+from analyzer.anomalies import AnomalyLog
+from analyzer.errors import InputError
+from analyzer.tables import Ingested
 
 CAPTURE_SUFFIXES = (".jsonl", ".ndjson", ".json", ".har", ".log", ".pcap", ".pcapng", ".cap")
 READERS: dict[str, Callable[[str, BinaryIO, bool], Ingested]] = {
@@ -328,7 +329,7 @@ def _gzip_cut(got: Ingested, gz: _Gunzip) -> Ingested:
 
 
 def _empty(source: str, kind: str, log: AnomalyLog) -> Ingested:
-    from . import tables
+    from analyzer import tables
 
     return Ingested(
         source, kind, 0,
@@ -342,7 +343,7 @@ def concat(parts: list[Ingested]) -> dict:
     ingesters' own, not copied: see tables.Ingested)."""
     import polars as pl
 
-    from . import anomalies, tables
+    from analyzer import anomalies, tables
 
     def cat(attr: str, schema: pa.Schema) -> pa.Table:
         got = [getattr(p, attr) for p in parts]

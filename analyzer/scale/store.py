@@ -26,7 +26,7 @@ renamed to fresh names in their folders, then the new manifest is written beside
 the manifest (never by globbing folders), so parts of an interrupted commit are invisible, and check
 every part against its size, sha256 and row count before reading.  Writers take ``STORE/.lock``;
 under it, ``ingest`` removes leftovers of dead writers and parts no row lists, and re-reads damaged
-inputs from their source files.  The writer and its commit protocol: :mod:`analyzer.store_commit`.
+inputs from their source files.  The writer and its commit protocol: :mod:`analyzer.scale.store_commit`.
 """
 from __future__ import annotations
 
@@ -46,9 +46,9 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import anomalies as anomaly_catalog
-from . import tables
-from .errors import AuditError, StoreError
+from analyzer import anomalies as anomaly_catalog
+from analyzer import tables
+from analyzer.errors import AuditError, StoreError
 
 TABLES = {
     "exchanges": tables.EXCHANGES,
@@ -256,12 +256,12 @@ def verify(snap: Snapshot, shas: set[str] | None = None, names=tuple(TABLES)) ->
     )
 
 
-# --- writing: analyzer/store_commit.py ------------------------------------------------------------------
+# --- writing: analyzer/scale/store_commit.py ------------------------------------------------------------------
 
 
 def ingest(*args, **kwargs):
-    """:func:`analyzer.store_commit.ingest` (imported when called: store_commit imports this module)."""
-    from .store_commit import ingest as commit_ingest
+    """:func:`analyzer.scale.store_commit.ingest` (imported when called: store_commit imports this module)."""
+    from analyzer.scale.store_commit import ingest as commit_ingest
 
     return commit_ingest(*args, **kwargs)
 

@@ -9,10 +9,11 @@ import json
 
 import polars as pl
 
-from . import catalog, era_rules, history, reissue, rpc_rules
-from .document import SEV_RANK, finding_key
-from .streams import Frames
-from .catalog import VERDICT_ORDER
+from analyzer import catalog
+from analyzer.rules import eras as era_rules, history, reissue, rpc as rpc_rules
+from analyzer.document import SEV_RANK, finding_key
+from analyzer.signals.streams import Frames
+from analyzer.catalog import VERDICT_ORDER
 
 EVIDENCE_EVENTS = 3
 DATA_PREVIEW = 400
@@ -244,10 +245,13 @@ def _one_hop(f: Frames, hist: pl.DataFrame) -> pl.DataFrame:
 
 def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool = False) -> dict:
     boundaries = _boundary_records(f, b)
+    # every history rule is a lazy plan over the same tables: collected here, once, together
+    lf, lb, lrev = f.lazy(), b.lazy(), rev.lazy()
     hist = pl.concat(
-        [history.id_order(f), history.digest_conflicts(f, b), history.cursor_claims(b), history.cross_session(f, b),
-         history.ts_get_stream(b), rpc_rules.findings(f), era_rules.findings(f, rev), reissue.findings(f, rev)], how="vertical_relaxed"
-    ).sort("pos")
+        [history.id_order(lf), history.digest_conflicts(lf, lb), history.cursor_claims(lb), history.cross_session(lf, lb),
+         history.ts_get_stream(lb), rpc_rules.findings(lf), era_rules.findings(lf, lrev), reissue.findings(lf, lrev)],
+        how="vertical_relaxed",
+    ).sort("pos").collect()
     hist = _one_hop(f, hist)
     findings = _boundary_findings(boundaries) + hist.to_dicts()
     # worst first, then in the order the capture shows them; the whole record breaks ties, so the order
@@ -262,7 +266,7 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
     for i, (r, p) in enumerate(zip(findings, positions), start=1):
         r["exchange"] = f"x{p + 1}" if p is not None and p >= 0 else None  # where in history: the exchange it is found at
         r["id"] = f"f{i}"
-    if keep_pos:  # the sort key above popped it: analyzer.partitions needs it back to merge partitions
+    if keep_pos:  # the sort key above popped it: analyzer.scale.partitions needs it back to merge partitions
         for r, p in zip(findings, positions):
             r["_pos"] = p
 

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 if TYPE_CHECKING:
-    from .streams import Frames
+    from analyzer.signals.streams import Frames
 
 LIST_CAP = 1000
 HOP_WINDOW = timedelta(seconds=2)  # a proxy forwards a request within this of receiving it
@@ -238,14 +238,3 @@ def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.Data
         .agg(successor_source=pl.col("e_source").sort().first())
     )
     return keys.select("gx").join(lost, on="gx", how="left").join(successor, on="gx", how="left")
-
-
-def dedupe(b: pl.DataFrame, f: Frames) -> pl.DataFrame:
-    """One boundary per reconnect: the view nearest the client, the others listed in ``views``."""
-    nvis = f.exchanges.select(pl.col("gx").alias("resumed_gx"), pl.col("n_visible").alias("_nv"))
-    b = b.join(nvis, on="resumed_gx", how="left").with_columns(
-        _key=pl.coalesce(pl.col("fp"), pl.format("solo#{}", pl.col("gx")))
-    )
-    views = b.group_by("_key").agg(views=pl.struct("source", "location").sort_by("pos"), _n=pl.len())
-    keep = b.sort(["_nv", "pos"], nulls_last=True).unique("_key", keep="first")
-    return keep.join(views, on="_key").sort("pos").drop("_nv")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from .streams import Frames
+from analyzer.signals.streams import Frames
 
 STATELESS_FROM = "2026-07-28"
 POLLING_FROM = "2025-11-25"

@@ -1,6 +1,7 @@
 """Checks over the whole history, beyond the first event after a boundary.
 
-Each function returns a findings frame with the columns of ``FINDING_COLS``:
+Each rule returns a lazy findings frame (a plan; document/build.py collects them all at once) with the
+columns of ``FINDING_COLS``:
 the rule name, its severity, the session, one sentence, the operational
 effect and the evidence (source + location of each record that proves it).
 """
@@ -8,13 +9,14 @@ from __future__ import annotations
 
 import polars as pl
 
-from . import catalog, idschemes
-from .streams import Frames
+from analyzer import catalog
+from analyzer.signals import idschemes
+from analyzer.signals.streams import Frames
 
 REF = pl.Struct({"source": pl.String, "location": pl.String})
 FINDING_COLS = ["rule", "severity", "session", "session_id", "boundary", "message", "effect", "evidence", "pos"]
 
-def _frame(df: pl.DataFrame, rule: str, severity: str) -> pl.DataFrame:
+def _frame(df: pl.LazyFrame, rule: str, severity: str) -> pl.LazyFrame:
     """Findings of ``rule``: its severity checked against the catalog, its effect the catalog's."""
     return df.select(
         pl.lit(rule).alias("rule"),
@@ -33,7 +35,7 @@ def _ref(source: str = "source", location: str = "location") -> pl.Expr:
     return pl.struct(pl.col(source).alias("source"), pl.col(location).alias("location"))
 
 
-def id_order(f: Frames) -> pl.DataFrame:
+def id_order(f: Frames) -> pl.LazyFrame:
     """Reference case 4, 'continue to validate every subsequent event': ids inside one connection.
 
     Integer ids must rise: an id not above every earlier id of the connection
@@ -78,7 +80,7 @@ def id_order(f: Frames) -> pl.DataFrame:
     return pl.concat([_frame(backwards, "id_not_monotonic", "error"), _frame(repeated, "id_repeated", "error")])
 
 
-def digest_conflicts(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
+def digest_conflicts(f: Frames, b: pl.LazyFrame) -> pl.LazyFrame:
     """One (session, id) seen with two different digests.
 
     Inside one stream this proves that two different events went out under one
@@ -93,7 +95,7 @@ def digest_conflicts(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     # a cut-off event holds only part of its data: its digest says nothing about its id
     ev = (
         f.events.filter(pl.col("has_id") & pl.col("visible") & (pl.col("session_id") != ""))
-        .join(restart, on="session", how="left")
+        .join(restart, on="session", how="left", maintain_order="left")
         .filter(pl.col("r_pos").is_null() | (pl.col("pos") < pl.col("r_pos")))
         .with_columns(_epoch=pl.lit(False))
     )
@@ -108,11 +110,11 @@ def digest_conflicts(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
             pos=pl.col("pos").min(),
         )
         .filter(pl.col("n") > 1)
-        .join(per_stream.group_by("session", "_epoch", "id").agg(pl.col("in_stream").max()), on=["session", "_epoch", "id"])
+        .join(per_stream.group_by("session", "_epoch", "id").agg(pl.col("in_stream").max()), on=["session", "_epoch", "id"], maintain_order="left")
         .sort("pos", "id")
     )
     # one finding per session and kind (a restarted counter conflicts on every id it reuses)
-    def per_session(df: pl.DataFrame, one: str, many: str) -> pl.DataFrame:
+    def per_session(df: pl.LazyFrame, one: str, many: str) -> pl.LazyFrame:
         return (
             df.group_by("session")
             .agg(
@@ -139,7 +141,7 @@ def digest_conflicts(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([_frame(same, "digest_conflict", "error"), _frame(across, "id_reused_across_streams", "warning")])
 
 
-def cursor_claims(b: pl.DataFrame) -> pl.DataFrame:
+def cursor_claims(b: pl.LazyFrame) -> pl.LazyFrame:
     """What the client claimed (Last-Event-ID) against what history shows it had."""
     with_header = b.filter(pl.col("header").is_not_null() & (pl.col("header") != ""))
     evidence = pl.concat_list(_ref())
@@ -165,73 +167,7 @@ def cursor_claims(b: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([_frame(stale, "stale_last_event_id", "warning"), _frame(unknown, "unknown_last_event_id", "warning")])
 
 
-def replayed_across_sessions(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
-    """Per reconnect: events another session of the same input had been delivered first.
-
-    A shared event store that looks up Last-Event-ID without the session replays one
-    session's events into another (fastmcp PR #4402, GHSA-84j6-jc92-77jm).  With per-session
-    integer counters the ids even look continuous; the content gives it away: the same id
-    *and* the same payload (digest) that another session was delivered earlier.  Only
-    payloads that at most two sessions share count ("progress 1" alike in every session
-    is no proof), and never empty data (priming events).  Ids that carry their stream
-    (go, csharp, typescript) also count when they name a stream another session used.
-    Sessions are compared by Mcp-Session-Id, so two hops of one capture are one session.
-    """
-    keys = b.select("gx", pl.col("pos").alias("b_pos"), pl.col("session").alias("b_session"), "session_id")
-    delivered = f.events.filter(pl.col("visible") & pl.col("has_id")).select(
-        "source", pl.col("session_id").alias("o_session_id"), "id", "digest", pl.col("pos").alias("o_pos"), pl.col("location").alias("o_location"),
-    )
-    after = f.events.filter(pl.col("visible") & pl.col("has_id")).select("gx", "ordinal", "source", "id", "digest", "sprefix", "location").join(keys, on="gx")
-    distinctive = (
-        f.events.filter(pl.col("visible") & pl.col("has_id") & (pl.col("data") != ""))
-        .group_by("source", "id", "digest")
-        .agg(pl.col("session_id").n_unique().alias("n"))
-        .filter(pl.col("n") <= 2)
-        .select("source", "id", "digest")
-    )
-    # an event this session had itself been delivered before the reconnect is explained by its own history
-    own_before = (
-        after.select("gx", "b_pos", "session_id", "source")
-        .unique()
-        .join(delivered.rename({"o_session_id": "session_id"}), on=["source", "session_id"])
-        .filter(pl.col("o_pos") < pl.col("b_pos"))
-        .select("gx", "id", "digest")
-    )
-    same_event = (
-        after.join(distinctive, on=["source", "id", "digest"], how="semi")
-        .join(own_before, on=["gx", "id", "digest"], how="anti")
-        .join(delivered, on=["source", "id", "digest"])
-        .filter(pl.col("o_pos") < pl.col("b_pos"))
-    )
-    prefixes = (
-        f.events.filter(pl.col("visible") & pl.col("sprefix").is_not_null() & (pl.col("sprefix") != ""))
-        .select("source", "sprefix", pl.col("session_id").alias("o_session_id"), pl.col("location").alias("o_location"))
-        .unique(["source", "sprefix", "o_session_id"])
-    )
-    same_stream = after.filter(pl.col("sprefix").is_not_null() & (pl.col("sprefix") != "")).join(prefixes, on=["source", "sprefix"])
-    cols = ["gx", "ordinal", "b_session", "session_id", "b_pos", "source", "id", "location", "o_session_id", "o_location"]
-    return (
-        pl.concat([same_event.select(cols), same_stream.select(cols)])
-        .filter(pl.col("o_session_id") != pl.col("session_id"))
-        # joins keep no order: sort before anything takes a first
-        .sort(["gx", "ordinal", "o_session_id", "o_location"])
-        .unique(["gx", "id", "o_session_id"], keep="first", maintain_order=True)
-        .group_by("gx")
-        .agg(
-            xs_n=pl.col("id").n_unique(),
-            session=pl.col("b_session").first(),
-            session_id=pl.col("session_id").first(),
-            xs_other=pl.col("o_session_id").first(),
-            xs_ids=pl.col("id").unique(maintain_order=True).head(5),
-            pos=pl.col("b_pos").first(),
-            xs_evidence=pl.concat_list(
-                pl.struct("source", "location").head(2), pl.struct("source", pl.col("o_location").alias("location")).head(2)
-            ).first(),
-        )
-    )
-
-
-def cross_session(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
+def cross_session(f: Frames, b: pl.LazyFrame) -> pl.LazyFrame:
     """A reconnect naming another session's event, and streams replayed across sessions.
 
     A shared event store keyed only by stream (fastmcp PR #4402, GHSA-84j6-jc92-77jm)
@@ -242,7 +178,7 @@ def cross_session(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     )
     named = (
         b.filter(pl.col("header").is_not_null() & (pl.col("header") != "") & ~pl.col("id_found"))
-        .join(delivered.rename({"id": "header"}).drop("digest"), on=["source", "header"])
+        .join(delivered.rename({"id": "header"}).drop("digest"), on=["source", "header"], maintain_order="left")
         # another Mcp-Session-Id in the same input (two hops of one capture are one session)
         .filter(pl.col("o_session_id") != pl.col("session_id"))
         .unique("gx")
@@ -251,7 +187,8 @@ def cross_session(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
             evidence=pl.concat_list(_ref()),
         )
     )
-    replayed = replayed_across_sessions(f, b).with_columns(
+    # the signal the verdicts read (signals/boundaries.replayed_across_sessions), on the reconnect's row
+    replayed = b.filter(pl.col("xs_n").is_not_null()).with_columns(
         message=pl.format("{} event(s) delivered on this reconnect had been delivered in session {} ({}{})",
                           pl.col("xs_n"), pl.col("xs_other"), pl.col("xs_ids").list.join(", "),
                           pl.when(pl.col("xs_n") > 5).then(pl.lit(", …")).otherwise(pl.lit(""))),
@@ -260,7 +197,7 @@ def cross_session(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([_frame(named, "last_event_id_of_other_session", "error"), _frame(replayed, "cross_session_replay", "critical")])
 
 
-def ts_get_stream(b: pl.DataFrame) -> pl.DataFrame:
+def ts_get_stream(b: pl.LazyFrame) -> pl.LazyFrame:
     """typescript-sdk example store: a resumed standalone GET stream is registered under the key ''
     (``'_GET_stream_…'.split('_')[0]``), so later notifications go nowhere (#943, #2560)."""
     hit = b.filter(

@@ -8,7 +8,7 @@ number: a bad line never costs the lines around it.
 
 A ``body`` record with ``"base64": true`` carries the raw body as the proxy
 received it (after de-chunking): it is decoded by the response's
-``Content-Encoding`` here (:mod:`analyzer.content_coding`), and when the
+``Content-Encoding`` here (:mod:`analyzer.decode.content_coding`), and when the
 response is an event stream its events are parsed from it (each with the
 record's time, at ``line N byte K`` of the decoded body).  ``sse`` records are always decoded text already --
 except from mitm_addon.py before it undid Content-Encoding: it parsed a gzip
@@ -17,7 +17,7 @@ response record has no ``decoded`` field and whose first record holds
 U+FFFD) is read as not recorded, its records rejected (``jsonl_sse_not_decoded``).
 
 The bulk of a log, its ``sse`` records as the recorder writes them, is read column-wise in batches of
-lines (:mod:`analyzer.jsonl_columns`); every other line goes through the per-line reader (``_Reader.line``),
+lines (:mod:`analyzer.ingest.jsonl_columns`); every other line goes through the per-line reader (``_Reader.line``),
 which keeps the connection state.  The result is the per-line reader's, row for row
 (``read(..., columns=False)``; tests/test_jsonl_columns.py).
 """
@@ -32,11 +32,13 @@ from typing import BinaryIO
 
 import polars as pl
 
-from . import content_coding, jsonl_columns, limits
-from .anomalies import AnomalyLog
-from .jsonrpc import text_safe
-from .sse import parse_all
-from .tables import FRAME_COLUMNS, SSE_MEDIA, VALUE_CHUNK, Builder, Ingested
+from analyzer.decode import content_coding
+from analyzer.ingest import jsonl_columns
+from analyzer import limits
+from analyzer.anomalies import AnomalyLog
+from analyzer.decode.jsonrpc import text_safe
+from analyzer.decode.sse import parse_all
+from analyzer.tables import FRAME_COLUMNS, SSE_MEDIA, VALUE_CHUNK, Builder, Ingested
 
 CLOSE_REASONS = {"eof", "reset", "error", "capture_end"}
 # a close record's "decoding" (mitm_addon.py: how the event stream's Content-Encoding ended)
@@ -363,7 +365,7 @@ def _batches(blocks):
 
 
 def _read_batches(r: _Reader, blocks) -> None:
-    """The log in batches: its plain ``sse`` records column-wise (:mod:`analyzer.jsonl_columns`), the rest per line.
+    """The log in batches: its plain ``sse`` records column-wise (:mod:`analyzer.ingest.jsonl_columns`), the rest per line.
 
     A plain sse record attaches to its connection's current exchange as the per-line reader would
     attach it: the state (which exchange is open on a conn, whether its stream is suspect) only

@@ -1,6 +1,6 @@
 """Column-wise SSE parsing of finished streams: many bodies in, one table of blocks out.
 
-:class:`analyzer.sse.SSEParser` is the reference: exact for every input, one Python call per
+:class:`analyzer.decode.sse.SSEParser` is the reference: exact for every input, one Python call per
 line.  A 100 MB capture holds over a million lines, and that per-line work was the largest cost
 of pcap ingestion.  Most real bodies have a shape this module can parse with Polars string
 kernels over all bodies at once, with the very same result:
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from .sse import parse_all
+from analyzer.decode.sse import parse_all
 
 __all__ = ["COLUMNS", "parse"]
 
@@ -202,7 +202,7 @@ def _columnwise(keys: list[int], texts: list[str], eol: str) -> tuple[pl.DataFra
 def parse(keys: list[int], bodies: list[bytes]) -> pl.DataFrame:
     """Every SSE block of each finished body, in order (see :data:`COLUMNS`).
 
-    Same records as ``analyzer.sse.parse_all`` on each body, plus the dispatch offset; the keys
+    Same records as ``analyzer.decode.sse.parse_all`` on each body, plus the dispatch offset; the keys
     must be distinct.  Rows come grouped by key in the order the keys were given.
     """
     batches: dict[str, tuple[list[int], list[str]]] = {"\n": ([], []), "\r\n": ([], [])}

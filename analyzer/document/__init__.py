@@ -19,8 +19,8 @@ import os
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 
-from . import __version__, catalog
-from .errors import AuditError, InputError
+from analyzer import __version__, catalog
+from analyzer.errors import AuditError, InputError
 
 SCHEMA_VERSION = "1"
 SEVERITIES = list(catalog.SEVERITIES)
@@ -67,7 +67,7 @@ class Summary:
     """``summary``'s counts, added up one item at a time."""
 
     def __init__(self) -> None:
-        from .catalog import VERDICT_ORDER
+        from analyzer.catalog import VERDICT_ORDER
 
         self.items = {"session": 0, "exchange": 0, "boundary": 0, "anomaly": 0}
         self.verdicts = {v: 0 for v in VERDICT_ORDER}

@@ -2,7 +2,7 @@
 
 ``partitions.analyze`` merges the partial documents in memory, and the document holds every exchange:
 past a few million exchanges that is more than the partitions themselves.  Here each partition's
-items (the rows of :func:`analyzer.partitions.analyze_group`, JSON text) are spilled to Parquet files
+items (the rows of :func:`analyzer.scale.partitions.analyze_group`, JSON text) are spilled to Parquet files
 in a temporary folder, one per kind and partition, and only small things stay in memory: the order
 keys of the exchanges (to number them as a single pass does) and counts.  The outputs are then
 written in one pass, a k-way merge of the partitions' files per kind (each partition's items are
@@ -28,8 +28,9 @@ from typing import Callable, Iterator
 import polars as pl
 import pyarrow.parquet as pq
 
-from . import document, pipeline, store as store_mod
-from .partitions import analyze_group, global_positions, plan
+from analyzer import document, pipeline
+from analyzer.scale import store as store_mod
+from analyzer.scale.partitions import analyze_group, global_positions, plan
 
 KINDS = ("session", "exchange", "boundary", "finding", "anomaly")
 BATCH = 2048  # items read from each partition's file at a time

@@ -44,8 +44,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from .eras import READ_ONLY
-from .streams import Frames
+from analyzer.signals.eras import READ_ONLY
+from analyzer.signals.streams import Frames
 
 ENDED_OPEN = ["open", "capture_end"]
 BROKE = ["reset", "error", "aborted"]
@@ -55,12 +55,12 @@ def _ref(source: str, location: str) -> pl.Expr:
     return pl.struct(pl.col(source).alias("source"), pl.col(location).alias("location"))
 
 
-def findings(f: Frames, rev: pl.DataFrame) -> pl.DataFrame:
+def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
     """``reissued_after_break`` findings (history.FINDING_COLS shape)."""
-    from .history import _frame
+    from analyzer.rules.history import _frame
 
     x = f.exchanges
-    m = f.messages.join(x.select("gx", "stream", "started", "location", "request_body"), on="gx", how="left")
+    m = f.messages.join(x.select("gx", "stream", "started", "location", "request_body"), on="gx", how="left", maintain_order="left")
     s2c = pl.col("direction") == "server_to_client"
     calls = (
         m.filter(
@@ -104,11 +104,11 @@ def findings(f: Frames, rev: pl.DataFrame) -> pl.DataFrame:
         .agg(n_progress=pl.len())
     )
     first = (
-        calls.join(answers.select("session", "rpc_id", "stream"), on=["session", "rpc_id", "stream"], how="anti")
-        .join(last_conn, on="stream")
+        calls.join(answers.select("session", "rpc_id", "stream"), on=["session", "rpc_id", "stream"], how="anti", maintain_order="left")
+        .join(last_conn, on="stream", maintain_order="left")
         .filter(~pl.col("end_reason").is_in(ENDED_OPEN))
-        .join(delivered, on="stream")
-        .join(progress, on="stream", how="left")
+        .join(delivered, on="stream", maintain_order="left")
+        .join(progress, on="stream", how="left", maintain_order="left")
         .with_columns(pl.col("n_progress").fill_null(0))
     )
 
@@ -116,7 +116,7 @@ def findings(f: Frames, rev: pl.DataFrame) -> pl.DataFrame:
     # One the server refused with a JSON-RPC error did not run (a tool's own failure is a result with
     # isError): it is no second run, and a later attempt may still be.
     refused = answers.filter(pl.col("kind") == "error").select("session", "rpc_id").unique()
-    later = calls.join(refused, on=["session", "rpc_id"], how="anti").select(
+    later = calls.join(refused, on=["session", "rpc_id"], how="anti", maintain_order="left").select(
         "session", "method", "call_key",
         pl.col("pos").alias("pos_b"), pl.col("rpc_id").alias("rpc_id_b"), pl.col("started").alias("started_b"),
         pl.col("source").alias("source_b"), pl.col("location").alias("location_b"),
@@ -133,7 +133,7 @@ def findings(f: Frames, rev: pl.DataFrame) -> pl.DataFrame:
         )
     )
     # no answer to the first id anywhere in the session before the re-issue; answered later is "ran twice"
-    a_first = pairs.select("session", "rpc_id", "pos_b").join(answers.select("session", "rpc_id", pl.col("pos").alias("a_pos"), "kind"), on=["session", "rpc_id"])
+    a_first = pairs.select("session", "rpc_id", "pos_b").join(answers.select("session", "rpc_id", pl.col("pos").alias("a_pos"), "kind"), on=["session", "rpc_id"], maintain_order="left")
     answered_before = a_first.filter(pl.col("a_pos") < pl.col("pos_b")).select("session", "rpc_id").unique()
     answered_after = a_first.filter(pl.col("kind") == "response").select("session", "rpc_id", first_result=pl.lit(True)).unique()
     b_result = answers.filter(pl.col("kind") == "response").select(
@@ -141,10 +141,10 @@ def findings(f: Frames, rev: pl.DataFrame) -> pl.DataFrame:
     ).unique()
     stateless = rev.filter(pl.col("era") == "stateless").select("session", is_stateless=pl.lit(True))
     hits = (
-        pairs.join(answered_before, on=["session", "rpc_id"], how="anti")
-        .join(answered_after, on=["session", "rpc_id"], how="left")
-        .join(b_result, on=["session", "rpc_id_b"], how="left")
-        .join(stateless, on="session", how="left")
+        pairs.join(answered_before, on=["session", "rpc_id"], how="anti", maintain_order="left")
+        .join(answered_after, on=["session", "rpc_id"], how="left", maintain_order="left")
+        .join(b_result, on=["session", "rpc_id_b"], how="left", maintain_order="left")
+        .join(stateless, on="session", how="left", maintain_order="left")
         .with_columns(pl.col("first_result", "b_result", "is_stateless").fill_null(False))
         .with_columns(both=pl.col("first_result") & pl.col("b_result"))
         # eras.reissued_request_ran_twice reports exactly these (stateless, params known, both results)

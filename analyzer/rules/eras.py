@@ -1,20 +1,20 @@
-"""Rules of the protocol revisions of analyzer/eras.py: a 2026-07-28 server that still mints sessions or
+"""Rules of the protocol revisions of analyzer/signals/eras.py: a 2026-07-28 server that still mints sessions or
 honours resumption, and a re-issued call it ran twice.  eras.py says which revision each session speaks
 (also for the verdicts); this module turns what the stateless revisions forbid into findings."""
 from __future__ import annotations
 
 import polars as pl
 
-from .eras import READ_ONLY
-from .streams import SSE, Frames
+from analyzer.signals.eras import READ_ONLY
+from analyzer.signals.streams import SSE, Frames
 
 
-def findings(f: Frames, rev: pl.DataFrame) -> pl.DataFrame:
+def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
     """Sessions of the stateless revisions that still behave like the old ones, and re-issued
     calls that ran twice."""
-    from .history import _frame
+    from analyzer.rules.history import _frame
 
-    x = f.exchanges.join(rev, on="session", how="left").filter(pl.col("era") == "stateless")
+    x = f.exchanges.join(rev, on="session", how="left", maintain_order="left").filter(pl.col("era") == "stateless")
     ref = pl.struct("source", "location")
     minted = (
         x.filter(pl.col("resp_session_id").is_not_null())
@@ -25,23 +25,22 @@ def findings(f: Frames, rev: pl.DataFrame) -> pl.DataFrame:
     ev_count = f.events.group_by("gx").agg(n_ev=pl.len())
     honoured = (
         x.filter(pl.col("last_event_id").is_not_null() & pl.col("status").is_between(200, 299) & (pl.col("content_type") == SSE))
-        .join(ev_count, on="gx", how="left")
+        .join(ev_count, on="gx", how="left", maintain_order="left")
         .filter(pl.col("n_ev").fill_null(0) > 0)
         .with_columns(
             message=pl.format("a {} server answered a Last-Event-ID reconnect with a replayed stream; that revision has no resumption", pl.col("revision")),
             evidence=pl.concat_list(ref),
         )
     )
-    m = f.messages.join(rev, on="session", how="left").join(
-        f.exchanges.select("gx", "end_reason", "source", "location"), on="gx", how="left", suffix="_x"
-    )
+    m = f.messages.join(rev, on="session", how="left", maintain_order="left").join(
+        f.exchanges.select("gx", "end_reason", "source", "location"), on="gx", how="left", suffix="_x", maintain_order="left")
     calls = m.filter(
         (pl.col("era") == "stateless") & (pl.col("direction") == "client_to_server") & (pl.col("kind") == "request")
         & ~pl.col("method").is_in(READ_ONLY) & pl.col("params_digest").is_not_null()
     )
     answered = m.filter((pl.col("direction") == "server_to_client") & (pl.col("kind") == "response")).select("session", "rpc_id").unique()
     twice = (
-        calls.join(answered, on=["session", "rpc_id"], how="semi")
+        calls.join(answered, on=["session", "rpc_id"], how="semi", maintain_order="left")
         .group_by("session", "session_id", "method", "params_digest")
         .agg(n=pl.col("rpc_id").n_unique(), ids=pl.col("rpc_id").unique().sort().str.join(", "), pos=pl.col("pos").min(),
              evidence=pl.struct("source", "location").head(4))

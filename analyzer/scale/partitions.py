@@ -17,7 +17,7 @@ One function analyzes a group, for every engine: :func:`analyze_group` takes the
 Arrow tables (in any row order: it restores the store's order) and returns its partial document as rows
 of ``GROUP_SCHEMA`` (group, kind, seq, json); :func:`partials_from_rows` turns any engine's collected
 rows back into ``Partial``s for :func:`merge`.  The local engine below goes through both, exactly as
-:mod:`analyzer.engine_spark` does with ``groupBy(component).applyInArrow``, so the two cannot drift.
+:mod:`analyzer.scale.engine_spark` does with ``groupBy(component).applyInArrow``, so the two cannot drift.
 
 Components are packed into ``n`` partitions by size (largest first, each into the lightest
 partition); a component larger than the memory available is the limit of this scheme (one session
@@ -35,7 +35,8 @@ from typing import Callable
 import polars as pl
 import pyarrow as pa
 
-from . import document, pipeline, store as store_mod
+from analyzer import document, pipeline
+from analyzer.scale import store as store_mod
 
 MAX_ROUNDS = 64  # label propagation: each round at least halves no chain, but real graphs settle in a few
 

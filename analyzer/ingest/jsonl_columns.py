@@ -1,6 +1,6 @@
 """The column-wise half of the proxy JSONL reader: the plain ``sse`` records, the bulk of a log.
 
-:mod:`analyzer.ingest_jsonl` reads a log in batches of lines.  Of each batch, the lines that are an
+:mod:`analyzer.ingest.jsonl` reads a log in batches of lines.  Of each batch, the lines that are an
 ``sse`` record in the recorder's own shape (analyzer/mitm_addon.py writes ``json.dumps(...,
 separators=(",", ":"))`` with the keys ``kind, ts, conn, id, event, data, retry`` in that order) are
 recognised here by one regular expression over the whole line and decoded by Polars, column-wise.

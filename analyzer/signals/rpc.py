@@ -12,14 +12,14 @@ What the pairing shows that event ids cannot:
   response on a resumed stream, so only the wire shows it);
 - a server that forgot the session it still answers to (``session_resurrected``).
 
-This module computes those facts (the verdicts read them per boundary); analyzer/rpc_rules.py turns them
+This module computes those facts (the verdicts read them per boundary); analyzer/rules/rpc.py turns them
 into findings.
 """
 from __future__ import annotations
 
 import polars as pl
 
-from .streams import SSE, Frames
+from analyzer.signals.streams import SSE, Frames
 
 FORGOT = r"(?i)not initiali[sz]ed|session not found|unknown session|no valid session|invalid session|session.*expired"
 FORGOT_CODES = [-32600, -32602]
@@ -27,7 +27,7 @@ FORGOT_CODES = [-32600, -32602]
 
 def _tagged(f: Frames) -> pl.DataFrame:
     x = f.exchanges.select("gx", "stream", "status", "content_type", "method", pl.col("location").alias("x_location"))
-    return f.messages.join(x.rename({"method": "http_method"}), on="gx", how="left")
+    return f.messages.join(x.rename({"method": "http_method"}), on="gx", how="left", maintain_order="left")
 
 
 def boundary_signals(f: Frames, b: pl.DataFrame) -> pl.DataFrame:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from . import idschemes, views
+from analyzer.signals import idschemes, views
 
 SSE = "text/event-stream"
 MAX_CHAIN = 64  # pointer jumping halves the chain each round: 64 rounds cover any real chain
@@ -35,6 +35,11 @@ class Frames:
     exchanges: pl.DataFrame  # + gx, pos, session, stream, n_events, first_id, last_cursor
     events: pl.DataFrame  # + gx, pos, session, stream, visible, has_id, id_scheme, seq, sprefix
     messages: pl.DataFrame  # + gx, pos, session
+
+    def lazy(self) -> Frames:
+        """The same tables as LazyFrames: the finding rules build plans over them, and the document
+        (document/build.py) collects all of them at once, so Polars plans the shared scans together."""
+        return Frames(self.exchanges.lazy(), self.events.lazy(), self.messages.lazy())  # type: ignore[arg-type]
 
 
 def _ordered_exchanges(x: pl.DataFrame) -> pl.DataFrame:

@@ -1,0 +1,1 @@
+"""Scale: the store, partitions, spill and the Spark engine beside the single pass."""

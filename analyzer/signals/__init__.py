@@ -1,0 +1,1 @@
+"""Signals: per-exchange and per-boundary facts computed over the canonical tables."""

@@ -1,0 +1,383 @@
+"""Per-boundary facts: everything the decision chain (rules/verdicts.py) reads about one reconnect.
+
+Computed over whole tables, one frame per fact, joined on the boundary's ``gx``:
+
+- the boundary itself: the resumed connection, the client's cursor (its ``Last-Event-ID``, or the
+  last id delivered), read in the session's id scheme;
+- the events after the cursor, with the overlap flag (the boundary event re-sent unchanged: the
+  reference's dead digest branch, made live) and, per id, whether the stream had delivered it before;
+- the id sequence of every event of the resumed connection (reference cases 2-4), duplicates of
+  opaque ids, ids naming another stream;
+- the client's reaction: a new session, or the old one used again;
+- events another session had been delivered first (a store shared across sessions);
+- with the signals of rpc.py, eras.py and views.py: ``facts`` joins them all.
+
+Nothing here decides a verdict or a severity.
+"""
+from __future__ import annotations
+
+import polars as pl
+
+from analyzer.signals import eras, idschemes, rpc, views
+from analyzer.signals.streams import Frames
+
+LIST_CAP = 1000  # ids listed per boundary; the counts stay exact
+MAX_EXPAND = 1_000_000  # missing ids checked one by one against other streams (shared counter)
+
+
+def boundaries(f: Frames, links: pl.DataFrame) -> pl.DataFrame:
+    x = f.exchanges
+    prev = x.select(
+        pl.col("gx").alias("resumed_gx"),
+        pl.col("pos").alias("prev_pos"),
+        pl.col("replay_epoch").alias("epoch_before"),
+        pl.col("last_cursor").alias("last_before"),
+        pl.col("body_recorded").alias("prev_body_recorded"),
+        pl.col("content_type").alias("prev_content_type"),
+    )
+    unrecorded = x.group_by("session").agg(session_has_unrecorded=(~pl.col("body_recorded")).any())
+    scheme = pl.col("id_scheme")
+    b = (
+        links.join(x, on="gx", how="inner")
+        .join(prev, on="resumed_gx", how="left")
+        .join(unrecorded, on="session", how="left")
+        .with_columns(
+            header=pl.col("last_event_id"),
+            last_before=pl.when(pl.col("last_before") != "").then(pl.col("last_before")),
+        )
+        .with_columns(
+            h_seq=idschemes.seq(pl.col("header"), scheme),
+            h_prefix=idschemes.prefix(pl.col("header"), scheme),
+            l_seq=idschemes.seq(pl.col("last_before"), scheme),
+            l_prefix=idschemes.prefix(pl.col("last_before"), scheme),
+            cursor_str=pl.coalesce(pl.when(pl.col("header") != "").then(pl.col("header")), pl.col("last_before")),
+        )
+    )
+    # The cursor is the client's own claim: WHATWG's Last-Event-ID is the last event the
+    # *client* received.  A capture point (a proxy, a server-side pcap) can have seen more
+    # events leave on the old connection than ever arrived; a server that resumes past them
+    # lost them, and only the claim shows it.  (Taking max(claim, delivered) turned exactly
+    # that failure into "continuous".)  Without a header, the last id delivered is all we have.
+    return b.with_columns(
+        cursor_seq=pl.coalesce("h_seq", pl.when(pl.col("header").fill_null("") == "").then(pl.col("l_seq"))),
+        cursor_prefix=pl.coalesce("h_prefix", "l_prefix"),
+    ).sort("pos")
+
+
+def after_events(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
+    """Id-bearing events the client saw on each boundary's connection, with the overlap flag."""
+    before_digest = (
+        f.events.filter(pl.col("visible") & pl.col("has_id"))
+        .select(pl.col("gx").alias("resumed_gx"), pl.col("id").alias("cursor_str"), pl.col("digest").alias("before_digest"))
+        .unique(["resumed_gx", "cursor_str"], keep="last")
+    )
+    ev = (
+        f.events.filter(pl.col("visible") & pl.col("has_id"))
+        .join(
+            b.select("gx", "resumed_gx", "cursor_str", "cursor_seq", "cursor_prefix", pl.col("pos").alias("b_pos"), "stream"),
+            on="gx",
+        )
+        .join(before_digest, on=["resumed_gx", "cursor_str"], how="left")
+        .sort(["gx", "ordinal"])
+        .with_columns(k=pl.int_range(pl.len()).over("gx"))
+        .with_columns(
+            # the dead branch of the reference, made live: the boundary event itself, re-sent unchanged
+            overlap=(pl.col("k") == 0) & (pl.col("id") == pl.col("cursor_str")) & (pl.col("digest") == pl.col("before_digest")).fill_null(False),
+            # an id that names another stream than the cursor's (go, csharp, typescript ids carry their stream)
+            foreign=pl.col("cursor_prefix").is_not_null() & pl.col("sprefix").is_not_null() & (pl.col("sprefix") != pl.col("cursor_prefix")),
+        )
+    )
+    return ev.join(_prior(f, b), on=["gx", "id"], how="left").sort(["gx", "ordinal"])
+
+
+def _prior(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
+    """Per boundary and id: had the stream already delivered it, before or after the client's cursor?
+
+    ``before_claim``: the client says it had it (Last-Event-ID at or after it in delivery
+    order): sending it again is a duplicate.  ``after_claim``: it left the capture point
+    after the cursor, so by the client's own Last-Event-ID it never arrived: sending it
+    again is the replay the client needs (or, if the client resumed from an older point
+    than it had reached, a duplicate the wire alone cannot tell apart).
+    """
+    delivered = f.events.filter(pl.col("visible") & pl.col("has_id")).select("stream", "pos", "ordinal", "id")
+    before = (
+        b.select("gx", "stream", "cursor_str", pl.col("pos").alias("b_pos"))
+        .join(delivered, on="stream")
+        .filter(pl.col("pos") < pl.col("b_pos"))
+        .sort("gx", "pos", "ordinal")
+        .with_columns(r=pl.int_range(pl.len()).over("gx"))
+    )
+    claim = before.filter(pl.col("id") == pl.col("cursor_str")).group_by("gx").agg(claim_r=pl.col("r").max())
+    return (
+        before.group_by("gx", "id")
+        .agg(first_r=pl.col("r").min())
+        .join(claim, on="gx", how="left")
+        .select(
+            "gx",
+            "id",
+            prior=pl.when(pl.col("claim_r").is_null() | (pl.col("first_r") <= pl.col("claim_r")))
+            .then(pl.lit("before_claim"))
+            .otherwise(pl.lit("after_claim")),
+        )
+    )
+
+
+def sequence_checks(f: Frames, after: pl.DataFrame) -> pl.DataFrame:
+    """Reference cases 2-4 over every event of the resumed connection, for contiguous id schemes.
+
+    With one counter shared by a session's streams (``integer_shared``) a jump is
+    only a gap for the ids that no other stream of the session delivered.
+    """
+    seq = (
+        after.filter(~pl.col("overlap") & ~pl.col("foreign") & pl.col("seq").is_not_null() & pl.col("cursor_seq").is_not_null())
+        .with_columns(prev=pl.col("seq").shift(1).over("gx"))
+        .with_columns(prev=pl.coalesce("prev", "cursor_seq"))
+        .with_columns(
+            step=pl.col("seq") - pl.col("prev"),
+            running_max=pl.max_horizontal(pl.col("cursor_seq"), pl.col("seq").cum_max().shift(1).over("gx")),
+        )
+        .with_row_index("rid")
+    )
+    shared = pl.col("id_scheme") == "integer_shared"
+    expand = pl.when(shared).then(pl.lit(MAX_EXPAND)).otherwise(pl.lit(LIST_CAP))
+    missing = (
+        seq.filter(pl.col("step") > 1)
+        .select("rid", "gx", "session", "stream", "id_scheme", "sprefix", "b_pos",
+                m=pl.int_ranges(pl.col("prev") + 1, pl.min_horizontal(pl.col("seq"), pl.col("prev") + 1 + expand)))
+        .explode("m")
+    )
+    elsewhere = (
+        f.events.filter(pl.col("visible") & (pl.col("id_scheme") == "integer_shared") & pl.col("seq").is_not_null())
+        .select("session", pl.col("stream").alias("o_stream"), pl.col("seq").alias("m"))
+        .unique()
+    )
+    taken = (
+        missing.filter(pl.col("id_scheme") == "integer_shared")
+        .join(elsewhere, on=["session", "m"], how="inner")
+        .filter(pl.col("o_stream") != pl.col("stream"))
+        .select("rid", "m")
+        .unique()
+    )
+    missing = missing.join(taken, on=["rid", "m"], how="anti")
+    # missing ids the capture point saw leave on this stream before the reconnect
+    passed = (
+        f.events.filter(pl.col("visible") & pl.col("seq").is_not_null())
+        .select("stream", pl.col("seq").alias("m"), pl.col("pos").alias("d_pos"), pl.col("sprefix").alias("d_prefix"))
+        .join(missing.select("rid", "stream", "m", "b_pos", "sprefix"), on=["stream", "m"])
+        .filter((pl.col("d_pos") < pl.col("b_pos")) & pl.col("d_prefix").eq_missing(pl.col("sprefix")))
+        .select("rid", "m")
+        .unique()
+        .group_by("rid")
+        .agg(n_passed=pl.len())
+    )
+    per_row = missing.group_by("rid").agg(
+        n_missing_listed=pl.len(),
+        missing_ids=idschemes.format_ids(pl.col("sprefix"), pl.col("id_scheme"), pl.col("m")).head(LIST_CAP),
+    )
+    seq = (
+        seq.join(per_row, on="rid", how="left")
+        .join(passed, on="rid", how="left")
+        .with_columns(
+            # beyond the expansion cap nothing was subtracted: those ids count as missing
+            n_missing=pl.when(pl.col("step") <= 1)
+            .then(0)
+            .when(shared)
+            .then(pl.col("n_missing_listed").fill_null(0) + pl.max_horizontal(pl.col("step") - 1 - MAX_EXPAND, pl.lit(0)))
+            .otherwise(pl.col("step") - 1)
+        )
+        .with_columns(
+            brk=pl.when(pl.col("step") <= 0).then(pl.lit("replay_reset")).when(pl.col("n_missing") > 0).then(pl.lit("gap")),
+            dup=pl.col("seq") <= pl.col("running_max"),
+        )
+        .sort("gx", "ordinal")
+    )
+    return seq.group_by("gx").agg(
+        first_break=pl.col("brk").drop_nulls().first(),
+        break_prev=pl.col("prev").filter(pl.col("brk").is_not_null()).first(),
+        break_id=pl.col("id").filter(pl.col("brk").is_not_null()).first(),
+        lost_ids=pl.col("missing_ids").drop_nulls().list.explode(keep_nulls=False, empty_as_null=False).head(LIST_CAP),
+        lost_count=pl.col("n_missing").sum(),
+        n_passed=pl.col("n_passed").sum(),
+        dup_ids=pl.col("id").filter(pl.col("dup")).head(LIST_CAP),
+        dup_count=pl.col("dup").sum(),
+    )
+
+
+def foreign(after: pl.DataFrame) -> pl.DataFrame:
+    """Events whose id names another stream than the one resumed (the spec: MUST NOT replay those)."""
+    return (
+        after.filter(pl.col("foreign"))
+        .group_by("gx")
+        .agg(
+            foreign_count=pl.len(),
+            foreign_id=pl.col("id").first(),
+            foreign_prefix=pl.col("sprefix").first(),
+            cursor_prefix=pl.col("cursor_prefix").first(),
+        )
+    )
+
+
+def opaque_checks(f: Frames, after: pl.DataFrame) -> pl.DataFrame:
+    """History instead of arithmetic: ids the stream already delivered, delivered again.
+
+    Proving continuity for opaque ids needs a second view of the same stream
+    (a server-side log showing which event followed the cursor); that comes
+    with merging captures by session.  Until then an opaque resume without
+    repeats is ``unverifiable``.
+    """
+    delivered = f.events.filter(pl.col("visible") & pl.col("has_id")).select(
+        "stream", "id", pl.col("pos").alias("d_pos"), pl.col("gx").alias("d_gx")
+    )
+    seen_before = (
+        after.filter(~pl.col("overlap") & (pl.col("prior") == "before_claim"))
+        .join(delivered, on=["stream", "id"], how="inner")
+        .filter(pl.col("d_pos") < pl.col("b_pos"))
+        .select("gx", "ordinal", "id")
+        .unique()
+    )
+    repeated_here = after.filter(~pl.col("overlap") & pl.col("id").is_duplicated().over("gx")).select("gx", "ordinal", "id")
+    dups = (
+        pl.concat([seen_before, repeated_here])
+        .unique()
+        .sort(["gx", "ordinal"])
+        .group_by("gx")
+        .agg(dup_ids=pl.col("id").head(LIST_CAP), dup_count=pl.len())
+    )
+    return dups
+
+
+
+def reaction(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
+    """Did the client start a new session (initialize without the old id) before using the old one again?"""
+    inits = (
+        f.messages.filter(
+            (pl.col("direction") == "client_to_server") & (pl.col("kind") == "request") & (pl.col("method") == "initialize")
+        )
+        .join(f.exchanges.select("gx", "req_session_id"), on="gx")
+        .filter(pl.col("req_session_id").is_null())
+        .select("source", pl.col("pos").alias("init_pos"))
+        .unique()
+        .sort("init_pos")
+    )
+    uses = (
+        f.exchanges.filter(pl.col("req_session_id").is_not_null() & (pl.col("method") != "DELETE"))
+        .select(
+            "session",
+            pl.col("pos").alias("use_pos"),
+            pl.struct("source", "location").alias("next_use"),
+        )
+        .sort("use_pos")
+    )
+    left = b.select("gx", "pos", "session", "source").sort("pos")
+    out = left.join_asof(inits, left_on="pos", right_on="init_pos", by="source", strategy="forward", allow_exact_matches=False, check_sortedness=False)
+    out = out.join_asof(uses, left_on="pos", right_on="use_pos", by="session", strategy="forward", allow_exact_matches=False, check_sortedness=False)
+    # A capture rarely says which client sent a request, so a new initialize after the boundary
+    # may be another client's.  What decides is the old session: used again (anything but
+    # DELETE) = not handled, whoever initialized meanwhile; never used again after a new
+    # initialize = handled; neither = the capture ends first (null).
+    return out.select(
+        "gx",
+        "init_pos",
+        "use_pos",
+        "next_use",
+        handled=pl.when(pl.col("use_pos").is_not_null())
+        .then(False)
+        .when(pl.col("init_pos").is_not_null())
+        .then(True),
+    )
+
+
+def replayed_across_sessions(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
+    """Per reconnect: events another session of the same input had been delivered first.
+
+    A shared event store that looks up Last-Event-ID without the session replays one
+    session's events into another (fastmcp PR #4402, GHSA-84j6-jc92-77jm).  With per-session
+    integer counters the ids even look continuous; the content gives it away: the same id
+    *and* the same payload (digest) that another session was delivered earlier.  Only
+    payloads that at most two sessions share count ("progress 1" alike in every session
+    is no proof), and never empty data (priming events).  Ids that carry their stream
+    (go, csharp, typescript) also count when they name a stream another session used.
+    Sessions are compared by Mcp-Session-Id, so two hops of one capture are one session.
+    """
+    keys = b.select("gx", pl.col("pos").alias("b_pos"), pl.col("session").alias("b_session"), "session_id")
+    delivered = f.events.filter(pl.col("visible") & pl.col("has_id")).select(
+        "source", pl.col("session_id").alias("o_session_id"), "id", "digest", pl.col("pos").alias("o_pos"), pl.col("location").alias("o_location"),
+    )
+    after = f.events.filter(pl.col("visible") & pl.col("has_id")).select("gx", "ordinal", "source", "id", "digest", "sprefix", "location").join(keys, on="gx")
+    distinctive = (
+        f.events.filter(pl.col("visible") & pl.col("has_id") & (pl.col("data") != ""))
+        .group_by("source", "id", "digest")
+        .agg(pl.col("session_id").n_unique().alias("n"))
+        .filter(pl.col("n") <= 2)
+        .select("source", "id", "digest")
+    )
+    # an event this session had itself been delivered before the reconnect is explained by its own history
+    own_before = (
+        after.select("gx", "b_pos", "session_id", "source")
+        .unique()
+        .join(delivered.rename({"o_session_id": "session_id"}), on=["source", "session_id"])
+        .filter(pl.col("o_pos") < pl.col("b_pos"))
+        .select("gx", "id", "digest")
+    )
+    same_event = (
+        after.join(distinctive, on=["source", "id", "digest"], how="semi")
+        .join(own_before, on=["gx", "id", "digest"], how="anti")
+        .join(delivered, on=["source", "id", "digest"])
+        .filter(pl.col("o_pos") < pl.col("b_pos"))
+    )
+    prefixes = (
+        f.events.filter(pl.col("visible") & pl.col("sprefix").is_not_null() & (pl.col("sprefix") != ""))
+        .select("source", "sprefix", pl.col("session_id").alias("o_session_id"), pl.col("location").alias("o_location"))
+        .unique(["source", "sprefix", "o_session_id"])
+    )
+    same_stream = after.filter(pl.col("sprefix").is_not_null() & (pl.col("sprefix") != "")).join(prefixes, on=["source", "sprefix"])
+    cols = ["gx", "ordinal", "b_session", "session_id", "b_pos", "source", "id", "location", "o_session_id", "o_location"]
+    return (
+        pl.concat([same_event.select(cols), same_stream.select(cols)])
+        .filter(pl.col("o_session_id") != pl.col("session_id"))
+        # joins keep no order: sort before anything takes a first
+        .sort(["gx", "ordinal", "o_session_id", "o_location"])
+        .unique(["gx", "id", "o_session_id"], keep="first", maintain_order=True)
+        .group_by("gx")
+        .agg(
+            xs_n=pl.col("id").n_unique(),
+            session=pl.col("b_session").first(),
+            session_id=pl.col("session_id").first(),
+            xs_other=pl.col("o_session_id").first(),
+            xs_ids=pl.col("id").unique(maintain_order=True).head(5),
+            pos=pl.col("b_pos").first(),
+            xs_evidence=pl.concat_list(
+                pl.struct("source", "location").head(2), pl.struct("source", pl.col("o_location").alias("location")).head(2)
+            ).first(),
+        )
+    )
+
+
+def facts(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
+    """One row per boundary (before one is kept per reconnect) with every fact the decision chain reads;
+    ``rev`` from eras.revisions."""
+    b = boundaries(f, links).join(rev, on="session", how="left")
+    after = after_events(f, b)
+    seqs = sequence_checks(f, after)
+    opq = opaque_checks(f, after)
+    first = after.group_by("gx").agg(
+        first_event_id_after=pl.col("id").first(),
+        overlap=pl.col("overlap").any(),
+        n_after=(~pl.col("overlap")).sum(),
+        # re-sent events that had left the capture point after the client's cursor
+        resent_ids=pl.col("id").filter(~pl.col("overlap") & (pl.col("prior") == "after_claim")).unique(maintain_order=True).head(LIST_CAP),
+        resent_count=(~pl.col("overlap") & (pl.col("prior") == "after_claim")).sum(),
+    )
+    b = (
+        b.join(first, on="gx", how="left")
+        .join(seqs, on="gx", how="left")
+        .join(opq.rename({"dup_ids": "o_dup_ids", "dup_count": "o_dup_count"}), on="gx", how="left")
+        .join(foreign(after).drop("cursor_prefix"), on="gx", how="left")
+        .join(reaction(f, b), on="gx", how="left")
+        .join(rpc.boundary_signals(f, b), on="gx", how="left")
+        .join(eras.polling(f, b), on="gx", how="left")
+        .join(views.boundary_history(f, b, after), on="gx", how="left")
+        .join(replayed_across_sessions(f, b).select("gx", "xs_n", "xs_other", "xs_ids", "xs_evidence"), on="gx", how="left")
+        .with_columns(pl.col("n_after").fill_null(0), pl.col("overlap").fill_null(False))
+    )
+    return b
