@@ -186,6 +186,7 @@ class Numbering:
         b["request_exchange"] = self._ref(part, b["request_exchange"], "x")
         b["resumes_exchange"] = self._ref(part, b["resumes_exchange"], "x")
         b["reaction_exchange"] = self._ref(part, b.get("reaction_exchange"), "x")
+        b["owed_requests"] = sorted((self._ref(part, r, "x") for r in b.get("owed_requests") or []), key=lambda r: int(r[1:]))
         b["stream"] = self._ref(part, b["stream"], "s")
         b["session"] = self.session_key.get((part, b["session"])) if b["session"] is not None else None
         return b

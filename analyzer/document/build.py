@@ -44,6 +44,38 @@ def _event_preview(events: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+EVENT_TIMES = 40  # event times listed per connection (and per cut-off part): the report's ticks per bar
+
+
+def _sampled_offsets(ev: pl.DataFrame, name: str) -> pl.DataFrame:
+    """Per connection, the times of at most ``EVENT_TIMES`` of its events, spread evenly over them in
+    order (the first of each of EVENT_TIMES equal runs), as milliseconds since the request started."""
+    n, i = pl.len().over("gx"), pl.int_range(pl.len()).over("gx")
+    return (
+        ev.sort("gx", "ordinal")
+        .filter((n <= EVENT_TIMES) | ((i * EVENT_TIMES) // n != ((i - 1) * EVENT_TIMES) // n))
+        .group_by("gx")
+        .agg(pl.col("ms").alias(name))
+    )
+
+
+def _event_offsets(f: Frames) -> pl.DataFrame:
+    """Per-event times for the report's timelines (capped; null where the capture keeps no time per
+    event, as in HAR): the events the client saw, and those the disconnect cut off."""
+    ev = (
+        f.events.select("gx", "ordinal", "visible", "ts")
+        .join(f.exchanges.select("gx", "started"), on="gx")
+        .with_columns(ms=(pl.col("ts") - pl.col("started")).dt.total_milliseconds())
+        # all or nothing per connection and part: a partly timed list would misplace the rest
+        .filter(pl.col("ms").is_not_null().all().over("gx", "visible"))
+    )
+    return (
+        f.exchanges.select("gx")
+        .join(_sampled_offsets(ev.filter(pl.col("visible")), "event_offsets_ms"), on="gx", how="left")
+        .join(_sampled_offsets(ev.filter(~pl.col("visible")), "cut_off_offsets_ms"), on="gx", how="left")
+    )
+
+
 def _boundary_evidence(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     prev = _event_preview(f.events.filter(pl.col("visible")).join(b.select(pl.col("resumed_gx").alias("gx")).unique(), on="gx"))
     before = (
@@ -112,6 +144,8 @@ def _boundary_records(f: Frames, b: pl.DataFrame) -> list[dict]:
         .when(pl.col("handled_correctly") == True)  # noqa: E712
         .then(pl.format("x{}", pl.col("init_pos") + 1))
         .alias("reaction_exchange"),
+        # the requests the resumed stream still owed a response (signals/rpc.py): the report shows their findings here
+        pl.col("owed_pos").list.eval(pl.format("x{}", pl.element() + 1)).fill_null(pl.lit([], dtype=pl.List(pl.String))).alias("owed_requests"),
         "id_scheme",
         pl.col("overlap").alias("boundary_event_resent"),
         _iso("started").alias("started"),
@@ -337,7 +371,8 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
     order = ["session", "session_id", "protocol_version", "era", "id_scheme", "first_seen", "last_seen", "exchanges", "streams",
              "events", "boundaries", "verdicts", "initialize_results", "sources"]
     sessions = [{k: s[k] for k in order} for s in sessions]
-    exchanges = x.sort("pos").select(
+    times = _event_offsets(f)
+    exchanges = x.join(times, on="gx", how="left", maintain_order="left").sort("pos").select(
         pl.format("x{}", pl.col("pos") + 1).alias("exchange_id"),
         pl.col("session").replace_strict(key, return_dtype=pl.String).alias("session"),
         "session_id",
@@ -358,6 +393,8 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
         pl.col("n_cut_off").alias("cut_off_events"),
         "first_id",
         "last_id",
+        "event_offsets_ms",
+        "cut_off_offsets_ms",
     ).to_dicts()
     return {"sessions": sessions, "exchanges": exchanges, "boundaries": boundaries, "findings": findings}
 

@@ -37,8 +37,10 @@ def _timeline(exchanges: list[dict], boundaries: list[dict], by_ref: dict, x_anc
 
     Time axis when every drawn connection has a parseable start, else position
     axis (order in the merged history), so bars are never placed by guesswork.
-    Events carry no time of their own in the document: their ticks are spread
-    evenly over their connection, in order (the legend says so).
+    Event ticks stand at the time each event passed the capture point (the document's
+    ``event_offsets_ms``, sampled) on a time axis; where the capture keeps no time per
+    event (HAR) or the axis is by position, they are spread evenly over their connection,
+    in order (the legend says so).
     """
     wanted = {id(by_ref[k]) for b in boundaries for k in (_key(b.get("request")), _key(b.get("resumes"))) if k in by_ref}
     rows = [
@@ -94,10 +96,22 @@ def _timeline(exchanges: list[dict], boundaries: list[dict], by_ref: dict, x_anc
         ids = ""
         if x.get("first_id") is not None or x.get("last_id") is not None:
             ids = f", ids {x.get('first_id')}…{x.get('last_id')}"
-        n_ev, n_cut = x.get("events") or 0, x.get("cut_off_events") or 0
-        total = n_ev + n_cut
+        # ``events`` counts every event of the connection, the cut-off ones (``cut_off_events``) included
+        total, n_cut = x.get("events") or 0, x.get("cut_off_events") or 0
+        n_ev = total - n_cut
         k = min(total, TICKS_PER_BAR, budget)
-        if k:
+        timed_pts = _timed_ticks(x, k) if timed and k else None
+        if timed_pts:
+            budget -= k
+            # each tick where its event passed the capture point (the last ones: the cut-off events)
+            path = {False: "", True: ""}
+            for off, cut in timed_pts:
+                path[cut] += f"M{sx(s + off / 1000):.1f} {y - TICK:.1f}v{BAR_H + 2 * TICK}"
+            if path[False]:
+                ticks.append(path[False])
+            if path[True]:
+                cut_ticks.append(path[True])
+        elif k:
             budget -= k
             # k ticks spread over the bar in event order; the last ones stand for the cut-off events
             k_cut = max(round(n_cut * k / total), 1) if n_cut else 0
@@ -285,6 +299,15 @@ def _timeline(exchanges: list[dict], boundaries: list[dict], by_ref: dict, x_anc
         "hi_label": _axis_label(hi, timed),
         "span_label": f"{hi - lo:.3f} s" if timed else "",
     }
+
+
+def _timed_ticks(x: dict, k: int) -> list[tuple[int, bool]]:
+    """At most ``k`` (offset in ms, cut off?) pairs from the exchange's per-event times, spread
+    evenly over them; empty when the document has no time per event for it."""
+    pts = [(o, False) for o in x.get("event_offsets_ms") or []] + [(o, True) for o in x.get("cut_off_offsets_ms") or []]
+    if len(pts) > k:
+        pts = [pts[round(j * (len(pts) - 1) / max(k - 1, 1))] for j in range(k)]
+    return pts
 
 
 def _shape(kind: str, x: float, y: float) -> str:

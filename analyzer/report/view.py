@@ -139,7 +139,7 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
     b_verdict = {b.get("boundary_id"): _verdict_token(b.get("verdict")) for b in boundaries}
     f_by_boundary: dict[str, list] = defaultdict(list)
     f_by_session: dict[str, list] = defaultdict(list)
-    unanswered_by_stream: dict[tuple, list] = defaultdict(list)
+    unanswered_by_request: dict[str, list] = defaultdict(list)
     prepared_findings = []
     for n, f in enumerate(findings, start=1):
         pf = dict(f)
@@ -153,12 +153,10 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
             f_by_boundary[f["boundary"]].append(pf)
         if f.get("session") is not None:
             f_by_session[f["session"]].append(pf)
-        # A request left without response is tied to the stream its request opened; the
-        # reconnects resuming that stream show it as evidence.
-        if f.get("rule") == "request_unanswered":
-            x = by_xid.get(f.get("exchange"))
-            if x is not None:
-                unanswered_by_stream[(x.get("session"), x.get("stream"))].append(pf)
+        # A request left without response, by the exchange that sent it: the reconnects whose
+        # resumed stream still owed it (the document's owed_requests) show it as evidence.
+        if f.get("rule") == "request_unanswered" and f.get("exchange") is not None:
+            unanswered_by_request[f["exchange"]].append(pf)
     # Severity, then the reconnect's position (the document sorts boundary ids
     # as strings: b10 before b2), then session-level findings in document order.
     b_pos = {b.get("boundary_id"): n for n, b in enumerate(boundaries)}
@@ -202,7 +200,7 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         )
         pb["_dup_ids"] = {str(i) for i in b.get("duplicated_event_ids") or []}
         pb["_decisive"] = DECISIVE.get(b.get("verdict"), set())
-        pb["_unanswered"] = unanswered_by_stream.get((b.get("session"), b.get("stream")), [])
+        pb["_unanswered"] = [pf for r in b.get("owed_requests") or [] for pf in unanswered_by_request.get(r, [])]
         b_by_session[b.get("session")].append(pb)
 
     # Boundaries or findings naming a session the sessions list lacks still get a section.

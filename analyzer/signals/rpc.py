@@ -48,12 +48,17 @@ def boundary_signals(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     ).unique()
     owed = (
         keys.join(
-            requests.filter(pl.col("content_type") == SSE).select("session", "stream", "rpc_id", "method"),
+            requests.filter(pl.col("content_type") == SSE).select("session", "stream", "rpc_id", "method", pl.col("pos").alias("req_pos")),
             on=["session", "stream"],
         )
         .join(answered, on=["session", "rpc_id"], how="anti")
         .group_by("gx")
-        .agg(owed=pl.len(), owed_ids=pl.format("{} id {}", pl.col("method"), pl.col("rpc_id")).sort().str.join(", "))
+        .agg(
+            owed=pl.len(),
+            owed_ids=pl.format("{} id {}", pl.col("method"), pl.col("rpc_id")).sort().str.join(", "),
+            # the exchanges of those requests (the document's owed_requests: the report links their findings)
+            owed_pos=pl.col("req_pos").unique().sort(),
+        )
     )
     # responses on the reconnect whose request opened another stream
     req_stream = requests.select("session", "rpc_id", pl.col("stream").alias("req_stream"), pl.col("method").alias("req_method"))

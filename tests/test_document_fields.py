@@ -1,0 +1,71 @@
+"""What the document carries for the report (issue [4/6]): the requests a reconnect's stream still owed,
+and per-event times, so the report reads answers instead of re-deriving them."""
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from analyzer import pipeline
+from analyzer.document import build
+
+ROOT = Path(__file__).resolve().parent.parent
+SYNTHETIC = ROOT / "sample_logs" / "synthetic"
+
+
+@pytest.fixture(scope="module")
+def doc() -> dict:
+    return pipeline.run([str(SYNTHETIC)]).document
+
+
+def _ts(s: str) -> datetime:
+    return datetime.fromisoformat(s.replace("Z", "+00:00"))
+
+
+def test_owed_requests_are_unanswered_requests_of_the_resumed_stream(doc):
+    by_id = {x["exchange_id"]: x for x in doc["exchanges"]}
+    owed = [b for b in doc["boundaries"] if b["owed_requests"]]
+    assert owed, "the synthetic samples have a reconnect whose stream still owed a response"
+    unanswered = {f["exchange"] for f in doc["findings"] if f["rule"] == "request_unanswered"}
+    for b in owed:
+        for ref in b["owed_requests"]:
+            x = by_id[ref]
+            assert (x["session"], x["stream"]) == (b["session"], b["stream"])
+            assert int(ref[1:]) < int(b["request_exchange"][1:]), "owed by a request made before the reconnect"
+            assert x["content_type"] == "text/event-stream"
+    # the cross-stream replay of the synthetic set: its stream owed tools/call id 6, reported unanswered
+    b = next(b for b in doc["boundaries"] if b["verdict"] == "cross_stream_replay")
+    assert set(b["owed_requests"]) & unanswered
+
+
+def test_event_offsets_are_the_events_times(doc):
+    timed = [x for x in doc["exchanges"] if x["event_offsets_ms"]]
+    assert timed
+    for x in timed:
+        offs = x["event_offsets_ms"]
+        visible = x["events"] - x["cut_off_events"]
+        assert len(offs) == min(visible, build.EVENT_TIMES)
+        assert offs == sorted(offs) and offs[0] >= 0
+        if x["ended"]:
+            assert offs[-1] <= (_ts(x["ended"]) - _ts(x["started"])).total_seconds() * 1000 + 1
+    # the history sample: events 100 ms apart from the request, the last one cut off
+    x = next(x for x in doc["exchanges"] if x["source"].endswith("history.jsonl") and x["cut_off_events"])
+    assert x["event_offsets_ms"] == [100, 200, 300, 400, 500] and x["cut_off_offsets_ms"] == [600]
+
+
+def test_har_has_no_event_times():
+    d = pipeline.run([str(ROOT / "sample_logs" / "real-python-resume-dense.har")]).document
+    assert all(x["event_offsets_ms"] is None for x in d["exchanges"])
+    assert any(x["events"] for x in d["exchanges"])
+
+
+def test_sampling_keeps_the_first_of_each_equal_run():
+    n = 100
+    ev = pl.DataFrame({"gx": [7] * n, "ordinal": list(range(n))[::-1], "ms": [10 * (n - 1 - i) for i in range(n)]})
+    got = build._sampled_offsets(ev, "o")["o"][0].to_list()
+    want = [10 * i for i in range(n) if i == 0 or (i * build.EVENT_TIMES) // n != ((i - 1) * build.EVENT_TIMES) // n]
+    assert len(got) == build.EVENT_TIMES and got == want and got[0] == 0
+    few = pl.DataFrame({"gx": [1, 1, 2], "ordinal": [1, 0, 0], "ms": [5, 3, 9]})
+    assert dict(build._sampled_offsets(few, "o").sort("gx").iter_rows()) == {1: [3, 5], 2: [9]}
