@@ -9,9 +9,8 @@ import json
 
 import polars as pl
 
-from analyzer import catalog
-from analyzer.rules import eras as era_rules, history, reissue, rpc as rpc_rules
-from analyzer.document import SEV_RANK, finding_key
+from analyzer.rules import eras as era_rules, history, reconnects, reissue, rpc as rpc_rules
+from analyzer.document import finding_key
 from analyzer.signals.streams import Frames
 from analyzer.catalog import VERDICT_ORDER
 
@@ -111,7 +110,9 @@ def _boundary_evidence(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _boundary_records(f: Frames, b: pl.DataFrame) -> list[dict]:
+def _boundary_rows(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
+    """The boundaries as the document's records (one row each), with ``next_use``, ``_hist_refs`` and
+    ``_pos`` beside them for the reconnect rule (rules/reconnects.py)."""
     # numbered in history order, whatever order the rules left the rows in (pos: the request's place in history)
     b = _boundary_evidence(f, b.sort("pos", "gx", maintain_order=True))
     b = b.with_columns(boundary_id=pl.format("b{}", pl.int_range(1, pl.len() + 1)))
@@ -168,126 +169,25 @@ def _boundary_records(f: Frames, b: pl.DataFrame) -> list[dict]:
         pl.col("hist_refs").alias("_hist_refs"),
         pl.col("pos").alias("_pos"),
     )
-    out = rows.to_dicts()
-    for r in out:
-        for k in ("events_before", "events_after", "cut_off_before"):
-            r[k] = r[k] or []
-    return out
-
-
-RETRY_EVIDENCE = 12  # request refs listed for one reconnect retried many times
-
-
-def _boundary_findings(records: list[dict]) -> list[dict]:
-    """One finding per non-continuous reconnect; the retries of one reconnect are one finding.
-
-    A client whose resume is answered with an empty stream polls again with the same
-    Last-Event-ID until it gives up: the same stream, the same Last-Event-ID, the same
-    verdict, nothing delivered in between.  Each attempt keeps its own boundary; the
-    finding says how many attempts and over which time span (not ten critical findings).
-    """
-    out = []
-    last_on_stream: dict[tuple, tuple[dict, dict]] = {}  # (session, stream) -> (last record, its finding)
-    for r in records:  # a loop over boundaries at the edge, not over events
-        use = r.pop("next_use")
-        pos = r.pop("_pos")
-        hist_refs = r.pop("_hist_refs") or []
-        key = (r["session"], r["stream"])
-        prev = last_on_stream.get(key)
-        if r["verdict"] == "continuous":
-            last_on_stream.pop(key, None)
-            continue
-        if (
-            prev is not None
-            and prev[0]["last_event_id"] == r["last_event_id"]
-            and prev[0]["verdict"] == r["verdict"]
-            and not prev[0]["events_after"]
-        ):
-            fnd = prev[1]
-            fnd["attempts"] += 1
-            fnd["attempts_span"][1] = r["started"]
-            if len(fnd["evidence"]) < RETRY_EVIDENCE and r["request"] not in fnd["evidence"]:
-                fnd["evidence"].append(r["request"])
-            if SEV_RANK[r["severity"]] < SEV_RANK[fnd["severity"]]:
-                fnd["severity"] = r["severity"]
-            last_on_stream[key] = (r, fnd)
-            continue
-        handled = {True: "the client re-initialized before using the session again",
-                   False: f"the client used the old session again ({use and use['location']}) without re-initializing",
-                   None: "the capture ends before the client re-initialized or used the session again"}[r["handled_correctly"]]
-        ev = [r["request"]] + ([r["resumes"]] if r["resumes"] else []) + [
-            {"source": e["source"], "location": e["location"]} for e in (r["events_before"][-1:] + r["events_after"][:1])
-        ]
-        # every capture that saw this reconnect, and the records of other captures that proved a loss
-        ev += [v for v in r["views"] if v != r["request"]] + [h for h in hist_refs if h not in ev]
-        out.append(
-            {
-                "rule": r["verdict"],
-                "severity": r["severity"],
-                "session": r["session"],
-                "session_id": r["session_id"],
-                "boundary": r["boundary_id"],
-                "message": f"{r['reason']}; {handled}.",
-                "effect": catalog.effect(r["verdict"]),
-                "evidence": ev,
-                "pos": pos,
-                "attempts": 1,
-                "attempts_span": [r["started"], r["started"]],
-            }
-        )
-        last_on_stream[key] = (r, out[-1])
-    for fnd in out:
-        n = fnd["attempts"]
-        span = fnd.pop("attempts_span")
-        if n == 1:
-            del fnd["attempts"]
-            continue
-        fnd["attempts_span"] = span
-        fnd["message"] += (
-            f" The client tried this reconnect {n} times with the same Last-Event-ID"
-            f" from {span[0]} to {span[1]}, and nothing was delivered in between."
-        )
-    return out
-
-
-def _one_hop(f: Frames, hist: pl.DataFrame) -> pl.DataFrame:
-    """History findings of a multi-hop capture, once: each hop is its own view (views.hops), and
-    a per-stream counter or an unanswered request shows on every hop.  A rule reported on the
-    hop nearest the client (the one whose exchanges start first) is not repeated for the other
-    hops of the same capture and session; what only another hop shows is kept."""
-    views_ = (
-        f.exchanges.filter(pl.col("view") != pl.col("source"))
-        .group_by("session")
-        .agg(pl.col("source").first(), pl.col("session_id").first(), first=pl.col("pos").min())
-        .with_columns(primary=pl.col("first") == pl.col("first").min().over("source", "session_id"))
-    )
-    if views_.is_empty():
-        return hist
-    tagged = hist.join(views_.select("session", pl.col("source").alias("_src"), "primary"), on="session", how="left")
-    on_primary = (
-        tagged.filter(pl.col("primary").fill_null(False))
-        .select("rule", "_src", "session_id")
-        .unique()
-        .with_columns(_dup=pl.lit(True))
-    )
-    return (
-        tagged.join(on_primary, on=["rule", "_src", "session_id"], how="left", maintain_order="left")
-        .filter(pl.col("primary").is_null() | pl.col("primary") | pl.col("_dup").is_null())
-        .drop("_src", "primary", "_dup")
-    )
+    return rows.with_columns(pl.col("events_before", "events_after", "cut_off_before").fill_null([]))
 
 
 def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool = False) -> dict:
-    boundaries = _boundary_records(f, b)
-    # every history rule is a lazy plan over the same tables: collected here, once, together
+    rows = _boundary_rows(f, b)
+    # every rule is a lazy plan over the same tables: collected here, once, together
     lf, lb, lrev = f.lazy(), b.lazy(), rev.lazy()
-    hist = pl.concat(
+    hist_plan = pl.concat(
         [history.id_order(lf), history.digest_conflicts(lf, lb), history.cursor_claims(lb), history.cross_session(lf, lb),
          history.ts_get_stream(lb), rpc_rules.findings(lf), era_rules.findings(lf, lrev), reissue.findings(lf, lrev)],
         how="vertical_relaxed",
-    ).sort("pos").collect()
-    hist = _one_hop(f, hist)
-    findings = _boundary_findings(boundaries) + hist.to_dicts()
+    ).sort("pos")
+    per_reconnect, hist = pl.collect_all([reconnects.findings(rows.lazy()), history.once_per_capture(lf, hist_plan)])
+    findings = per_reconnect.to_dicts()
+    for fnd in findings:  # the attempts are told only for a reconnect retried
+        if fnd["attempts"] == 1:
+            del fnd["attempts"], fnd["attempts_span"]
+    findings += hist.to_dicts()
+    boundaries = rows.drop("next_use", "_hist_refs", "_pos").to_dicts()
     # worst first, then in the order the capture shows them; the whole record breaks ties, so the order
     # never depends on the order the rules produced rows in (audit jobs diff two runs)
     keyed = []

@@ -213,3 +213,28 @@ def ts_get_stream(b: pl.LazyFrame) -> pl.LazyFrame:
         evidence=pl.concat_list(_ref()),
     )
     return _frame(hit, "get_stream_resume_lost", "error")
+
+
+def once_per_capture(f: Frames, hist: pl.LazyFrame) -> pl.LazyFrame:
+    """History findings of a multi-hop capture, once: each hop is its own view (views.hops), and
+    a per-stream counter or an unanswered request shows on every hop.  A rule reported on the
+    hop nearest the client (the one whose exchanges start first) is not repeated for the other
+    hops of the same capture and session; what only another hop shows is kept."""
+    views_ = (
+        f.exchanges.filter(pl.col("view") != pl.col("source"))
+        .group_by("session")
+        .agg(pl.col("source").first(), pl.col("session_id").first(), first=pl.col("pos").min())
+        .with_columns(primary=pl.col("first") == pl.col("first").min().over("source", "session_id"))
+    )
+    tagged = hist.join(views_.select("session", pl.col("source").alias("_src"), "primary"), on="session", how="left", maintain_order="left")
+    on_primary = (
+        tagged.filter(pl.col("primary").fill_null(False))
+        .select("rule", "_src", "session_id")
+        .unique()
+        .with_columns(_dup=pl.lit(True))
+    )
+    return (
+        tagged.join(on_primary, on=["rule", "_src", "session_id"], how="left", maintain_order="left")
+        .filter(pl.col("primary").is_null() | pl.col("primary") | pl.col("_dup").is_null())
+        .drop("_src", "primary", "_dup")
+    )
