@@ -138,7 +138,7 @@ def _boundary_rows(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
         "duplicated_event_ids",
         "duplicated_count",
         "handled_correctly",
-        # where the client reacted (verdicts._handled): the old session's next use, or the new session's initialize
+        # where the client reacted (signals/boundaries.reaction): the old session's next use, or the new session's initialize
         pl.when(pl.col("verdict") == "continuous").then(None)
         .when(pl.col("handled_correctly") == False)  # noqa: E712 (polars expression)
         .then(pl.format("x{}", pl.col("use_pos") + 1))

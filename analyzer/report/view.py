@@ -87,7 +87,7 @@ def _headline(doc: dict) -> str:
 
 def _reaction(b: dict, by_xid: dict) -> dict | None:
     """``{"kind": reuse|reinit|open|unlocated, "x": exchange or None}`` from the document's own answer
-    (``handled_correctly`` and ``reaction_exchange``, which verdicts._handled decided); None for continuous.
+    (``handled_correctly`` and ``reaction_exchange``, which signals/boundaries.reaction decided); None for continuous.
     The page draws a reaction only where the document names it: it never works one out itself."""
     if b.get("verdict") == "continuous":
         return None
