@@ -227,14 +227,6 @@ def once_per_capture(f: Frames, hist: pl.LazyFrame) -> pl.LazyFrame:
         .with_columns(primary=pl.col("first") == pl.col("first").min().over("source", "session_id"))
     )
     tagged = hist.join(views_.select("session", pl.col("source").alias("_src"), "primary"), on="session", how="left", maintain_order="left")
-    on_primary = (
-        tagged.filter(pl.col("primary").fill_null(False))
-        .select("rule", "_src", "session_id")
-        .unique()
-        .with_columns(_dup=pl.lit(True))
-    )
-    return (
-        tagged.join(on_primary, on=["rule", "_src", "session_id"], how="left", maintain_order="left")
-        .filter(pl.col("primary").is_null() | pl.col("primary") | pl.col("_dup").is_null())
-        .drop("_src", "primary", "_dup")
-    )
+    # one window instead of a join of the plan with itself (which would run every rule twice)
+    on_primary = pl.col("primary").fill_null(False).any().over("rule", "_src", "session_id")
+    return tagged.filter(pl.col("primary").is_null() | pl.col("primary") | ~on_primary).drop("_src", "primary")
