@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 import traceback
 from datetime import timezone
@@ -40,7 +41,8 @@ Exit codes (for scheduled jobs):
   0 clean: no finding at or above --fail-on, no input damaged
   1 findings at or above --fail-on; with --fail-on error or warning also an
     input that was unreadable, cut short or lost records (an error anomaly)
-  2 usage error, or no input readable
+  2 usage error, no input readable (the outputs are written and say so),
+    or standard output closed before the output was complete
   3 internal error: one line names it; rerun with --debug for the traceback
 \b
 Reproducible output: the same inputs, given in any order, give the same
@@ -64,7 +66,8 @@ def _limit_options(fn):
         click.option("--max-line-mb", type=click.IntRange(1, 1 << 20), default=d.line_bytes >> 20, show_default=True, metavar="MB",
                      help="Limit: a JSONL line longer than this is rejected unread (jsonl_line_too_long)."),
         click.option("--max-har-mb", type=click.IntRange(1, 1 << 30), default=d.document_bytes >> 20, show_default=True, metavar="MB",
-                     help="Limit: a larger HAR (parsed whole, ~10x its size in memory) is refused."),
+                     help="Limit: a HAR entry larger than this is refused (HARs are read entry by entry; a HAR that is not "
+                     "well-formed JSON is read whole, and then the whole file is held to this limit)."),
         click.option("--max-gunzip-ratio", type=click.IntRange(1, 1 << 30), default=d.gunzip_ratio, show_default=True, metavar="N",
                      help=f"Limit: a .gz stops past N times its size (and past {limits.GUNZIP_FLOOR >> 20} MiB): decompression bombs."),
     ):
@@ -123,7 +126,7 @@ def _internal_error(ctx: click.Context, exc: BaseException) -> str:
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, expose_value=False, is_eager=True, callback=_set_debug,
               help="On an internal error (exit 3), print the Python traceback too.")
-@click.version_option(__version__, prog_name="mcp-sse-audit")
+@click.version_option(__version__, "-V", "--version", prog_name="mcp-sse-audit")
 def main() -> None:
     """Find MCP Streamable HTTP sessions whose SSE stream "resumed" but silently diverged."""
 
@@ -149,7 +152,7 @@ def main() -> None:
 @click.option("--spark-master", default="local[2]", show_default=True, metavar="URL", help="With --engine spark: the Spark master.")
 @click.option("--json", "json_out", metavar="FILE|-", help="Write the findings JSON here ('-' = stdout).")
 @click.option("--json-lines", "jsonl_out", metavar="FILE|-", help="Write the findings as NDJSON: a summary line, then one line per input, session, exchange, boundary, finding, anomaly.")
-@click.option("--html", "html_out", metavar="FILE", type=click.Path(dir_okay=False, writable=True), help="Write the HTML incident report here.")
+@click.option("--html", "html_out", metavar="FILE|-", type=click.Path(dir_okay=False, writable=True, allow_dash=True), help="Write the HTML incident report here ('-' = stdout).")
 @click.option(
     "--fail-on",
     type=click.Choice(pipeline.FAIL_LEVELS),
@@ -188,8 +191,12 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
         raise click.UsageError("--since, --until and --session narrow a store: add --store DIR")
     if partitions > 1 and not store_dir:
         raise click.UsageError("--partitions splits a store: ingest first (mcp-sse-audit ingest PATH... --store DIR), or add --store DIR")
-    if (store_dir or engine == "spark") and any(p in inputs.STDIN_NAMES for p in paths):
-        raise click.UsageError("standard input cannot go into a store (it is known by the sha256 of a file): save it to a file and name the file")
+    if (store_dir or engine == "spark") and any(inputs.is_stream(p) for p in paths):
+        raise click.UsageError("standard input or a pipe cannot go into a store (it knows inputs by the sha256 of a file): "
+                               "save it to a file and name the file")
+    to_stdout = [name for name, out in (("--json", json_out), ("--json-lines", jsonl_out), ("--html", html_out)) if out == "-"]
+    if len(to_stdout) > 1:
+        raise click.UsageError(f"{' and '.join(to_stdout)} both write to standard output ('-'): send all but one to a file")
     lost_input = False
     try:
         document.generated_at()  # a malformed SOURCE_DATE_EPOCH fails now, not after the whole analysis
@@ -233,27 +240,29 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
         click.echo(_safe(f"error: {exc}"), err=True)
     if not quiet:
         for path, why in sorted(result.skip_reasons.items()):
-            click.echo(_safe(f"skipped: {path}: {why} (only regular files and standard input are read)"), err=True)
-    if result.readable == 0:
-        click.echo("error: no input was readable; nothing to analyze (give HAR, proxy JSONL or pcap files, or directories)", err=True)
+            click.echo(_safe(f"skipped: {path}: {why} (read: regular files, standard input, and pipes named on the command line)"), err=True)
+    nothing = result.readable == 0
+    # (a Spark run over an empty temporary store has no document to write)
+    doc = result.document if result.document.get("summary") else None
+    written = []
+    if doc is not None:
+        # with nothing readable the outputs are still written: a scheduled job's report says so (exit 2)
+        for out, render in ((json_out, lambda: document_json(doc)),
+                            (jsonl_out, lambda: "".join(line + "\n" for line in findings.json_lines(doc))),
+                            (html_out, lambda: report.render(doc))):
+            if out:
+                _emit(out, render())
+                written.append(out)
+    if nothing:
+        names = ", ".join(w for w in written if w != "-")
+        click.echo("error: no input was readable; nothing to analyze (give HAR, proxy JSONL or pcap files, or directories)"
+                   + (_safe(f"; the outputs written say so: {names}") if names else ""), err=True)
         sys.exit(2)
-    doc = result.document
-    if json_out:
-        text = document_json(doc)
-        if json_out == "-":
-            sys.stdout.write(text)
-        else:
-            _write(json_out, text)
-    if jsonl_out:
-        text = "".join(line + "\n" for line in findings.json_lines(doc))
-        if jsonl_out == "-":
-            sys.stdout.write(text)
-        else:
-            _write(jsonl_out, text)
-    if html_out:
-        _write(html_out, report.render(doc))
+    if ports and doc["summary"]["exchanges"] == 0:
+        click.echo(f"warning: no HTTP exchange on port {', '.join(map(str, sorted(ports)))}: the captures hold no MCP traffic to or "
+                   "from it (drop --port to analyze every flow that looks like MCP)", err=True)
     if not quiet:
-        click.echo(summary_text(doc), err=(json_out == "-" or jsonl_out == "-"))
+        click.echo(summary_text(doc), err=bool(to_stdout))
     sys.exit(1 if result.fails(fail_on) or lost_input else 0)
 
 
@@ -353,6 +362,20 @@ def document_json(doc: dict) -> str:
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
+def _emit(out: str, text: str) -> None:
+    """``text`` to the file ``out``, or to standard output for ``-``."""
+    if out != "-":
+        _write(out, text)
+        return
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # the reader went away (``| head``): say the output is cut, and keep Python from failing at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise Failure("standard output was closed before the output was complete (broken pipe)") from None
+
+
 def _write(path: str, text: str) -> None:
     """Whole or not at all: a temp file beside ``path``, renamed over it (a full disk leaves no truncated file)."""
     from analyzer.scale.store_commit import describe, write_file_atomically
@@ -361,6 +384,13 @@ def _write(path: str, text: str) -> None:
         write_file_atomically(path, text.encode("utf-8"))
     except OSError as exc:
         raise Failure(f"cannot write {path}: {describe(exc)}; the file was left as it was") from None
+
+
+def session_name(rec: dict) -> str:
+    """A session as the JSON (``session``, ``session_id``) and the HTML name it: ``S3 3c7c1b9a6589…``."""
+    sid = rec.get("session_id")
+    short = "no Mcp-Session-Id" if not sid else sid if len(sid) <= 12 else sid[:12] + "…"
+    return f"session {rec.get('session') or '?'} {short}" if sid else f"session {rec.get('session') or '?'}, {short}"
 
 
 def summary_text(doc: dict) -> str:
@@ -374,9 +404,8 @@ def summary_text(doc: dict) -> str:
     sev = s["findings_by_severity"]
     lines.append("findings: " + ", ".join(f"{n} {k}" for k, n in sev.items()))
     for f in doc["findings"][:10]:
-        sid = f["session_id"] or "(no session id)"
         where = f["evidence"][0]
-        lines.append(f"  [{f['severity']}] {f['rule']} at {where['source']} {where['location']} (session {sid[:12]}): {f['message']}")
+        lines.append(f"  [{f['severity']}] {f['rule']} at {where['source']} {where['location']} ({session_name(f)}): {f['message']}")
     if len(doc["findings"]) > 10:
         lines.append(f"  … {len(doc['findings']) - 10} more in the JSON/HTML output")
     if s["anomalies"]:

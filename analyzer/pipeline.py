@@ -80,9 +80,9 @@ def read_inputs(
     out = Read([], [], [], sorted(collected.skipped), skip_reasons=collected.reasons)
     files = []
     for path in sorted(collected.files):
-        if sink is not None and path in inputs.STDIN_NAMES:
+        if sink is not None and inputs.is_stream(path):
             # a store knows inputs by the sha256 of their file, and a stream read to hash it is gone
-            exc = InputError(path, "standard input cannot go into a store: save it to a file and name the file")
+            exc = InputError(path, "a stream (standard input, a pipe) cannot go into a store: save it to a file and name the file")
             out.errors.append(exc)
             out.input_rows.append({"path": path, "format": "unknown", "records": 0, "rejected": 0, "error": exc.reason, "notes": []})
         elif only is None or only(path):

@@ -5,14 +5,18 @@ one); gzip is recognised by its magic bytes.  Directories are walked in sorted
 order; inside a directory only files whose names look like captures are taken,
 and the others are listed as skipped (never silently).
 
-Only regular files are read, walked or named: a FIFO would block the run until
-a writer came, a device (``/dev/zero``) would never end.  They are skipped with
-their kind as the reason.  Standard input, named ``-`` or ``/dev/stdin``, is the
-exception: it is copied once to a temporary file (up to ``STDIN_LIMIT`` bytes)
-and read from there, so the readers can seek in it like in any file.
+Only regular files are read from a walked directory: a FIFO there would block
+the run until a writer came, a device (``/dev/zero``) would never end.  They are
+skipped with their kind as the reason.  Streams the user names are read:
+standard input (``-`` or ``/dev/stdin``) and a pipe named on the command line
+(process substitution ``<(zcat log.gz)``, a ``mkfifo``) are each copied once to
+a temporary file (up to ``STDIN_LIMIT`` bytes) and read from there, so the
+readers can seek in them like in any file.  A named device or socket is still
+skipped: nothing tells when it ends.
 """
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import io
@@ -104,44 +108,64 @@ def collect(paths: list[str]) -> Collected:
                     else:
                         out.files.append(full)
                         out.walked.add(full)
-        elif (why := not_regular(p)) is not None:
-            skip(p, why)  # named, but opening it could block (FIFO) or never end (/dev/zero)
+        elif (why := not_regular(p)) == "FIFO":
+            out.files.append(p)  # a pipe the user named (process substitution): read once, like stdin
+        elif why is not None:
+            skip(p, why)  # named, but reading it could never end (/dev/zero) or never start (a socket)
         else:
             out.files.append(p)  # an explicit file is always tried, whatever its name
     return out
 
 
-_spooled: tuple[object, BinaryIO] | None = None  # (the stdin object read, its copy)
+_spooled: dict[str, tuple[object, BinaryIO]] = {}  # stream name -> (what was read, its copy)
 
 
-def _stdin() -> BinaryIO:
-    """Standard input copied once to an anonymous temporary file (seekable; the OS removes it at exit).
+def is_stream(source: str) -> bool:
+    """Standard input, or a pipe named on the command line: read once, through a spooled copy."""
+    return source in STDIN_NAMES or not_regular(source) == "FIFO"
 
-    Keyed by the stdin object, so a test harness that swaps ``sys.stdin`` gets its own copy."""
-    global _spooled
-    src = getattr(sys.stdin, "buffer", None)
-    if src is None:  # a daemon started without one
-        raise InputError("-", "there is no standard input to read")
-    if _spooled is None or _spooled[0] is not src:
-        spool = tempfile.TemporaryFile(prefix="mcp-sse-audit-stdin-")
+
+def _spool(source: str) -> BinaryIO:
+    """A stream copied once to an anonymous temporary file (seekable; the OS removes it at exit).
+
+    Standard input is keyed by the stdin object, so a test harness that swaps ``sys.stdin`` gets its
+    own copy; a named pipe by its name."""
+    if source in STDIN_NAMES:
+        src = getattr(sys.stdin, "buffer", None)
+        if src is None:  # a daemon started without one
+            raise InputError("-", "there is no standard input to read")
+        key, what = "-", "standard input"
+    else:
+        key, what, src = source, f"the pipe {source}", None
+    held = _spooled.get(key)
+    if held is None or (src is not None and held[0] is not src):
+        spool = tempfile.TemporaryFile(prefix="mcp-sse-audit-stream-")
         total = 0
-        while block := src.read(CHUNK):
-            total += len(block)
-            if total > STDIN_LIMIT:
-                spool.close()
-                raise InputError("-", f"standard input is larger than {_size_text(STDIN_LIMIT)}: save it to a file and name the file")
-            spool.write(block)
+        with (open(source, "rb") if src is None else contextlib.nullcontext(src)) as fh:
+            while block := fh.read(CHUNK):
+                total += len(block)
+                if total > STDIN_LIMIT:
+                    spool.close()
+                    raise InputError(source, f"{what} is larger than {_size_text(STDIN_LIMIT)}: save it to a file and name the file")
+                spool.write(block)
         spool.flush()
-        if _spooled is not None:
-            _spooled[1].close()
-        _spooled = (src, spool)
-    return _spooled[1]
+        if held is not None:
+            held[1].close()
+        held = _spooled[key] = (src, spool)
+    return held[1]
+
+
+def _spooled_copy(source: str) -> BinaryIO:
+    """Its own handle on a stream's copy, at the start (a duplicated descriptor shares the offset)."""
+    fh = os.fdopen(os.dup(_spool(source).fileno()), "rb")
+    fh.seek(0)
+    return fh
 
 
 def sha256(source: str) -> str:
     """The sha256 of an input's bytes, as read (standard input: its spooled copy, never read a second time)."""
     h = hashlib.sha256()
-    with open(source, "rb") if source not in STDIN_NAMES else os.fdopen(os.dup(_stdin().fileno()), "rb") as fh:
+    with _spooled_copy(source) if is_stream(source) else open(source, "rb") as fh:
         fh.seek(0)
         while block := fh.read(CHUNK):
             h.update(block)
@@ -154,8 +178,8 @@ def _size_text(n: int) -> str:
 
 def size(source: str) -> int:
     """Bytes of an input (of the spooled copy for standard input)."""
-    if source in STDIN_NAMES:
-        return os.fstat(_stdin().fileno()).st_size
+    if is_stream(source):
+        return os.fstat(_spool(source).fileno()).st_size
     return os.path.getsize(source)
 
 
@@ -234,9 +258,8 @@ class _Gunzip(io.RawIOBase):
 def open_input(source: str) -> BinaryIO:
     """The file's bytes, decompressed when it is gzip (by magic, not by name)."""
     try:
-        if source in STDIN_NAMES:
-            fh = os.fdopen(os.dup(_stdin().fileno()), "rb")  # its own handle; the spool stays for a second read
-            fh.seek(0)  # (a duplicated descriptor shares the offset, which the copy left at the end)
+        if is_stream(source):
+            fh = _spooled_copy(source)  # its own handle; the spool stays for a second read
         else:
             fh = open(source, "rb")
     except InputError as exc:

@@ -56,13 +56,25 @@ def _status(doc: dict) -> str:
     by_sev = summary.get("findings_by_severity", {})
     if by_sev.get("critical") or any(verdicts.get(v) for v in DIVERGED):
         return "s-critical"
+    if _nothing_read(doc):
+        return "s-warning"
     if by_sev.get("error") or by_sev.get("warning") or verdicts.get("unverifiable") or summary.get("inputs_unreadable"):
         return "s-warning"
     return "s-ok"
 
 
+def _nothing_read(doc: dict) -> bool:
+    """No input was readable: the run analyzed nothing (the command exits 2), which is not "no divergence"."""
+    summary = doc.get("summary", {})
+    return summary.get("inputs", 0) - summary.get("inputs_unreadable", 0) <= 0
+
+
 def _headline(doc: dict) -> str:
     summary = doc.get("summary", {})
+    if _nothing_read(doc):
+        skipped = len(doc.get("skipped") or [])
+        return (f"nothing was analyzed: no input was readable ({_plural(summary.get('inputs', 0), 'input')}, "
+                f"{summary.get('inputs_unreadable', 0)} unreadable, {_plural(skipped, 'file')} skipped)")
     verdicts = summary.get("verdicts", {})
     by_sev = summary.get("findings_by_severity", {})
     diverged = sum(verdicts.get(v, 0) for v in DIVERGED)

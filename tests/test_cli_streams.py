@@ -1,0 +1,112 @@
+"""The command line at 3am and in cron (issue [5/6], CLI): streams in, one output to stdout, a reader that
+goes away, nothing readable, a --port that matches nothing, -V, shell completion, one name per session."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from analyzer.cli import main, session_name
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "sample_logs" / "real-ts-resume.jsonl"
+CLI = [sys.executable, "-c", "from analyzer.cli import main; main()"]
+
+
+def run(*args, **kw):
+    return CliRunner().invoke(main, [str(a) for a in args], **kw)
+
+
+def test_a_named_pipe_is_read_like_a_file(tmp_path):
+    """Process substitution (``<(zcat log.gz)``) and mkfifo hand the command a pipe: it is read, once."""
+    want = json.loads(run("analyze", SAMPLE, "-q", "--json", "-").stdout)
+    fifo = tmp_path / "capture.jsonl"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(["sh", "-c", f'cat "{SAMPLE}" > "{fifo}"'])
+    try:
+        got = subprocess.run([*CLI, "analyze", str(fifo), "-q", "--json", "-"], capture_output=True, timeout=120, cwd=ROOT)
+    finally:
+        writer.wait(timeout=30)
+    assert got.returncode == 1, got.stderr  # the sample holds error findings
+    doc = json.loads(got.stdout)
+    assert doc["inputs"][0]["records"] == want["inputs"][0]["records"] > 0
+    assert doc["summary"]["boundaries"] == want["summary"]["boundaries"]
+
+
+def test_a_pipe_cannot_go_into_a_store(tmp_path):
+    fifo = tmp_path / "p.jsonl"
+    os.mkfifo(fifo)
+    r = run("analyze", fifo, "--store", tmp_path / "store")
+    assert r.exit_code == 2 and "a pipe cannot go into a store" in r.stderr
+
+
+def test_a_fifo_inside_a_directory_is_still_skipped(tmp_path):
+    os.mkfifo(tmp_path / "stuck.jsonl")
+    (tmp_path / "ok.jsonl").write_bytes(SAMPLE.read_bytes())
+    r = run("analyze", tmp_path, "--json", tmp_path / "out.json")
+    assert r.exit_code == 1 and "stuck.jsonl: FIFO" in r.stderr
+
+
+def test_html_to_stdout_and_two_outputs_to_stdout_refused():
+    r = run("analyze", SAMPLE, "-q", "--html", "-")
+    assert r.exit_code == 1 and r.stdout.startswith("<!DOCTYPE html>")
+    r = run("analyze", SAMPLE, "--json", "-", "--html", "-")
+    assert r.exit_code == 2 and "--json and --html both write to standard output" in r.stderr
+
+
+def test_a_reader_that_goes_away_is_not_a_crash_nor_findings():
+    """``| head`` closes the pipe: exit 2 with one line saying the output is incomplete, never 1 or 3."""
+    p = subprocess.Popen([*CLI, "analyze", str(ROOT / "sample_logs"), "-q", "--json", "-"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, cwd=ROOT)
+    p.stdout.close()  # before a byte was written: the first write meets a closed pipe
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=300) == 2, err
+    assert "standard output was closed before the output was complete" in err and "Traceback" not in err
+
+
+def test_nothing_readable_writes_outputs_that_say_so_and_exits_2(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("not a capture")
+    r = run("analyze", empty, "--json", tmp_path / "f.json", "--html", tmp_path / "r.html")
+    assert r.exit_code == 2
+    assert "no input was readable" in r.stderr and "the outputs written say so" in r.stderr
+    doc = json.loads((tmp_path / "f.json").read_text())
+    assert doc["summary"]["inputs"] == 0 and doc["skipped"] == [str(empty / "notes.txt")]
+    html = (tmp_path / "r.html").read_text()
+    assert "nothing was analyzed: no input was readable (0 inputs, 0 unreadable, 1 file skipped)" in html
+    assert "no divergence found" not in html
+
+
+def test_a_port_that_matches_nothing_says_so():
+    r = run("analyze", ROOT / "sample_logs" / "real-ts-resume.pcap", "--port", "9999", "--json", "-")
+    assert r.exit_code == 0
+    assert "warning: no HTTP exchange on port 9999" in r.stderr
+    r = run("analyze", ROOT / "sample_logs" / "real-ts-resume.pcap", "-q", "--json", "-")
+    assert "no HTTP exchange on port" not in r.stderr
+
+
+def test_short_version_flag():
+    r = run("-V")
+    assert r.exit_code == 0 and r.stdout.startswith("mcp-sse-audit, version ")
+
+
+def test_shell_completion_as_the_readme_documents():
+    readme = (ROOT / "README.md").read_text()
+    assert 'eval "$(_MCP_SSE_AUDIT_COMPLETE=bash_source mcp-sse-audit)"' in readme
+    env = {**os.environ, "_MCP_SSE_AUDIT_COMPLETE": "bash_source"}
+    cmd = [sys.executable, "-c", "from analyzer.cli import main; main(prog_name='mcp-sse-audit')"]  # as the installed command
+    got = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert got.returncode == 0 and "complete -o nosort -F" in got.stdout and "_mcp_sse_audit_completion" in got.stdout
+
+
+def test_the_terminal_names_sessions_as_the_json_does():
+    r = run("analyze", SAMPLE, "--json", "-")
+    doc = json.loads(r.stdout)
+    f = doc["findings"][0]
+    assert f"({session_name(f)})" in r.stderr and session_name(f).startswith(f"session {f['session']} {f['session_id'][:12]}")
+    assert session_name({"session": "S9", "session_id": ""}) == "session S9, no Mcp-Session-Id"
