@@ -220,8 +220,10 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
                     from analyzer.scale import spill
 
                     written = spill.write(store_dir, partitions, jsonl_out, json_out, utc(since), utc(until), tuple(sessions), progress)
+                    _nothing_matched(written.summary, since, until, sessions)
                     if not quiet:
-                        click.echo(_safe(summary_text({"summary": written.summary, "findings": [], "anomalies": []})), err=(json_out == "-" or jsonl_out == "-"))
+                        outs = tuple(o for o in (json_out, jsonl_out) if o)
+                        click.echo(_safe(summary_text({"summary": written.summary, "findings": [], "anomalies": []}, outs)), err=bool(to_stdout))
                     sys.exit(1 if written.fails(fail_on) or lost_input else 0)
                 if partitions > 1:  # the HTML report needs the whole document in memory
                     from analyzer.scale import partitions as partitions_mod
@@ -229,7 +231,9 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
                     result = partitions_mod.analyze(store_dir, partitions, utc(since), utc(until), tuple(sessions), progress)
                 else:
                     tables, rows = store_mod.load(store_dir, utc(since), utc(until), tuple(sessions))
-                    result = pipeline.analyze_tables(tables, rows, [], [], len(rows))
+                    # a filter that kept no input read the store all the same: that is "nothing matched", not "unreadable"
+                    readable = len(rows) or (store_mod.manifest(Path(store_dir)).height if (since or until or sessions) else 0)
+                    result = pipeline.analyze_tables(tables, rows, [], [], readable)
         else:
             result = pipeline.run(
                 list(paths), fmt=fmt, redact_secrets=not no_redact, progress=progress, ports=frozenset(ports) or None
@@ -258,11 +262,12 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
         click.echo("error: no input was readable; nothing to analyze (give HAR, proxy JSONL or pcap files, or directories)"
                    + (_safe(f"; the outputs written say so: {names}") if names else ""), err=True)
         sys.exit(2)
+    _nothing_matched(doc["summary"], since, until, sessions)
     if ports and doc["summary"]["exchanges"] == 0:
         click.echo(f"warning: no HTTP exchange on port {', '.join(map(str, sorted(ports)))}: the captures hold no MCP traffic to or "
                    "from it (drop --port to analyze every flow that looks like MCP)", err=True)
     if not quiet:
-        click.echo(summary_text(doc), err=bool(to_stdout))
+        click.echo(summary_text(doc, tuple(written)), err=bool(to_stdout))
     sys.exit(1 if result.fails(fail_on) or lost_input else 0)
 
 
@@ -362,6 +367,14 @@ def document_json(doc: dict) -> str:
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
+def _nothing_matched(summary: dict, since, until, sessions) -> None:
+    """A store filter that selected no exchange says so (else an empty result reads as a clean one)."""
+    if (since or until or sessions) and not summary.get("exchanges"):
+        used = ([f"--since {since:%Y-%m-%dT%H:%M:%S}"] if since else []) + ([f"--until {until:%Y-%m-%dT%H:%M:%S}"] if until else []) \
+            + [f"--session {s}" for s in sessions]
+        click.echo(_safe(f"warning: no exchange in the store matches {' '.join(used)}"), err=True)
+
+
 def _emit(out: str, text: str) -> None:
     """``text`` to the file ``out``, or to standard output for ``-``."""
     if out != "-":
@@ -393,8 +406,11 @@ def session_name(rec: dict) -> str:
     return f"session {rec.get('session') or '?'} {short}" if sid else f"session {rec.get('session') or '?'}, {short}"
 
 
-def summary_text(doc: dict) -> str:
+def summary_text(doc: dict, outputs: tuple[str, ...] = ()) -> str:
+    """The terminal summary; ``outputs``: the files written (``-``: standard output), which it points to."""
     s = doc["summary"]
+    named = [o if o != "-" else "standard output" for o in outputs]
+    pointer = ("in " + " and ".join(named)) if named else "with --json FILE or --html FILE"
     lines = [
         f"inputs: {s['inputs']} ({s['records']} records, {s['rejected']} rejected, {s['inputs_unreadable']} unreadable)",
         f"sessions: {s['sessions']}  exchanges: {s['exchanges']}  events: {s['events']}  reconnects: {s['boundaries']}",
@@ -407,11 +423,11 @@ def summary_text(doc: dict) -> str:
         where = f["evidence"][0]
         lines.append(f"  [{f['severity']}] {f['rule']} at {where['source']} {where['location']} ({session_name(f)}): {f['message']}")
     if len(doc["findings"]) > 10:
-        lines.append(f"  … {len(doc['findings']) - 10} more in the JSON/HTML output")
+        lines.append(f"  … {len(doc['findings']) - 10} more {pointer}")
     if s["anomalies"]:
         by = s.get("anomalies_by_severity") or {}
         split = ", ".join(f"{n} {k}" for k, n in by.items())
-        lines.append(f"input anomalies: {s['anomalies']}" + (f" ({split})" if split else "") + " (see the JSON/HTML output)")
+        lines.append(f"input anomalies: {s['anomalies']}" + (f" ({split})" if split else "") + f" (listed {pointer})")
         if by.get("error"):
             lines.append("  error anomalies mean lost or unreadable input: they fail --fail-on error and warning")
     return "\n".join(_safe(line) for line in lines)

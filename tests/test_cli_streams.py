@@ -110,3 +110,21 @@ def test_the_terminal_names_sessions_as_the_json_does():
     f = doc["findings"][0]
     assert f"({session_name(f)})" in r.stderr and session_name(f).startswith(f"session {f['session']} {f['session_id'][:12]}")
     assert session_name({"session": "S9", "session_id": ""}) == "session S9, no Mcp-Session-Id"
+
+
+def test_the_summary_points_only_to_outputs_that_were_written(tmp_path):
+    r = run("analyze", ROOT / "sample_logs")
+    assert "more with --json FILE or --html FILE" in r.stdout and "JSON/HTML output" not in r.stdout
+    r = run("analyze", ROOT / "sample_logs", "--html", tmp_path / "r.html")
+    assert f"more in {tmp_path / 'r.html'}" in r.stdout and (tmp_path / "r.html").is_file()
+
+
+def test_a_store_filter_that_matches_nothing_says_so(tmp_path):
+    store = tmp_path / "store"
+    assert run("ingest", SAMPLE, "--store", store, "-q").exit_code == 0
+    for extra in ([], ["--partitions", "2", "--json", tmp_path / "p.json"]):
+        r = run("analyze", "--store", store, "--session", "no-such-session", "-q", *extra)
+        assert r.exit_code == 0, r.stderr  # nothing matched is not "no input readable" (2)
+        assert "warning: no exchange in the store matches --session no-such-session" in r.stderr
+    r = run("analyze", "--store", store, "-q")
+    assert r.exit_code == 1 and "no exchange in the store matches" not in r.stderr
