@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from analyzer import pipeline, report
+from analyzer.report.common import SUMMARY_ROWS
 from reportdocs import CAPTURES, HOSTILE_SIDS, SYNTHETIC, hostile_capture, poison
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -646,3 +647,17 @@ def test_page_size_stays_small_for_many_sessions(merged_doc):
     html = report.render(d)
     assert len(re.findall(r'<section class="session" id=', html)) == report.MAX_FULL_SESSIONS
     assert len(html.encode()) < 18_000_000, len(html.encode())
+
+
+def test_critical_findings_first_names_every_critical_rule(merged_doc):
+    """The summary's short list holds every rule that has a critical finding (it used to stop at the
+    first ten, which left out the session-level reissued_request_ran_twice)."""
+    html = report.render(merged_doc)
+    top = html[html.index('<h3 id="sum-top">') : html.index('<section aria-labelledby="findings">')]
+    critical_rules = {f["rule"] for f in merged_doc["findings"] if f["severity"] == "critical"}
+    assert "reissued_request_ran_twice" in critical_rules and len(critical_rules) > 1
+    shown = set(re.findall(r'<a href="#finding-[^"]+"><code>([^<]+)</code></a>', top))
+    assert critical_rules <= shown
+    n_major = sum(1 for f in merged_doc["findings"] if f["severity"] in ("critical", "error"))
+    assert top.count("<li>") == max(SUMMARY_ROWS, len(critical_rules)) < n_major
+    assert f"{n_major - top.count('<li>')} more critical and error findings" in top

@@ -69,6 +69,21 @@ def _nothing_read(doc: dict) -> bool:
     return summary.get("inputs", 0) - summary.get("inputs_unreadable", 0) <= 0
 
 
+def _top_findings(major: list[dict]) -> list[dict]:
+    """The summary's "critical findings first": every critical rule at least once (its worst-placed
+    finding first in the findings' order), then the others in order, up to SUMMARY_ROWS in all (more
+    only when there are more critical rules than that); in the findings' order."""
+    chosen: dict[int, dict] = {}
+    for f in major:
+        if f.get("severity") == "critical" and not any(c.get("rule") == f.get("rule") for c in chosen.values()):
+            chosen[id(f)] = f
+    for f in major:
+        if len(chosen) >= SUMMARY_ROWS:
+            break
+        chosen.setdefault(id(f), f)
+    return [f for f in major if id(f) in chosen]
+
+
 def _headline(doc: dict) -> str:
     summary = doc.get("summary", {})
     if _nothing_read(doc):
@@ -307,6 +322,7 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
     verdict_counts = summary.get("verdicts", {})
     by_sev = summary.get("findings_by_severity", {})
     major = [f for f in prepared_findings if f.get("severity") in ("critical", "error")]
+    top = _top_findings(major)
     minor = [f for f in prepared_findings if f.get("severity") not in ("critical", "error")]
 
     # Summary: where it diverged (the worst reconnects) and what the inputs cost.
@@ -346,8 +362,8 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         ],
         "verdict_badges": [(v, verdict_counts.get(v, 0), _verdict_class(v)) for v in VERDICTS],
         "severity_badges": [(s, by_sev.get(s, 0), _sev_class(s)) for s in SEVERITIES],
-        "top_findings": major[:SUMMARY_ROWS],
-        "top_more": max(len(major) - SUMMARY_ROWS, 0),
+        "top_findings": top,
+        "top_more": len(major) - len(top),
         "where": where,
         "where_more": max(len(worst_b) - SUMMARY_ROWS, 0),
         "handling": handling,
