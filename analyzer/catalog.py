@@ -24,6 +24,7 @@ class Verdict:
     cause: str  # the typical cause
     effect: str  # what it does to the client, operationally
     decisive: frozenset[str]  # the HTTP facts of a reconnect that decide it (marked in the report's cards)
+    next_step: str = ""  # what to check or change, on the server, the client or the proxy (report and README)
 
 
 # the severity of a boundary, as verdicts.judge gives it (README quotes this sentence; tests/test_catalog.py checks)
@@ -36,35 +37,43 @@ VERDICTS: tuple[Verdict, ...] = (
     Verdict('session_invalid', 'the server refused the reconnect or answered for another session',
             'session evicted, server restarted',
             'The server no longer knows the session: the client must start a new one with initialize (the spec says MUST on 404); anything it keeps sending under the old id is rejected or lost.',
-            frozenset(['response_session_id', 'status'])),
+            frozenset(['response_session_id', 'status']),
+            "Server: find why the session was dropped (a restart, an eviction or TTL, a load balancer without session affinity sending the reconnect to another replica); keep sessions in shared storage or pin them by Mcp-Session-Id. Client: on 404 start a new session with initialize and re-send what was pending; if it went on with the old id, its SDK's 404 handling is the bug."),
     Verdict('session_resurrected', 'the server accepted the old session id but no longer has the session',
             'a restarted process with a permissive session table',
             'Phantom state: the server answers under the old session id but has none of its state (capabilities, subscriptions, pending requests).',
-            frozenset(['request_session_id', 'status'])),
+            frozenset(['request_session_id', 'status']),
+            "Server: a restarted or other process accepted an Mcp-Session-Id it never issued; answer unknown ids with 404 so the client re-initializes (look for a check of the header's format only). Client: after an error like 'not initialized' on an old session, re-initialize."),
     Verdict('epoch_change', 'the replay epoch the server advertises changed',
             'replay buffer reset',
             "The server's replay buffer was reset: events from before the change can no longer be replayed.",
-            frozenset(['replay_epoch'])),
+            frozenset(['replay_epoch']),
+            'Server: the replay buffer was reset (restart, eviction): size or persist the event store to outlive the reconnect window. Client: treat the change as loss and re-fetch the state the missing events carried (resources, tool results).'),
     Verdict('replay_reset', 'events the client had already processed were delivered again',
             'a replica without the replay buffer starts from 1',
             'Duplicate side effects: events the client had already processed were delivered again (tool calls, sampling or elicitation requests handled twice).',
-            frozenset(['last_event_id'])),
+            frozenset(['last_event_id']),
+            'Server: the replica that answered had no replay buffer for the stream and started over; share the event store between replicas or route reconnects to the same one (affinity by Mcp-Session-Id). Client: de-duplicate by event id, and check the calls listed as delivered twice for double side effects.'),
     Verdict('cross_stream_replay', 'events of another stream, or of another session, were delivered',
             'replay keyed by the wrong stream, or a store shared by sessions',
             'Events of another stream were delivered here: responses reach the wrong request.',
-            frozenset(['last_event_id'])),
+            frozenset(['last_event_id']),
+            'Server: the event store looks Last-Event-ID up without its stream (or session): key it by session and stream and put the stream in the event id (as the go and typescript SDKs do). Check each response delivered here against the request it answers.'),
     Verdict('gap', "events emitted after the client's Last-Event-ID never arrived",
             'events emitted while disconnected were never replayed',
             'Unbounded latency and stale state: events emitted while disconnected never arrived; a request whose response was among them hangs until it times out.',
-            frozenset(['last_event_id'])),
+            frozenset(['last_event_id']),
+            "Server: events emitted while the client was away were not stored or not replayed: check the event store's retention and that the reconnect reached the replica that holds it. Client: re-send or cancel the requests the stream still owed (listed on the card) instead of waiting for them."),
     Verdict('unverifiable', 'nothing proves continuity either way',
             'the reference\'s "undetectable by the client alone"',
             "Continuity cannot be proven from the captures: the reference's rule is to treat the session as untrusted and re-initialize.",
-            frozenset(['last_event_id'])),
+            frozenset(['last_event_id']),
+            'Capture more: a proxy or server-side log of the same session (another view proves continuity) or integer event ids decide it. Until then treat the session as untrusted and re-initialize.'),
     Verdict('continuous', 'the reconnect provably continues where the client stopped',
             '',
             'None: the client received every event once, in order.',
-            frozenset(['last_event_id'])),
+            frozenset(['last_event_id']),
+            'Nothing to do.'),
 )
 
 VERDICT_ORDER = [v.name for v in VERDICTS]
@@ -80,66 +89,86 @@ class FindingRule:
     decided_by: str  # the function that finds it
     what: str
     effect: str
+    next_step: str = ""  # what to check or change (report and README)
 
 
 FINDING_RULES: tuple[FindingRule, ...] = (
-    FindingRule('id_not_monotonic', ('error',), 'history.id_order',
+    FindingRule('id_not_monotonic', ('error',), 'rules.history.id_order',
                 'an event id below the one before it inside one connection',
-                'Event ids went backwards or repeated inside one connection: a client de-duplicating by id drops new events or processes old ones twice.'),
-    FindingRule('id_repeated', ('error',), 'history.id_order',
+                'Event ids went backwards or repeated inside one connection: a client de-duplicating by id drops new events or processes old ones twice.',
+                'Server: ids must rise within a stream: look for a counter that restarted or two processes (workers) writing one stream.'),
+    FindingRule('id_repeated', ('error',), 'rules.history.id_order',
                 'the same event id twice inside one connection',
-                'The same event id was delivered twice on one connection: a repeated message is processed twice.'),
-    FindingRule('digest_conflict', ('error',), 'history.digest_conflicts',
+                'The same event id was delivered twice on one connection: a repeated message is processed twice.',
+                'Server: find what sends one event twice (a retried append to the event store). Client: de-duplicate by event id.'),
+    FindingRule('digest_conflict', ('error',), 'rules.history.digest_conflicts',
                 'one (session, id) with two different payloads on one stream',
-                "Two different events carry the same id in one session: proof that the server's ids restarted or that another process answered (the 'gap with continuous ids' signature)."),
-    FindingRule('id_reused_across_streams', ('warning',), 'history.digest_conflicts',
+                "Two different events carry the same id in one session: proof that the server's ids restarted or that another process answered (the 'gap with continuous ids' signature).",
+                'Server: a restarted counter or a second process issued ids already used for other events: make ids unique per session (a persistent counter, or a per-process prefix).'),
+    FindingRule('id_reused_across_streams', ('warning',), 'rules.history.digest_conflicts',
                 'one (session, id) on two streams of a session, which the spec forbids',
-                'The server numbers events per stream, although the spec requires ids unique across all streams of a session: a Last-Event-ID cannot say which stream to resume, and a server may replay the wrong one.'),
-    FindingRule('stale_last_event_id', ('warning',), 'history.cursor_claims',
+                'The server numbers events per stream, although the spec requires ids unique across all streams of a session: a Last-Event-ID cannot say which stream to resume, and a server may replay the wrong one.',
+                'Server: number events across all streams of a session, or put the stream in the id: the spec requires ids unique within the session.'),
+    FindingRule('stale_last_event_id', ('warning',), 'rules.history.cursor_claims',
                 'a Last-Event-ID older than what the client had already received',
-                'The client resumed from an older point than it had reached: already-processed events are replayed to it.'),
-    FindingRule('unknown_last_event_id', ('warning',), 'history.cursor_claims',
+                'The client resumed from an older point than it had reached: already-processed events are replayed to it.',
+                'Client: send the id of the last event it processed; check that its cursor is updated per event, not per batch or per request.'),
+    FindingRule('unknown_last_event_id', ('warning',), 'rules.history.cursor_claims',
                 'a Last-Event-ID no capture shows being delivered',
-                'The resume names an event no capture shows being delivered: which stream it resumes cannot be proven.'),
-    FindingRule('last_event_id_of_other_session', ('error',), 'history.cross_session',
+                'The resume names an event no capture shows being delivered: which stream it resumes cannot be proven.',
+                'Capture the whole session (the event may be on a stream the capture missed); otherwise check where the client stores its cursor.'),
+    FindingRule('last_event_id_of_other_session', ('error',), 'rules.history.cross_session',
                 'a Last-Event-ID that another session was delivered',
-                "The client resumed with an event id of another session: a server that accepts it may replay that session's events (responses, tool results) into this one."),
-    FindingRule('cross_session_replay', ('critical',), 'history.cross_session',
+                "The client resumed with an event id of another session: a server that accepts it may replay that session's events (responses, tool results) into this one.",
+                'Client: keep one cursor per session and stream. Server: refuse a Last-Event-ID that is not of this session.'),
+    FindingRule('cross_session_replay', ('critical',), 'rules.history.cross_session',
                 "another session's events (same id and payload) replayed into this one",
-                "Another session's events were replayed into this one: its tool results and notifications reach the wrong client (a data leak across sessions; fastmcp PR #4402, GHSA-84j6-jc92-77jm)."),
-    FindingRule('get_stream_resume_lost', ('error',), 'history.ts_get_stream',
+                "Another session's events were replayed into this one: its tool results and notifications reach the wrong client (a data leak across sessions; fastmcp PR #4402, GHSA-84j6-jc92-77jm).",
+                "Server: the event store is shared by sessions and keyed by stream only: key it by session too (fastmcp PR #4402, GHSA-84j6-jc92-77jm). Treat it as a data leak: find which clients received the other session's results."),
+    FindingRule('get_stream_resume_lost', ('error',), 'rules.history.ts_get_stream',
                 "the typescript example store's lost `_GET_stream` resume (issues #943/#2560)",
-                'Server notifications after this reconnect are silently dropped while the stream looks healthy (kept alive): list changes, log messages and progress never arrive.'),
-    FindingRule('reissued_after_break', ('critical', 'error'), 'reissue.findings',
+                'Server notifications after this reconnect are silently dropped while the stream looks healthy (kept alive): list changes, log messages and progress never arrive.',
+                'Server: the typescript-sdk example event store files a resumed `_GET_stream_` id under the wrong stream (issues #943, #2560): use a store that keeps the stream id.'),
+    FindingRule('reissued_after_break', ('critical', 'error'), 'rules.reissue.findings',
                 "the same call sent again under a new id after the first attempt's stream broke without a response (critical when progress showed work)",
-                'Possible duplicate side effects: the first attempt had started on the server when its stream broke, and the client sent the same call again; nothing on the wire shows that the first was rolled back.'),
-    FindingRule('request_unanswered', ('error',), 'rpc_rules.findings',
+                'Possible duplicate side effects: the first attempt had started on the server when its stream broke, and the client sent the same call again; nothing on the wire shows that the first was rolled back.',
+                'Server: make the tool idempotent (an idempotency key in its arguments), or keep resumption working so the client need not re-send; check whether the first attempt completed.'),
+    FindingRule('request_unanswered', ('error',), 'rules.rpc.findings',
                 'a request whose stream broke, ended or was resumed without its response',
-                'Unbounded latency: the client waits for a response that will never be sent, until it times out.'),
-    FindingRule('duplicate_response', ('error',), 'rpc_rules.findings',
+                'Unbounded latency: the client waits for a response that will never be sent, until it times out.',
+                'Server: the response was lost with the stream (not stored for replay). Client: time out and re-send or cancel (notifications/cancelled) instead of waiting forever.'),
+    FindingRule('duplicate_response', ('error',), 'rules.rpc.findings',
                 'one request answered twice',
-                'Duplicate side effects: a response processed twice (a tool result acted on twice).'),
-    FindingRule('duplicate_side_effect', ('critical',), 'rpc_rules.findings',
+                'Duplicate side effects: a response processed twice (a tool result acted on twice).',
+                "Client: act on one response per request id. Server: the replay should start after the client's Last-Event-ID, not before."),
+    FindingRule('duplicate_side_effect', ('critical',), 'rules.rpc.findings',
                 'a server request (sampling, elicitation, roots) delivered and answered twice',
-                'Duplicate side effects: a server request (sampling, elicitation, roots) was delivered and answered twice.'),
-    FindingRule('duplicate_server_request', ('warning',), 'rpc_rules.findings',
+                'Duplicate side effects: a server request (sampling, elicitation, roots) was delivered and answered twice.',
+                'Server: do not replay server requests the client already answered. Client: de-duplicate sampling, elicitation and roots requests by id before acting.'),
+    FindingRule('duplicate_server_request', ('warning',), 'rules.rpc.findings',
                 'a server request delivered twice, answered at most once',
-                'A server request (sampling, elicitation, roots) was delivered twice; answering it twice would run it twice.'),
-    FindingRule('response_without_request', ('error',), 'rpc_rules.findings',
+                'A server request (sampling, elicitation, roots) was delivered twice; answering it twice would run it twice.',
+                'Client: answer each server request id once. Server: check the replay for requests already answered.'),
+    FindingRule('response_without_request', ('error',), 'rules.rpc.findings',
                 'a response to no request of this session',
-                "A response this session never asked for: another session's or another process's messages were replayed here."),
-    FindingRule('cross_stream_replay', ('error',), 'rpc_rules.findings',
+                "A response this session never asked for: another session's or another process's messages were replayed here.",
+                "Server: the replay delivered messages of another session or process: check the event store's keys."),
+    FindingRule('cross_stream_replay', ('error',), 'rules.rpc.findings',
                 "a response delivered on a stream other than its request's",
-                'Events of another stream were delivered here: responses reach the wrong request.'),
-    FindingRule('stateless_server_minted_session', ('warning',), 'era_rules.findings',
+                'Events of another stream were delivered here: responses reach the wrong request.',
+                "Server: send each response on the stream its request opened; check the event store's stream key."),
+    FindingRule('stateless_server_minted_session', ('warning',), 'rules.eras.findings',
                 'a 2026-07-28 server that still hands out Mcp-Session-Id',
-                'Revision 2026-07-28 removed sessions: clients of that revision ignore the id, so state the server keeps per session is state nobody can reach again.'),
-    FindingRule('stateless_server_honoured_resumption', ('warning',), 'era_rules.findings',
+                'Revision 2026-07-28 removed sessions: clients of that revision ignore the id, so state the server keeps per session is state nobody can reach again.',
+                'Server: on revision 2026-07-28 drop the session manager (or upgrade the server SDK): its clients never send the id back.'),
+    FindingRule('stateless_server_honoured_resumption', ('warning',), 'rules.eras.findings',
                 'a 2026-07-28 server that still replays on Last-Event-ID',
-                'Revision 2026-07-28 removed resumption: clients re-issue the request instead, so a replayed stream delivers its results a second time.'),
-    FindingRule('reissued_request_ran_twice', ('critical',), 'era_rules.findings',
+                'Revision 2026-07-28 removed resumption: clients re-issue the request instead, so a replayed stream delivers its results a second time.',
+                'Server: turn Last-Event-ID replay off for 2026-07-28 clients; they re-issue the request instead, and a replay delivers results twice.'),
+    FindingRule('reissued_request_ran_twice', ('critical',), 'rules.eras.findings',
                 "a 2026-07-28 client's re-issued call that the server ran a second time",
-                'Duplicate side effects: the client re-issued a call after a broken stream (as revision 2026-07-28 requires) but the server had not cancelled the first one.'),
+                'Duplicate side effects: the client re-issued a call after a broken stream (as revision 2026-07-28 requires) but the server had not cancelled the first one.',
+                'Server: cancel a call whose stream broke, or make the tool idempotent; check the side effects of both runs.'),
 )
 
 FINDING = {r.rule: r for r in FINDING_RULES}
@@ -157,6 +186,18 @@ def effect(name: str) -> str:
     """The operational effect of a verdict (a boundary's finding is named by its verdict) or else of a history
     rule.  (``cross_stream_replay`` is both; history findings take theirs from :data:`FINDING`.)"""
     return VERDICT[name].effect if name in VERDICT else FINDING[name].effect
+
+
+def next_step(name: str, boundary: bool) -> str:
+    """What to do about a finding: a boundary's is named by its verdict, a history rule's by its rule."""
+    return VERDICT[name].next_step if boundary and name in VERDICT else FINDING[name].next_step if name in FINDING else ""
+
+
+def next_steps_markdown() -> str:
+    """README's "What to do with a finding", one line per verdict and rule."""
+    rows = [f"- **`{v.name}`** (verdict): {v.next_step}" for v in VERDICTS if v.name != "continuous"]
+    rows += [f"- **`{r.rule}`**: {r.next_step}" for r in FINDING_RULES]
+    return "\n".join(rows) + "\n"
 
 
 def verdicts_markdown() -> str:

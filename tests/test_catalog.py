@@ -24,7 +24,14 @@ def test_readme_tables_are_the_catalog():
     text = README.read_text()
     assert _between(text, "verdicts") == catalog.verdicts_markdown(), "run: python tests/test_catalog.py --write"
     assert _between(text, "findings") == catalog.findings_markdown(), "run: python tests/test_catalog.py --write"
+    assert _between(text, "next-steps") == catalog.next_steps_markdown(), "run: python tests/test_catalog.py --write"
     assert "Severity: " + catalog.VERDICT_SEVERITY + "." in text
+
+
+def test_every_verdict_and_rule_says_what_to_do():
+    assert all(v.next_step for v in catalog.VERDICTS) and all(r.next_step for r in catalog.FINDING_RULES)
+    assert catalog.next_step("cross_stream_replay", boundary=True) == catalog.VERDICT["cross_stream_replay"].next_step
+    assert catalog.next_step("cross_stream_replay", boundary=False) == catalog.FINDING["cross_stream_replay"].next_step
 
 
 def test_the_decision_chain_gives_exactly_the_catalog_verdicts():
@@ -65,7 +72,8 @@ if __name__ == "__main__":
     if "--write" not in sys.argv:
         sys.exit(__doc__)
     text = README.read_text()
-    for name, table in (("verdicts", catalog.verdicts_markdown()), ("findings", catalog.findings_markdown())):
+    for name, table in (("verdicts", catalog.verdicts_markdown()), ("findings", catalog.findings_markdown()),
+                        ("next-steps", catalog.next_steps_markdown())):
         start, end = f"<!-- catalog-{name}:start -->\n", f"<!-- catalog-{name}:end -->"
         text = text[: text.index(start) + len(start)] + table + text[text.index(end) :]
     README.write_text(text)

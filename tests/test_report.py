@@ -663,3 +663,19 @@ def test_critical_findings_first_names_every_critical_rule():
     n_major = sum(1 for f in merged_doc["findings"] if f["severity"] in ("critical", "error"))
     assert top.count("<li>") == max(SUMMARY_ROWS, len(critical_rules)) < n_major
     assert f"{n_major - top.count('<li>')} more critical and error findings" in top
+
+
+def test_every_card_and_finding_says_what_to_do(merged_doc):
+    """Issue [5/6] "What to do": each non-continuous reconnect's card and each finding carry the catalog's next step."""
+    from analyzer import catalog
+    from markupsafe import escape
+
+    html = report.render(merged_doc)
+    for b in merged_doc["boundaries"][:40]:
+        card = _card(html, b["boundary_id"])
+        if b["verdict"] == "continuous":
+            assert "What to do:" not in card
+        else:
+            assert f"What to do:</span> {escape(catalog.VERDICT[b['verdict']].next_step)}" in card
+    for f in merged_doc["findings"]:
+        assert f"What to do: {escape(catalog.next_step(f['rule'], f['boundary'] is not None))}</div>" in html

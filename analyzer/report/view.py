@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
+from analyzer import catalog
+from analyzer.catalog import VERDICT
 
 from .common import (
     COLLAPSE_ROWS, DECISIVE, DIVERGED, IDS_SHOWN, MAX_FULL_SESSIONS, MAX_ROWS,
@@ -175,6 +177,7 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         pf["_sev"] = _sev_token(f.get("severity"))
         pf["_rank"] = SEV_RANK.get(f.get("severity"), len(SEVERITIES))
         pf["_v"] = b_verdict.get(f.get("boundary"), "") if f.get("boundary") is not None else ""
+        pf["_next"] = catalog.next_step(str(f.get("rule")), f.get("boundary") is not None)
         prepared_findings.append(pf)
         if f.get("boundary") is not None:
             f_by_boundary[f["boundary"]].append(pf)
@@ -221,6 +224,8 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         if not effects and b.get("verdict") == "continuous":
             effects.append(NO_EFFECT)
         pb["_effects"] = effects
+        verdict = VERDICT.get(str(b.get("verdict")))
+        pb["_next"] = verdict.next_step if verdict is not None and verdict.name != "continuous" else ""
         pb["_lost"] = _shorten(b.get("lost_event_ids") or [], b.get("lost_count", len(b.get("lost_event_ids") or [])))
         pb["_dup"] = _shorten(
             b.get("duplicated_event_ids") or [], b.get("duplicated_count", len(b.get("duplicated_event_ids") or []))
