@@ -4,7 +4,9 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import sys
+import time
 import traceback
 from datetime import timezone
 from pathlib import Path
@@ -180,9 +182,10 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
     unverifiable, ...), prints a summary and writes the findings JSON and the
     HTML report.
     """
-    progress = None
+    progress, meter = None, None
     if not quiet and sys.stderr.isatty():
         progress = lambda msg: click.echo(_safe(msg), err=True)  # noqa: E731
+        meter = TerminalMeter()
     if not paths and not store_dir:
         raise click.UsageError("give PATHs to analyze, or --store DIR")
     if engine == "spark" and partitions > 1:
@@ -199,45 +202,46 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
         raise click.UsageError(f"{' and '.join(to_stdout)} both write to standard output ('-'): send all but one to a file")
     lost_input = False
     try:
-        document.generated_at()  # a malformed SOURCE_DATE_EPOCH fails now, not after the whole analysis
-        if engine == "spark":
-            result = _analyze_spark(paths, store_dir, since, until, sessions, spark_master, fmt, no_redact, ports, progress)
-        elif store_dir:
-            from analyzer.scale import store as store_mod
+        with inputs.metering(meter):  # the status line while inputs are read (a terminal only)
+            document.generated_at()  # a malformed SOURCE_DATE_EPOCH fails now, not after the whole analysis
+            if engine == "spark":
+                result = _analyze_spark(paths, store_dir, since, until, sessions, spark_master, fmt, no_redact, ports, progress)
+            elif store_dir:
+                from analyzer.scale import store as store_mod
 
-            if paths:
-                rep = store_mod.ingest(list(paths), store_dir, fmt, not no_redact, frozenset(ports) or None, progress)
-                # a PATH that could not be read is lost input: it fails --fail-on error like an unreadable input
-                for path in rep.unreadable:
-                    click.echo(_safe(f"error: {path}: could not be read into the store (analyze it without --store for the reason)"), err=True)
-                lost_input = bool(rep.unreadable) and fail_on in ("error", "warning")
-            utc = lambda d: d.replace(tzinfo=timezone.utc) if d else None  # noqa: E731
-            with store_mod.reading(store_dir) as notes:  # one manifest snapshot, every part checked first
-                for note in notes:
-                    click.echo(f"warning: {note}", err=True)
-                if partitions > 1 and not html_out:
-                    # bounded memory: the outputs are written partition by partition, never held whole
-                    from analyzer.scale import spill
+                if paths:
+                    rep = store_mod.ingest(list(paths), store_dir, fmt, not no_redact, frozenset(ports) or None, progress)
+                    # a PATH that could not be read is lost input: it fails --fail-on error like an unreadable input
+                    for path in rep.unreadable:
+                        click.echo(_safe(f"error: {path}: could not be read into the store (analyze it without --store for the reason)"), err=True)
+                    lost_input = bool(rep.unreadable) and fail_on in ("error", "warning")
+                utc = lambda d: d.replace(tzinfo=timezone.utc) if d else None  # noqa: E731
+                with store_mod.reading(store_dir) as notes:  # one manifest snapshot, every part checked first
+                    for note in notes:
+                        click.echo(f"warning: {note}", err=True)
+                    if partitions > 1 and not html_out:
+                        # bounded memory: the outputs are written partition by partition, never held whole
+                        from analyzer.scale import spill
 
-                    written = spill.write(store_dir, partitions, jsonl_out, json_out, utc(since), utc(until), tuple(sessions), progress)
-                    _nothing_matched(written.summary, since, until, sessions)
-                    if not quiet:
-                        outs = tuple(o for o in (json_out, jsonl_out) if o)
-                        click.echo(_safe(summary_text({"summary": written.summary, "findings": [], "anomalies": []}, outs)), err=bool(to_stdout))
-                    sys.exit(1 if written.fails(fail_on) or lost_input else 0)
-                if partitions > 1:  # the HTML report needs the whole document in memory
-                    from analyzer.scale import partitions as partitions_mod
+                        written = spill.write(store_dir, partitions, jsonl_out, json_out, utc(since), utc(until), tuple(sessions), progress)
+                        _nothing_matched(written.summary, since, until, sessions)
+                        if not quiet:
+                            outs = tuple(o for o in (json_out, jsonl_out) if o)
+                            click.echo(_safe(summary_text({"summary": written.summary, "findings": [], "anomalies": []}, outs)), err=bool(to_stdout))
+                        sys.exit(1 if written.fails(fail_on) or lost_input else 0)
+                    if partitions > 1:  # the HTML report needs the whole document in memory
+                        from analyzer.scale import partitions as partitions_mod
 
-                    result = partitions_mod.analyze(store_dir, partitions, utc(since), utc(until), tuple(sessions), progress)
-                else:
-                    tables, rows = store_mod.load(store_dir, utc(since), utc(until), tuple(sessions))
-                    # a filter that kept no input read the store all the same: that is "nothing matched", not "unreadable"
-                    readable = len(rows) or (store_mod.manifest(Path(store_dir)).height if (since or until or sessions) else 0)
-                    result = pipeline.analyze_tables(tables, rows, [], [], readable)
-        else:
-            result = pipeline.run(
-                list(paths), fmt=fmt, redact_secrets=not no_redact, progress=progress, ports=frozenset(ports) or None
-            )
+                        result = partitions_mod.analyze(store_dir, partitions, utc(since), utc(until), tuple(sessions), progress)
+                    else:
+                        tables, rows = store_mod.load(store_dir, utc(since), utc(until), tuple(sessions))
+                        # a filter that kept no input read the store all the same: that is "nothing matched", not "unreadable"
+                        readable = len(rows) or (store_mod.manifest(Path(store_dir)).height if (since or until or sessions) else 0)
+                        result = pipeline.analyze_tables(tables, rows, [], [], readable)
+            else:
+                result = pipeline.run(
+                    list(paths), fmt=fmt, redact_secrets=not no_redact, progress=progress, ports=frozenset(ports) or None
+                )
     except AuditError as exc:
         raise Failure(str(exc)) from None
     for exc in result.errors:
@@ -305,7 +309,8 @@ def ingest(paths, store_dir, fmt, ports, no_redact, lock_timeout, drop_unrepaira
 
     progress = (lambda msg: click.echo(_safe(msg), err=True)) if (not quiet and sys.stderr.isatty()) else None  # noqa: E731
     try:
-        rep = store_mod.ingest(list(paths), store_dir, fmt, not no_redact, frozenset(ports) or None, progress, lock_timeout, drop_unrepairable)
+        with inputs.metering(TerminalMeter() if progress else None):
+            rep = store_mod.ingest(list(paths), store_dir, fmt, not no_redact, frozenset(ports) or None, progress, lock_timeout, drop_unrepairable)
     except AuditError as exc:
         raise Failure(str(exc)) from None
     code = _report_ingest(rep, store_dir, quiet)
@@ -365,6 +370,61 @@ def document_json(doc: dict) -> str:
     if doc["summary"]["exchanges"] <= PRETTY_UP_TO:
         return json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+class TerminalMeter(inputs.Meter):
+    """One status line on a terminal, redrawn in place while inputs are read: which input, how far
+    into it, the rate and the time left; then one line for the whole read.  Off a terminal: nothing."""
+
+    EVERY = 0.2  # seconds between redraws
+
+    def __init__(self, stream=None) -> None:
+        self.stream = stream or sys.stderr
+        self.t0 = time.monotonic()
+        self.bytes_done = 0  # of the inputs finished
+        self.inputs = 0
+        self.current = ("", 0, 0, 0)  # path, size, n, total
+        self.file_t0 = self.t0
+        self.last = 0.0
+
+    def begin(self, n: int, total: int, path: str, size: int) -> None:
+        if self.inputs:
+            self.bytes_done += self.current[1]
+        self.inputs = n
+        self.current = (path, size, n, total)
+        self.file_t0 = time.monotonic()
+        self.last = 0.0
+        self.at(0)
+
+    def at(self, position: int) -> None:
+        now = time.monotonic()
+        if now - self.last < self.EVERY and position:
+            return
+        self.last = now
+        path, size, n, total = self.current
+        rate = position / max(now - self.file_t0, 1e-3) / 1e6
+        parts = [f"reading [{n}/{total}]"]
+        if size:
+            left = (size - position) / 1e6 / rate if rate > 0 else None
+            parts.append(f"{min(position * 100 // size, 100)}% of {size / 1e6:.1f} MB, {rate:.1f} MB/s"
+                         + (f", ETA {left:.0f} s" if left is not None else ""))
+        else:
+            parts.append(f"{position / 1e6:.1f} MB, {rate:.1f} MB/s")
+        head = "  ".join(parts)
+        width = shutil.get_terminal_size((100, 20)).columns - 1
+        room = max(width - len(head) - 2, 10)
+        name = _safe(path)
+        name = name if len(name) <= room else "…" + name[-(room - 1):]
+        self.stream.write("\r\x1b[K" + (name + "  " + head)[:width])
+        self.stream.flush()
+
+    def end(self) -> None:
+        path, size, _n, _total = self.current
+        total_bytes = self.bytes_done + size
+        secs = max(time.monotonic() - self.t0, 1e-3)
+        self.stream.write(f"\r\x1b[Kread {self.inputs} input(s), {total_bytes / 1e6:.1f} MB in {secs:.1f} s "
+                          f"({total_bytes / 1e6 / secs:.1f} MB/s)\n")
+        self.stream.flush()
 
 
 def _nothing_matched(summary: dict, since, until, sessions) -> None:

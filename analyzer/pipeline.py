@@ -87,8 +87,11 @@ def read_inputs(
             out.input_rows.append({"path": path, "format": "unknown", "records": 0, "rejected": 0, "error": exc.reason, "notes": []})
         elif only is None or only(path):
             files.append(path)
+    meter = inputs.meter()
     for n, path in enumerate(files, start=1):
         started = time.perf_counter()
+        if meter is not None:
+            meter.begin(n, len(files), path, inputs.size(path) if not inputs.is_stream(path) else 0)
         try:
             got = inputs.read_one(path, fmt, redact_secrets, ports)
         except InputError as exc:
@@ -99,7 +102,7 @@ def read_inputs(
             out.errors.append(exc)
             out.input_rows.append({"path": path, "format": "unknown", "records": 0, "rejected": 0, "error": exc.reason, "notes": []})
             continue
-        if progress:
+        if progress and meter is None:
             mb = inputs.size(path) / 1e6
             secs = max(time.perf_counter() - started, 1e-6)
             progress(f"[{n}/{len(files)}] {path}: {got.records} records, {mb:.1f} MB at {mb / secs:.1f} MB/s")
@@ -111,6 +114,8 @@ def read_inputs(
         else:
             out.parts.append(got)
         out.input_rows.append(row)
+    if meter is not None:
+        meter.end()
     out.skipped.sort()
     return out
 

@@ -128,3 +128,54 @@ def test_a_store_filter_that_matches_nothing_says_so(tmp_path):
         assert "warning: no exchange in the store matches --session no-such-session" in r.stderr
     r = run("analyze", "--store", store, "-q")
     assert r.exit_code == 1 and "no exchange in the store matches" not in r.stderr
+
+
+class _Recorder:
+    def __init__(self):
+        self.calls = []
+
+    def begin(self, n, total, path, size):
+        self.calls.append(("begin", n, total, path, size))
+
+    def at(self, position):
+        self.calls.append(("at", position))
+
+    def end(self):
+        self.calls.append(("end",))
+
+
+def test_the_meter_follows_every_input_to_its_end():
+    """Progress inside a long file: each input's position rises to its size (a .gz: its compressed size)."""
+    from analyzer import pipeline
+    from analyzer.ingest import inputs
+
+    paths = [str(ROOT / "sample_logs" / n) for n in ("real-python-server-restart.pcap.gz", "real-ts-resume.har", "real-ts-resume.jsonl")]
+    rec = _Recorder()
+    with inputs.metering(rec):
+        got = pipeline.read_inputs(paths)
+    assert len(got.parts) == 3 and rec.calls[-1] == ("end",)
+    begins = [i for i, c in enumerate(rec.calls) if c[0] == "begin"]
+    assert [rec.calls[i][1:4] for i in begins] == [(n, 3, p) for n, p in enumerate(sorted(paths), start=1)]
+    for k, i in enumerate(begins):
+        size = rec.calls[i][4]
+        positions = [c[1] for c in rec.calls[i + 1 : begins[k + 1] if k + 1 < len(begins) else -1]]
+        assert size == Path(rec.calls[i][3]).stat().st_size
+        assert positions == sorted(positions) and positions[-1] == size
+
+
+def test_the_terminal_meter_draws_one_line_in_place():
+    import io
+
+    from analyzer.cli import TerminalMeter
+
+    out = io.StringIO()
+    m = TerminalMeter(out)
+    m.begin(1, 2, "a\x1b[31m.jsonl", 2_000_000)
+    m.at(1_000_000)
+    m.begin(2, 2, "b.pcap", 1_000_000)
+    m.at(1_000_000)
+    m.end()
+    text = out.getvalue()
+    assert text.count("\n") == 1 and text.endswith("(" + text.rsplit("(", 1)[1])
+    assert "read 2 input(s), 3.0 MB in " in text and "\x1b[31m" not in text and "a\\x1b[31m.jsonl" in text
+    assert "reading [1/2]  0% of 2.0 MB" in text

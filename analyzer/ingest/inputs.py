@@ -255,6 +255,75 @@ class _Gunzip(io.RawIOBase):
             super().close()
 
 
+class Meter:
+    """What a progress display is told while inputs are read (the command line draws it; tests count)."""
+
+    def begin(self, n: int, total: int, path: str, size: int) -> None:  # input n of total, of size bytes
+        pass
+
+    def at(self, position: int) -> None:  # bytes of the current input read so far (of the file: compressed)
+        pass
+
+    def end(self) -> None:  # every input read
+        pass
+
+
+_meter: Meter | None = None
+
+
+@contextlib.contextmanager
+def metering(meter: Meter | None):
+    """Inputs opened inside report how far they have been read to ``meter``."""
+    global _meter
+    before, _meter = _meter, meter
+    try:
+        yield
+    finally:
+        _meter = before
+
+
+def meter() -> Meter | None:
+    return _meter
+
+
+class _Metered(io.RawIOBase):
+    """A file that tells the meter how far into it reading has got (its furthest position, so the
+    head read twice by format detection is not counted twice)."""
+
+    def __init__(self, fh: BinaryIO, meter: Meter) -> None:
+        super().__init__()
+        self.fh, self.meter, self.furthest = fh, meter, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return self.fh.seekable()
+
+    def readinto(self, b) -> int:  # type: ignore[override]
+        n = self.fh.readinto(b)
+        pos = self.fh.tell()
+        if pos > self.furthest:
+            self.furthest = pos
+            self.meter.at(pos)
+        return n
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self.fh.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self.fh.tell()
+
+    def fileno(self) -> int:
+        return self.fh.fileno()
+
+    def close(self) -> None:
+        try:
+            self.fh.close()
+        finally:
+            super().close()
+
+
 def open_input(source: str) -> BinaryIO:
     """The file's bytes, decompressed when it is gzip (by magic, not by name)."""
     try:
@@ -266,6 +335,8 @@ def open_input(source: str) -> BinaryIO:
         raise InputError(source, exc.reason) from None
     except OSError as exc:
         raise InputError(source, f"cannot open: {exc.strerror}") from None
+    if _meter is not None:
+        fh = io.BufferedReader(_Metered(fh, _meter), CHUNK)  # type: ignore[assignment]
     head = fh.read(2)
     fh.seek(0)
     if head == b"\x1f\x8b":
