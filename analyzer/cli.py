@@ -386,6 +386,7 @@ class TerminalMeter(inputs.Meter):
         self.current = ("", 0, 0, 0)  # path, size, n, total
         self.file_t0 = self.t0
         self.last = 0.0
+        self.drawn = 0  # characters of the line on screen
 
     def begin(self, n: int, total: int, path: str, size: int) -> None:
         if self.inputs:
@@ -415,16 +416,19 @@ class TerminalMeter(inputs.Meter):
         room = max(width - len(head) - 2, 10)
         name = _safe(path)
         name = name if len(name) <= room else "…" + name[-(room - 1):]
-        self.stream.write("\r\x1b[K" + (name + "  " + head)[:width])
+        self._draw((name + "  " + head)[:width])
+
+    def _draw(self, line: str, end: str = "") -> None:
+        """``line`` over the previous one: spaces, not a terminal escape, blank what it does not cover."""
+        self.stream.write("\r" + line + " " * max(self.drawn - len(line), 0) + end)
         self.stream.flush()
+        self.drawn = 0 if end else len(line)
 
     def end(self) -> None:
         path, size, _n, _total = self.current
         total_bytes = self.bytes_done + size
         secs = max(time.monotonic() - self.t0, 1e-3)
-        self.stream.write(f"\r\x1b[Kread {self.inputs} input(s), {total_bytes / 1e6:.1f} MB in {secs:.1f} s "
-                          f"({total_bytes / 1e6 / secs:.1f} MB/s)\n")
-        self.stream.flush()
+        self._draw(f"read {self.inputs} input(s), {total_bytes / 1e6:.1f} MB in {secs:.1f} s ({total_bytes / 1e6 / secs:.1f} MB/s)", "\n")
 
 
 def _nothing_matched(summary: dict, since, until, sessions) -> None:
