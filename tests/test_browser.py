@@ -33,6 +33,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from analyzer import pipeline, report  # noqa: E402
+from analyzer.report.view import _merged_sessions  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests"))
 from reportdocs import HOSTILE, HOSTILE_SIDS, SAMPLES, SYNTHETIC, hostile_capture, poison  # noqa: E402
@@ -226,10 +227,11 @@ def test_sample_report_renders(target, open_report, pages_dir):
     assert page.locator("th button.sort").count() > 0
     assert page.title().startswith("mcp-sse-audit report: ")
     sessions = page.evaluate(MARKS_JS)
+    entries, group_of = _merged_sessions(doc["sessions"])  # one section per Mcp-Session-Id of an incident
     want: dict[str, list] = {}
     for b in doc["boundaries"]:
-        want.setdefault(b["session"], []).append(b)
-    numbers = {s["session"]: str(n) for n, s in enumerate(doc["sessions"], start=1)}
+        want.setdefault(group_of[b["session"]], []).append(b)
+    numbers = {e["session"]: str(n) for n, e in enumerate(entries, start=1)}
     seen = 0
     for sec in sessions:
         sid = next(k for k, v in numbers.items() if v == sec["s"])
@@ -263,8 +265,8 @@ def test_filters_change_what_is_visible(synthetic, open_report):
     page.select_option("#f-verdict", "gap")
     gaps = {f"boundary-{b['boundary_id']}" for b in doc["boundaries"] if b["verdict"] == "gap"}
     assert set(loaded.visible("article.card")) == gaps
-    gap_sessions = {str(n) for n, s in enumerate(doc["sessions"], start=1)
-                    if any(b["session"] == s["session"] and b["verdict"] == "gap" for b in doc["boundaries"])}
+    gap_sessions = {str(n) for n, e in enumerate(_merged_sessions(doc["sessions"])[0], start=1)
+                    if any(b["session"] in e["members"] and b["verdict"] == "gap" for b in doc["boundaries"])}
     assert {i.removeprefix("session-") for i in loaded.visible("section.session")} == gap_sessions
     gap_findings = {f"finding-{f['id']}" for f in doc["findings"] if f["boundary"] in {g.removeprefix("boundary-") for g in gaps}}
     assert set(loaded.visible("tr[data-f=f]")) == gap_findings
@@ -286,7 +288,7 @@ def test_filters_change_what_is_visible(synthetic, open_report):
 
     page.select_option("#f-sev", "")
     b = next(b for b in doc["boundaries"] if b["verdict"] == "replay_reset")
-    n = next(str(k) for k, s in enumerate(doc["sessions"], start=1) if s["session"] == b["session"])
+    n = next(str(k) for k, e in enumerate(_merged_sessions(doc["sessions"])[0], start=1) if b["session"] in e["members"])
     page.select_option("#f-session", n)
     assert loaded.visible("section.session") == [f"session-{n}"]
     assert set(loaded.visible("article.card")) == {f"boundary-{x['boundary_id']}" for x in doc["boundaries"] if x["session"] == b["session"]}
@@ -314,7 +316,7 @@ def test_search_box(synthetic, open_report):
     page.fill("#f-q", "no such text anywhere 7f3a")
     assert loaded.visible("article.card") == [] and loaded.visible("section.session") == []
     assert page.inner_text("#f-count") == (
-        f"Showing 0 of {len(doc['boundaries'])} reconnects, 0 of {len(doc['findings'])} findings, 0 of {len(doc['sessions'])} sessions.")
+        f"Showing 0 of {len(doc['boundaries'])} reconnects, 0 of {len(doc['findings'])} findings, 0 of {len(_merged_sessions(doc['sessions'])[0])} sessions.")
     page.press("#f-q", "Enter")  # submitting must not navigate (the CSP's form-action 'none' would log a violation)
     assert page.url == path.as_uri()
     page.fill("#f-q", "")
@@ -536,7 +538,7 @@ def make_screenshot(out: Path = SCREENSHOT) -> Path:
     doc = pipeline.run(["sample_logs/synthetic"]).document
     doc["generated_at"] = "2026-11-13T09:30:00Z"  # the picture does not change with the day it is made
     gap = next(b for b in doc["boundaries"] if b["verdict"] == "gap" and b["lost_count"])
-    n = next(k for k, s in enumerate(doc["sessions"], start=1) if s["session"] == gap["session"])
+    n = next(k for k, e in enumerate(_merged_sessions(doc["sessions"])[0], start=1) if gap["session"] in e["members"])
     args = ["--no-sandbox"] if os.geteuid() == 0 else []
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as pw:
         page_path = write_report(Path(tmp), "screenshot-source", doc)

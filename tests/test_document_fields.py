@@ -69,3 +69,38 @@ def test_sampling_keeps_the_first_of_each_equal_run():
     assert len(got) == build.EVENT_TIMES and got == want and got[0] == 0
     few = pl.DataFrame({"gx": [1, 1, 2], "ordinal": [1, 0, 0], "ms": [5, 3, 9]})
     assert dict(build._sampled_offsets(few, "o").sort("gx").iter_rows()) == {1: [3, 5], 2: [9]}
+
+
+def test_captures_of_one_run_are_one_incident_and_one_report_section():
+    """The same run recorded as HAR, proxy JSONL, pcap and pcap.gz: four per-input sessions of one
+    incident, and one section in the report that lists the four captures (issue [5/6], Sessions)."""
+    from analyzer import report
+
+    paths = sorted(str(p) for p in (ROOT / "sample_logs").glob("real-python-server-restart.*"))
+    d = pipeline.run(paths).document
+    sid = "5c12f625f21c40bbbd9707cc01b27c0e"
+    mine = [s for s in d["sessions"] if s["session_id"] == sid]
+    assert len(mine) == len(paths) == 4
+    assert {s["incident"] for s in mine} == {mine[0]["session"]}
+    html = report.render(d)
+    sections = [m for m in html.split('<section class="session" ')[1:] if sid in m]
+    assert len(sections) == 1 and "Seen by 4 captures" in sections[0]
+    assert all(p in sections[0] for p in paths)
+    # every reconnect of the four captures is on that one section's timeline
+    assert sections[0].count('<g class="bmark ') == sum(1 for b in d["boundaries"] if b["session_id"] == sid)
+
+
+def test_sessions_without_a_shared_exchange_are_other_incidents(doc):
+    """Incidents come from shared exchanges: no two sessions with different Mcp-Session-Ids share one
+    unless their captures overlap, and sessions without an id are never merged in the report."""
+    from analyzer.report.view import _merged_sessions
+
+    by_incident = {}
+    for s in doc["sessions"]:
+        by_incident.setdefault(s["incident"], []).append(s)
+    assert all(group[0]["session"] == inc for inc, group in by_incident.items())  # named by its first session
+    entries, group_of = _merged_sessions(doc["sessions"])
+    for s in doc["sessions"]:
+        if not s["session_id"]:
+            assert group_of[s["session"]] == s["session"]
+    assert len(entries) < len(doc["sessions"])

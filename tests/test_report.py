@@ -19,6 +19,7 @@ import pytest
 
 from analyzer import pipeline, report
 from analyzer.report.common import SUMMARY_ROWS
+from analyzer.report.view import _merged_sessions
 from reportdocs import CAPTURES, HOSTILE_SIDS, SYNTHETIC, hostile_capture, poison
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -191,21 +192,33 @@ def check_page(doc: dict, html: str) -> Collector:
     # One timeline mark per boundary in each session's SVG.
     chunks = session_chunks(html)
     want = Counter(b["session"] for b in doc["boundaries"])
-    sessions = doc["sessions"]
     for n, chunk in chunks.items():
-        sid = sessions[n - 1]["session"]
+        _key, members = _section_of(doc, n)
         svg = re.findall(r"<svg .*?</svg>", chunk, re.S)
         assert len(svg) == 1
-        assert svg[0].count('<g class="bmark ') == want.get(sid, 0)
+        assert svg[0].count('<g class="bmark ') == sum(want.get(m, 0) for m in members)
     assert sum(want.values()) == len(doc["boundaries"])
     assert sum(ch.count('<g class="bmark ') for ch in chunks.values()) == len(doc["boundaries"])
     return c
 
 
+def _entries(doc: dict) -> tuple[list[dict], dict]:
+    """The page's session entries (one per Mcp-Session-Id of an incident, report.view._merged_sessions)
+    and each document session key's entry key."""
+    return _merged_sessions(doc["sessions"])
+
+
+def _section_of(doc: dict, n: int) -> tuple[str, set]:
+    """Section ``n``'s entry key and the document session keys it holds."""
+    e = _entries(doc)[0][n - 1]
+    return e["session"], set(e["members"])
+
+
 def _by_section_order(doc: dict) -> list[dict]:
-    """Boundaries in page order: grouped by session in the sessions list's order."""
-    pos = {s["session"]: n for n, s in enumerate(doc["sessions"])}
-    return sorted(doc["boundaries"], key=lambda b: pos.get(b["session"], len(pos)))
+    """Boundaries in page order: grouped by session entry in the sessions list's order."""
+    entries, group_of = _entries(doc)
+    pos = {e["session"]: n for n, e in enumerate(entries)}
+    return sorted(doc["boundaries"], key=lambda b: pos.get(group_of.get(b["session"], b["session"]), len(pos)))
 
 
 # --------------------------------------------------------------------------
@@ -381,7 +394,8 @@ def test_quiet_sessions_are_a_compact_list(merged_doc):
     html = report.render(d)
     check_page(d, html)
     sections = re.findall(r'<section class="session" id="session-(\d+)"', html)
-    assert len(sections) == len({b["session"] for b in d["boundaries"]} | {f["session"] for f in d["findings"] if f["session"] is not None})
+    g = _entries(d)[1]
+    assert len(sections) == len({g[b["session"]] for b in d["boundaries"]} | {g[f["session"]] for f in d["findings"] if f["session"] is not None})
     quiet = html.split('<h2 id="quiet">')[1]
     assert "<details>" in quiet and quiet.count("quiet-") == 50
 
@@ -397,8 +411,9 @@ def test_many_quiet_sessions_are_listed_compactly(merged_doc):
     d["sessions"] += extra
     d["exchanges"] += [dict(d["exchanges"][0], session=f"S{90000 + n}", session_id=f"s{n}", exchange_id=f"x{9000 + n}") for n in range(20000)]
     html = report.render(d)
-    busy = {b["session"] for b in merged_doc["boundaries"]} | {f["session"] for f in merged_doc["findings"]}
-    quiet = 20000 + sum(1 for s in merged_doc["sessions"] if s["session"] not in busy)
+    entries, g = _entries(merged_doc)
+    busy = {g[b["session"]] for b in merged_doc["boundaries"]} | {g[f["session"]] for f in merged_doc["findings"]}
+    quiet = 20000 + sum(1 for e in entries if e["session"] not in busy)
     # one row each up to the cap; the page says how many more the JSON has
     assert html.count('<tr id="session-') == report.MAX_ROWS
     assert f"{quiet - report.MAX_ROWS} more sessions are not listed on this page" in html
@@ -413,7 +428,7 @@ def test_only_the_worst_sessions_get_full_sections(merged_doc):
     # the two shown in full are among the ones with critical findings
     critical = {f["session"] for f in merged_doc["findings"] if f["severity"] == "critical"}
     shown = re.findall(r'<section class="session" id="session-(\d+)"', html)
-    assert {merged_doc["sessions"][int(n) - 1]["session"] for n in shown} <= critical
+    assert all(_section_of(merged_doc, int(n))[1] & critical for n in shown)
     assert "Findings per rule" in html and len(busy) > 2
 
 
@@ -568,8 +583,8 @@ def test_client_reaction_located(merged_doc):
     # one marker per reconnect that was not continuous, in its session's timeline
     chunks = session_chunks(html)
     for n, chunk in chunks.items():
-        sid = merged_doc["sessions"][n - 1]["session"]
-        want = sum(1 for b in merged_doc["boundaries"] if b["session"] == sid and b["verdict"] != "continuous")
+        _key, members = _section_of(merged_doc, n)
+        want = sum(1 for b in merged_doc["boundaries"] if b["session"] in members and b["verdict"] != "continuous")
         assert chunk.count('<a class="react react-') == want
 
 
@@ -588,12 +603,12 @@ def test_timeline_shades_lost_and_duplicated(merged_doc):
     html = report.render(merged_doc)
     chunks = session_chunks(html)
     for n, chunk in chunks.items():
-        sid = merged_doc["sessions"][n - 1]["session"]
-        bs = [b for b in merged_doc["boundaries"] if b["session"] == sid]
+        _key, members = _section_of(merged_doc, n)
+        bs = [b for b in merged_doc["boundaries"] if b["session"] in members]
         svg = re.search(r"<svg class=\"timeline.*?</svg>", chunk, re.S).group(0)
         assert svg.count('<rect class="lost"') == sum(1 for b in bs if b["lost_count"])
         assert svg.count('<rect class="dup"') == sum(1 for b in bs if b["duplicated_count"])
-        events = sum(x["events"] for x in merged_doc["exchanges"] if x["session"] == sid)  # cut-off ones included
+        events = sum(x["events"] for x in merged_doc["exchanges"] if x["session"] in members)  # cut-off ones included
         ticks = sum(len(re.findall(r"v16", d)) for d in re.findall(r'<path class="ticks(?:-cut)?" d="([^"]*)"', svg))
         assert ticks == min(events, report.TICKS_PER_TIMELINE), (n, ticks, events)
 

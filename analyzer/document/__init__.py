@@ -172,6 +172,7 @@ class Numbering:
 
     def session(self, part: int, s: dict) -> dict:
         s["session"] = self.session_key[(part, s["session"])]
+        s["incident"] = self.session_key[(part, s["incident"])]  # its first session's key, which incidents never leave
         return s
 
     def exchange(self, part: int, e: dict) -> dict:

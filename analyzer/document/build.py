@@ -218,6 +218,7 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
             protocol_version=pl.col("protocol_version").drop_nulls().first(),
             id_scheme=pl.col("id_scheme").first(),
             sources=pl.col("source").unique().sort(),
+            incident=pl.col("incident").first(),
         )
         .sort("first_pos")
     )
@@ -247,10 +248,15 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
     # "S<n>": the key of one session in this document (the same Mcp-Session-Id in two
     # unrelated inputs is two sessions); sessions are numbered in history order.
     key = {k: f"S{n}" for n, k in enumerate(sess["session"].to_list(), start=1)}
+    # an incident (the per-input sessions that share an exchange: captures of one incident) is named
+    # by its first session in history; the report gives the Mcp-Session-Ids of one incident one section
+    first_of = dict(sess.group_by("incident").agg(pl.col("session").sort_by("first_pos").first()).iter_rows())
+    incident = {k: key[first_of[i]] for k, i in sess.select("session", "incident").iter_rows()}
     for rec in boundaries + findings:
         rec["session"] = key.get(rec["session"])
     sessions = sess.select(
         session=pl.format("S{}", pl.int_range(1, pl.len() + 1)),
+        incident=pl.col("session").replace_strict(incident, return_dtype=pl.String),
         session_id="session_id",
         protocol_version="revision",
         era="era",
@@ -268,7 +274,7 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
     ).to_dicts()
     for s in sessions:  # the JSON object of verdict counts (only the verdicts seen: a dict per session is the contract)
         s["verdicts"] = dict(zip(s.pop("_verdicts") or [], s.pop("_counts") or []))
-    order = ["session", "session_id", "protocol_version", "era", "id_scheme", "first_seen", "last_seen", "exchanges", "streams",
+    order = ["session", "incident", "session_id", "protocol_version", "era", "id_scheme", "first_seen", "last_seen", "exchanges", "streams",
              "events", "boundaries", "verdicts", "initialize_results", "sources"]
     sessions = [{k: s[k] for k in order} for s in sessions]
     times = _event_offsets(f)

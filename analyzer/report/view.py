@@ -152,16 +152,49 @@ def _reaction_words(r: dict | None, s_anchor: dict, s_number: dict, x_anchor: di
 # context
 
 
+def _merged_sessions(sessions: list[dict]) -> tuple[list[dict], dict[str, str]]:
+    """One entry per Mcp-Session-Id of an incident: the per-input sessions of the captures that saw
+    it (a client HAR, a proxy log, a server pcap) summed, with every capture in ``sources`` and the
+    document's session keys in ``members``; and each document session key's entry key.  Sessions
+    without an Mcp-Session-Id are never merged."""
+    merged: dict[tuple, dict] = {}
+    group_of: dict[str, str] = {}
+    for s in sessions:
+        key = s.get("session")
+        sid = s.get("session_id")
+        gk = (s.get("incident") or key, sid) if sid else ("", key)
+        g = merged.get(gk)
+        if g is None:
+            g = merged[gk] = {**s, "sources": list(s.get("sources") or []), "verdicts": dict(s.get("verdicts") or {}),
+                              "members": [key]}
+        else:
+            g["members"].append(key)
+            g["sources"] = sorted(set(g["sources"]) | set(s.get("sources") or []))
+            for k in ("exchanges", "streams", "events", "boundaries", "initialize_results"):
+                if isinstance(s.get(k), int):
+                    g[k] = (g.get(k) or 0) + s[k]
+            for v, n in (s.get("verdicts") or {}).items():
+                g["verdicts"][v] = g["verdicts"].get(v, 0) + n
+            firsts = [x for x in (g.get("first_seen"), s.get("first_seen")) if x]
+            lasts = [x for x in (g.get("last_seen"), s.get("last_seen")) if x]
+            g["first_seen"], g["last_seen"] = min(firsts, default=None), max(lasts, default=None)
+        group_of[key] = g["session"]
+    return list(merged.values()), group_of
+
+
 def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_ROWS) -> dict:
-    sessions = list(doc.get("sessions", []))
+    sessions, group_of = _merged_sessions(list(doc.get("sessions", [])))
     exchanges = doc.get("exchanges", [])
     boundaries = doc.get("boundaries", [])
     findings = doc.get("findings", [])
 
+    def g(key):  # the report's session entry of a document session key
+        return group_of.get(key, key)
+
     x_by_session: dict[str, list] = defaultdict(list)
     by_ref: dict[tuple, dict] = {}
     for x in exchanges:
-        x_by_session[x.get("session")].append(x)
+        x_by_session[g(x.get("session"))].append(x)
         by_ref.setdefault((x.get("source"), x.get("location")), x)
     by_xid = {x.get("exchange_id"): x for x in exchanges}
 
@@ -182,7 +215,7 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         if f.get("boundary") is not None:
             f_by_boundary[f["boundary"]].append(pf)
         if f.get("session") is not None:
-            f_by_session[f["session"]].append(pf)
+            f_by_session[g(f["session"])].append(pf)
         # A request left without response, by the exchange that sent it: the reconnects whose
         # resumed stream still owed it (the document's owed_requests) show it as evidence.
         if f.get("rule") == "request_unanswered" and f.get("exchange") is not None:
@@ -233,7 +266,7 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         pb["_dup_ids"] = {str(i) for i in b.get("duplicated_event_ids") or []}
         pb["_decisive"] = DECISIVE.get(b.get("verdict"), set())
         pb["_unanswered"] = [pf for r in b.get("owed_requests") or [] for pf in unanswered_by_request.get(r, [])]
-        b_by_session[b.get("session")].append(pb)
+        b_by_session[g(b.get("session"))].append(pb)
 
     # Boundaries or findings naming a session the sessions list lacks still get a section.
     known = {s.get("session") for s in sessions}
@@ -293,6 +326,12 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
             }
         )
         full.append(entry)
+
+    for key, entry_key in group_of.items():  # a document session key links where its merged entry is
+        if entry_key in s_number:
+            s_number.setdefault(key, s_number[entry_key])
+        if entry_key in s_anchor:
+            s_anchor.setdefault(key, s_anchor[entry_key])
 
     # Cards exist only for sessions shown in full: links to the others go to their row.
     card_anchor: dict[str, str] = {}
@@ -372,7 +411,7 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         "where": where,
         "where_more": max(len(worst_b) - SUMMARY_ROWS, 0),
         "handling": handling,
-        "where_sessions": len({b.get("session") for b in worst_b}),
+        "where_sessions": len({g(b.get("session")) for b in worst_b}),
         "formats": sorted(Counter(str(i.get("format")) for i in inputs).items()),
         "unreadable": [i for i in inputs if i.get("error")][:SUMMARY_ROWS],
         "anomaly_codes": sorted(
