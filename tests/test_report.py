@@ -694,3 +694,42 @@ def test_every_card_and_finding_says_what_to_do(merged_doc):
             assert f"What to do:</span> {escape(catalog.VERDICT[b['verdict']].next_step)}" in card
     for f in merged_doc["findings"]:
         assert f"What to do: {escape(catalog.next_step(f['rule'], f['boundary'] is not None))}</div>" in html
+
+
+def test_time_axis_has_round_time_ticks_between_its_end_labels():
+    from datetime import datetime, timezone
+
+    from analyzer.report import timeline
+
+    lo = datetime(2026, 11, 13, 9, 0, 1, 100000, tzinfo=timezone.utc).timestamp()
+    for span, fmt_len in ((1.4, 10), (45.0, 8), (3 * 3600.0, 5)):  # 09:00:01.4, 09:00:10, 09:30
+        hi = lo + span
+
+        def sx(v, lo=lo, hi=hi):
+            return timeline.PLOT_X0 + (v - lo) / (hi - lo) * timeline.PLOT_W
+
+        ticks = timeline._axis_ticks(lo, hi, sx)
+        assert 2 <= len(ticks) <= timeline.AXIS_TICKS, (span, ticks)
+        xs = [float(k["x"]) for k in ticks]
+        assert xs == sorted(xs) and xs[0] >= timeline.PLOT_X0 + timeline.END_LABELS[0]
+        assert xs[-1] <= timeline.PLOT_X0 + timeline.PLOT_W - timeline.END_LABELS[1]
+        assert all(len(k["label"]) == fmt_len for k in ticks), ticks
+        gaps = [b - a for a, b in zip(xs, xs[1:])]
+        assert max(gaps) - min(gaps) <= 0.2, "evenly spaced (to the 0.1 px the SVG is written with)"
+    assert timeline._axis_ticks(lo, lo, lambda v: 0.0) == []
+
+
+def test_session_timelines_carry_time_ticks(merged_doc):
+    html = report.render(merged_doc)
+    svgs = re.findall(r'<svg class="timeline tl".*?</svg>', html, re.S)
+    timed = [s for s in svgs if "(+" in s]  # a time axis ends with its span
+    assert timed and all(re.search(r'<line class="axis" x1="[\d.]+" y1="[\d.]+" x2="[\d.]+" y2="[\d.]+"/><text', s) for s in timed)
+
+
+def test_a_lost_range_never_starts_left_of_the_axis(merged_doc):
+    from analyzer.report import timeline
+
+    svgs = "".join(re.findall(r'<svg class="timeline tl".*?</svg>', report.render(merged_doc), re.S))  # not the legend's swatch
+    xs = [float(x) for x in re.findall(r'<rect class="lost" x="([\d.-]+)"', svgs)]
+    ws = [float(w) for w in re.findall(r'<rect class="lost" x="[\d.-]+" y="[\d.-]+" width="([\d.-]+)"', svgs)]
+    assert xs and min(xs) >= timeline.PLOT_X0 and min(ws) > 0

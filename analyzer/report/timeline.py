@@ -2,6 +2,7 @@
 (connections as bars, events as ticks, reconnects and the client's reaction marked), in CSS pixels."""
 from __future__ import annotations
 
+import math
 from datetime import datetime, timezone
 
 
@@ -194,17 +195,19 @@ def _timeline(exchanges: list[dict], boundaries: list[dict], by_ref: dict, x_anc
             if res is not None and id(res) in row_of:
                 rb = bars[row_of[id(res)]]
                 x_start = min(rb["x0"] + rb["w_"], x - 8)
+            x_start = max(x_start, PLOT_X0)  # never left of the axis' start (a reconnect at the very start)
+            x_end = max(x, x_start + 3)
             r0, r1 = (min(span_rows), max(span_rows)) if span_rows else (0, max(len(rows) - 1, 0))
             label = f"{n_lost} lost"
             lost.append(
                 {
                     "x": f"{x_start:.1f}",
-                    "w": f"{x - x_start:.1f}",
+                    "w": f"{x_end - x_start:.1f}",
                     "y": f"{TOP + r0 * ROW_H + 1:.1f}",
                     "h": f"{(r1 - r0 + 1) * ROW_H - 2:.1f}",
                     "cls": _verdict_class(b.get("verdict")),
-                    "label": label if (x - x_start) >= 7 * len(label) else None,
-                    "lx": f"{(x_start + x) / 2:.1f}",
+                    "label": label if (x_end - x_start) >= 7 * len(label) else None,
+                    "lx": f"{(x_start + x_end) / 2:.1f}",
                     "ly": f"{TOP + r0 * ROW_H + ROW_H / 2 + 4:.1f}",
                     "title": f"{bid}: {_plural(n_lost, 'event')} lost — ids {' '.join(b['_lost']['shown'])}"
                     + (f" … {b['_lost']['more']} more" if b["_lost"]["more"] else ""),
@@ -295,6 +298,7 @@ def _timeline(exchanges: list[dict], boundaries: list[dict], by_ref: dict, x_anc
         "dups": dups,
         "reacts": reacts,
         "hidden": hidden,
+        "axis_ticks": _axis_ticks(lo, hi, sx) if timed else [],
         "lo_label": _axis_label(lo, timed),
         "hi_label": _axis_label(hi, timed),
         "span_label": f"{hi - lo:.3f} s" if timed else "",
@@ -317,6 +321,35 @@ def _shape(kind: str, x: float, y: float) -> str:
     if kind == "reuse":
         return f"M{x - 5:.1f} {y - 5:.1f}l10 10m0-10l-10 10"
     return f"M{x - 5:.1f} {y:.1f}a5 5 0 1 0 10 0a5 5 0 1 0-10 0"
+
+
+# tick steps of a time axis, in seconds: the first that gives at most AXIS_TICKS ticks is used
+NICE_STEPS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800,
+              3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800)
+AXIS_TICKS = 8
+END_LABELS = (90, 170)  # px kept clear of ticks beside the start and the end label
+
+
+def _axis_ticks(lo: float, hi: float, sx) -> list[dict]:
+    """Time ticks between the axis' two end labels: round times of day (UTC), as many as fit."""
+    span = hi - lo
+    if span <= 0:
+        return []
+    step = next((s for s in NICE_STEPS if span / s <= AXIS_TICKS), NICE_STEPS[-1])
+    fmt = "%H:%M" if step >= 60 else "%H:%M:%S" if step >= 1 else None
+    out = []
+    first = math.ceil(lo / step) * step
+    for k in range(AXIS_TICKS + 2):  # bounded: at most AXIS_TICKS steps fit in the span
+        v = first + k * step
+        if v > hi:
+            break
+        x = sx(v)
+        if x < PLOT_X0 + END_LABELS[0] or x > PLOT_X0 + PLOT_W - END_LABELS[1]:
+            continue
+        when = datetime.fromtimestamp(v, timezone.utc)
+        label = when.strftime(fmt) if fmt else when.strftime("%H:%M:%S.%f")[: 9 + max(len(f"{step:g}") - 2, 1)]
+        out.append({"x": f"{x:.1f}", "label": label})
+    return out
 
 
 def _axis_label(v: float, timed: bool) -> str:
