@@ -226,6 +226,13 @@ def test_sample_report_renders(target, open_report, pages_dir):
     assert page.is_visible("#filters")
     assert page.locator("th button.sort").count() > 0
     assert page.title().startswith("mcp-sse-audit report: ")
+    # the overview across sessions is drawn: one bar per non-empty (time bin, kind), every timed reconnect in one
+    ov = page.locator("svg.overview")
+    assert ov.is_visible() and ov.bounding_box()["width"] > 500
+    drawn = page.evaluate("""() => [...document.querySelectorAll('svg.overview rect')]
+        .filter(r => r.getBBox().height > 0 && /ov-(div|unv|ok)/.test(r.getAttribute('class')))
+        .reduce((n, r) => n + Number(r.dataset.n), 0)""")
+    assert drawn == sum(1 for b in doc["boundaries"] if b.get("started"))
     sessions = page.evaluate(MARKS_JS)
     entries, group_of = _merged_sessions(doc["sessions"])  # one section per Mcp-Session-Id of an incident
     want: dict[str, list] = {}

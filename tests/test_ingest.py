@@ -207,3 +207,18 @@ def test_the_analysis_is_the_same_from_the_polars_events_and_from_their_arrow_ta
         doc.pop("generated_at")
         docs.append(doc)
     assert docs[0] == docs[1] and docs[0]["boundaries"]
+
+
+def test_har_placeholder_mime_type_is_no_content_type():
+    """Browsers write mimeType "x-unknown" for a response without Content-Type: it is shown as none, never
+    as a real type (issue [5/6]); the proxy log of the same exchange agrees."""
+    from analyzer import pipeline
+
+    from pathlib import Path
+
+    syn = Path(__file__).resolve().parent.parent / "sample_logs" / "synthetic"
+    assert '"mimeType": "x-unknown"' in (syn / "gap.har").read_text()
+    har = pipeline.run([str(syn / "gap.har")]).document["exchanges"]
+    jsonl = pipeline.run([str(syn / "gap.jsonl")]).document["exchanges"]
+    assert [x["content_type"] for x in har] == [x["content_type"] for x in jsonl]
+    assert None in [x["content_type"] for x in har] and "x-unknown" not in {x["content_type"] for x in har}

@@ -43,6 +43,7 @@ DATA_ATTRS = {
     "data-v": lambda v: v == "" or set(v.split(" ")) <= TOKENS,
     "data-sev": lambda v: v == "" or set(v.split(" ")) <= SEV_TOKENS,
     "data-any": lambda v: set(v.split(" ")) <= TOKENS | SEV_TOKENS,
+    "data-n": lambda v: v.isdigit(),  # a count (the overview's bars)
 }
 
 
@@ -733,3 +734,25 @@ def test_a_lost_range_never_starts_left_of_the_axis(merged_doc):
     xs = [float(x) for x in re.findall(r'<rect class="lost" x="([\d.-]+)"', svgs)]
     ws = [float(w) for w in re.findall(r'<rect class="lost" x="[\d.-]+" y="[\d.-]+" width="([\d.-]+)"', svgs)]
     assert xs and min(xs) >= timeline.PLOT_X0 and min(ws) > 0
+
+
+def test_overview_counts_every_timed_reconnect_and_states_the_window(merged_doc):
+    """Issue [5/6]: an overview across sessions over the incident's window, the window in the summary."""
+    html = report.render(merged_doc)
+    ov = re.search(r'<svg class="overview tl".*?</svg>', html, re.S).group(0)
+
+    def total(*classes):
+        return sum(int(n) for c, n in re.findall(r'<rect class="ov-(\w+)"[^>]* data-n="(\d+)"', ov) if c in classes)
+
+    timed = [b for b in merged_doc["boundaries"] if b.get("started")]
+    assert timed and total("div", "unv", "ok") == len(timed)
+    assert total("ok") == sum(1 for b in timed if b["verdict"] == "continuous")
+    assert total("lost") == sum(b["lost_count"] for b in timed) > 0
+    assert total("dup") == sum(b["duplicated_count"] for b in timed) > 0
+    starts = sorted(x["started"] for x in merged_doc["exchanges"] if x["started"])
+    window = re.search(r"Window: <strong>([^<]*)</strong>", html).group(1)
+    assert window.startswith(starts[0][:23]) and " → " in window and window.endswith(")")
+    untimed = copy.deepcopy(merged_doc)
+    for x in untimed["exchanges"]:
+        x["started"] = x["ended"] = None
+    assert "No exchange has a time: the window is unknown." in report.render(untimed)

@@ -62,6 +62,9 @@ class _Cleaner:
         return _SURROGATE.sub("\ufffd", text)
 
 
+
+PLACEHOLDER_MIME = frozenset({"", "x-unknown"})  # HAR content.mimeType values that mean "no Content-Type"
+
 def _ts(value: object) -> datetime | None:
     try:
         return parse_ts(value)
@@ -446,7 +449,9 @@ def _read(source: str, entries, broken: tuple[str, bool] | None, redact_secrets:
         content = resp.get("content") if isinstance(resp.get("content"), dict) else {}
         if row["content_type"] is None:
             mime = content.get("mimeType")
-            row["content_type"] = media_type(clean(mime) if isinstance(mime, str) else None)
+            # "x-unknown" is what browsers write when the response had no Content-Type: a placeholder, not a type
+            mime = None if not isinstance(mime, str) or mime.strip().lower() in PLACEHOLDER_MIME else mime
+            row["content_type"] = media_type(clean(mime) if mime is not None else None)
         data = _body_bytes(content, log, where)
         undecodable = False
         coding = resp_headers.get("content-encoding")

@@ -356,3 +356,82 @@ def _axis_label(v: float, timed: bool) -> str:
     if not timed:
         return f"exchange #{int(v) + 1}"
     return datetime.fromtimestamp(v, timezone.utc).strftime("%H:%M:%S.%f")[:-3] + "Z"
+
+
+# --------------------------------------------------------------------------
+# overview across sessions
+
+OVERVIEW_BINS = 48
+OV_BAND = 46  # px of each band (reconnects, events)
+
+
+def _duration(secs: float) -> str:
+    secs = max(secs, 0.0)
+    if secs < 60:
+        return f"{secs:.3f} s".replace(".000 s", " s")
+    if secs < 3600:
+        return f"{int(secs // 60)} min {int(secs % 60)} s"
+    if secs < 86400:
+        return f"{int(secs // 3600)} h {int(secs % 3600 // 60)} min"
+    return f"{int(secs // 86400)} d {int(secs % 86400 // 3600)} h"
+
+
+def _overview(exchanges: list[dict], boundaries: list[dict]) -> dict | None:
+    """The incident's window (first request to last end over every capture) and what happened in it:
+    reconnects per time bin by kind (diverged, unverifiable, continuous) and the events lost and
+    delivered twice, as stacked bars over one time axis.  None when no exchange has a time."""
+    times = [v for x in exchanges for v in (_ts(x.get("started")), _ts(x.get("ended"))) if v is not None]
+    if not times:
+        return None
+    lo, hi = min(times), max(times)
+    width = (hi - lo) or 1.0
+    bins = [dict(div=0, unv=0, ok=0, lost=0, dup=0) for _ in range(OVERVIEW_BINS)]
+    untimed = 0
+    for b in boundaries:
+        t = _ts(b.get("started"))
+        if t is None:
+            untimed += 1
+            continue
+        i = min(max(int((t - lo) / width * OVERVIEW_BINS), 0), OVERVIEW_BINS - 1)
+        v = b.get("verdict")
+        bins[i]["ok" if v == "continuous" else "unv" if v == "unverifiable" else "div"] += 1
+        bins[i]["lost"] += b.get("lost_count") or 0
+        bins[i]["dup"] += b.get("duplicated_count") or 0
+    top_r = max((c["div"] + c["unv"] + c["ok"] for c in bins), default=0) or 1
+    top_e = max((c["lost"] + c["dup"] for c in bins), default=0) or 1
+    bw = PLOT_W / OVERVIEW_BINS
+    y_r, y_e = 8 + OV_BAND, 8 + 2 * OV_BAND + 14  # the bottoms of the two bands
+    rects = []
+    for i, c in enumerate(bins):
+        x = PLOT_X0 + i * bw
+        t0 = datetime.fromtimestamp(lo + i * width / OVERVIEW_BINS, timezone.utc).strftime("%H:%M:%S")
+        t1 = datetime.fromtimestamp(lo + (i + 1) * width / OVERVIEW_BINS, timezone.utc).strftime("%H:%M:%S")
+        for band, keys, top, bottom in (("r", ("div", "unv", "ok"), top_r, y_r), ("e", ("lost", "dup"), top_e, y_e)):
+            y = bottom
+            for k in keys:
+                if not c[k]:
+                    continue
+                h = max(c[k] / top * OV_BAND, 1.5)
+                y -= h
+                what = {"div": "reconnects that diverged", "unv": "reconnects not verifiable", "ok": "continuous reconnects",
+                        "lost": "events lost", "dup": "events delivered twice"}[k]
+                rects.append({"x": f"{x + 0.5:.1f}", "y": f"{y:.1f}", "w": f"{max(bw - 1, 1):.1f}", "h": f"{h:.1f}",
+                              "cls": f"ov-{k}", "n": c[k], "title": f"{t0}–{t1} UTC: {c[k]} {what}"})
+    span = hi - lo
+    return {
+        "width": SVG_W,
+        "height": y_e + 24,
+        "plot_x0": PLOT_X0,
+        "plot_x1": PLOT_X0 + PLOT_W,
+        "axis_y": y_e + 2,
+        "y_r": y_r,
+        "rects": rects,
+        "axis_ticks": _axis_ticks(lo, hi, lambda v: PLOT_X0 + (v - lo) / width * PLOT_W),
+        "lo_label": _axis_label(lo, True),
+        "hi_label": _axis_label(hi, True),
+        "top_r": top_r,
+        "top_e": top_e,
+        "untimed": untimed,
+        "window": (datetime.fromtimestamp(lo, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z → "
+                   + datetime.fromtimestamp(hi, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + f"Z ({_duration(span)})"),
+    }

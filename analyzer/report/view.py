@@ -13,7 +13,7 @@ from .common import (
     V_RANK, _INT, _anchor, _plural, _ref, _sev_class,
     _sev_token, _verdict_class, _verdict_token,
 )
-from .timeline import _timeline
+from .timeline import _overview, _timeline
 
 
 # --------------------------------------------------------------------------
@@ -412,6 +412,7 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         "where_more": max(len(worst_b) - SUMMARY_ROWS, 0),
         "handling": handling,
         "where_sessions": len({g(b.get("session")) for b in worst_b}),
+        "overview": _overview(exchanges, boundaries),
         "formats": sorted(Counter(str(i.get("format")) for i in inputs).items()),
         "unreadable": [i for i in inputs if i.get("error")][:SUMMARY_ROWS],
         "anomaly_codes": sorted(
