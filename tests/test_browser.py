@@ -278,6 +278,13 @@ def test_filters_change_what_is_visible(synthetic, open_report):
     gap_findings = {f"finding-{f['id']}" for f in doc["findings"] if f["boundary"] in {g.removeprefix("boundary-") for g in gaps}}
     assert set(loaded.visible("tr[data-f=f]")) == gap_findings
     assert page.inner_text("#f-count").startswith(f"Showing {len(gaps)} of {len(doc['boundaries'])} reconnects")
+    # the summary's worst reconnects follow the filter too (issue [5/6]: the "Where?" table agrees with it)
+    where_js = """(hidden) => [...document.querySelectorAll('tr[data-f=w]')]
+        .filter(r => (r.offsetParent === null) === hidden).map(r => r.querySelector('th').textContent.trim())"""
+    shown_w, hidden_w = page.evaluate(where_js, False), page.evaluate(where_js, True)
+    verdict_of = {b["boundary_id"]: b["verdict"] for b in doc["boundaries"]}
+    assert shown_w and all(verdict_of[i] == "gap" for i in shown_w)
+    assert hidden_w and all(verdict_of[i] != "gap" for i in hidden_w)
 
     page.select_option("#f-verdict", "diverged")
     diverged = {f"boundary-{b['boundary_id']}" for b in doc["boundaries"] if b["verdict"] in report.DIVERGED}

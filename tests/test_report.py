@@ -37,7 +37,7 @@ ALLOWED_TAGS = {
 TOKENS = set(report.VERDICTS) | {"unknown"}
 SEV_TOKENS = set(report.SEVERITIES) | {"none"}
 DATA_ATTRS = {
-    "data-f": lambda v: v in ("b", "f", "s", "r"),
+    "data-f": lambda v: v in ("b", "f", "s", "r", "w"),
     "data-s": lambda v: v == "" or v.isdigit(),
     "data-k": lambda v: v == "" or v.isdigit(),
     "data-v": lambda v: v == "" or set(v.split(" ")) <= TOKENS,
