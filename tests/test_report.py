@@ -756,3 +756,24 @@ def test_overview_counts_every_timed_reconnect_and_states_the_window(merged_doc)
     for x in untimed["exchanges"]:
         x["started"] = x["ended"] = None
     assert "No exchange has a time: the window is unknown." in report.render(untimed)
+
+
+def test_client_reactions_name_their_reconnect_and_never_cover_one_another():
+    """Issue [5/6]: neighbouring reconnects' reaction marks overlapped; each now names its reconnect and
+    takes a row of the lane where it clears the previous one."""
+    from analyzer.report import timeline
+
+    _require_samples()
+    doc = pipeline.run([str(SYNTHETIC.parent / "real-python-resurrection-loop.jsonl")]).document
+    html = report.render(doc)
+    reacts = re.findall(r'<a class="react react-\w+" href="#boundary-(b\d+)">.*?<text x="[\d.]+" y="([\d.]+)"[^>]*>([^<]*)</text></a>', html)
+    xs = re.findall(r'<a class="react react-\w+" href="#boundary-b\d+"><title>[^<]*</title><path d="M([\d.]+)', html)
+    assert len(reacts) == len(xs) == sum(1 for b in doc["boundaries"] if b["verdict"] != "continuous") > 5
+    assert all(bid == label for bid, _y, label in reacts)
+    rows: dict[str, list[float]] = {}
+    for (_bid, y, _l), x in zip(reacts, xs):
+        rows.setdefault(y, []).append(float(x))
+    assert len(rows) > 1, "the loop's reactions need a second row"
+    for row in rows.values():
+        row.sort()
+        assert all(b - a >= timeline.REACT_GAP - 12 for a, b in zip(row, row[1:])), row  # (path starts 5-6 px left of the centre)

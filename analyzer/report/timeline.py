@@ -21,7 +21,9 @@ TOP = 30  # band above the rows for reconnect labels
 ROW_H = 20
 BAR_H = 10
 TICK = 3  # ticks stick out of the bar by this much
-LANE_H = 20  # the "client" lane: what the client did after each reconnect
+LANE_H = 20  # the "client" lane: what the client did after each reconnect (one row of it)
+REACT_SLOTS = 4  # rows of the lane, so that neighbouring reactions do not cover one another
+REACT_GAP = 46  # px a reaction and its label need before the next one in the same row
 
 # --------------------------------------------------------------------------
 # timeline
@@ -257,13 +259,36 @@ def _timeline(exchanges: list[dict], boundaries: list[dict], by_ref: dict, x_anc
             reacts.append(
                 {
                     "shape": shape,
-                    "x": f"{rx:.1f}",
-                    "y": f"{lane_y:.1f}",
-                    "d": _shape(shape, rx, lane_y),
+                    "rx": rx,
+                    "bid": bid,
                     "title": f"{bid}: client {what}{when}",
                     "anchor": b["_anchor"],
                 }
             )
+    # Reactions of neighbouring reconnects would sit on one another: each takes the first of
+    # REACT_SLOTS rows of the lane where it clears the one before, and names its reconnect, so
+    # which belongs to which is never a guess.
+    slots_end: list[float] = []
+    for r in sorted(reacts, key=lambda r: r["rx"]):
+        slot = next((k for k, end in enumerate(slots_end) if r["rx"] - end >= REACT_GAP), None)
+        if slot is None:
+            slot = len(slots_end) if len(slots_end) < REACT_SLOTS else min(range(len(slots_end)), key=lambda k: slots_end[k])
+            if slot == len(slots_end):
+                slots_end.append(0.0)
+        slots_end[slot] = r["rx"]
+        r["slot"] = slot
+    extra = max(len(slots_end) - 1, 0) * LANE_H
+    axis_y += extra
+    height += extra
+    for m in marks:
+        m["y2"] = axis_y
+    for r in reacts:
+        ry = lane_y + r.pop("slot") * LANE_H
+        rx = r.pop("rx")
+        label = r.pop("bid")[:8]
+        right = rx + 8 + 7 * len(label) <= SVG_W  # else the name goes left of the mark
+        r.update(x=f"{rx:.1f}", y=f"{ry:.1f}", d=_shape(r["shape"], rx, ry), label=label,
+                 lx=f"{rx + 8 if right else rx - 8:.1f}", ly=f"{ry + 4:.1f}", lanchor="start" if right else "end")
     # Marks closer than a label's width share one label ("b3 +4"); neighbouring
     # labels alternate between two lines. Every mark keeps its own line and link.
     clusters: list[list[dict]] = []
