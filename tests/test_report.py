@@ -777,3 +777,21 @@ def test_client_reactions_name_their_reconnect_and_never_cover_one_another():
     for row in rows.values():
         row.sort()
         assert all(b - a >= timeline.REACT_GAP - 12 for a, b in zip(row, row[1:])), row  # (path starts 5-6 px left of the centre)
+
+
+def test_one_long_stream_does_not_squeeze_the_reconnects():
+    """Issue [5/6]: a long connection squeezed the others into a sliver; the axis zooms to the reconnects."""
+    from analyzer.report import timeline
+
+    # a standalone GET open for an hour, and a burst of short connections and a reconnect in its first 10 s
+    spans = [(0.0, 3600.0)] + [(i * 1.0, i * 1.0 + 0.5) for i in range(10)]
+    lo, hi = timeline._zoom(spans, [5.2], 0.0, 3600.0)
+    assert lo == 0.0 and 9.5 < hi < 11.0
+    assert timeline._zoom([(0.0, 10.0), (2.0, 9.0)], [5.0], 0.0, 10.0) is None  # nothing dominates: the whole span
+    assert timeline._zoom(spans, [], 0.0, 3600.0) is None  # no reconnect: nothing to zoom to
+    assert timeline._zoom(spans + [(3000.0, 3000.5)], [5.2], 0.0, 3600.0) is None  # a late connection keeps the span
+
+    _require_samples()
+    html = report.render(pipeline.run([str(SYNTHETIC.parent)]).document)
+    zoomed = [m for m in re.findall(r'<p class="legend">.*?</svg>', html, re.S) if "Zoomed to the reconnects" in m]
+    assert zoomed and all('<path class="cutarrow"' in z for z in zoomed)

@@ -60,6 +60,7 @@ def _timeline(exchanges: list[dict], boundaries: list[dict], by_ref: dict, x_anc
     reactions = [b["_reaction"] for b in boundaries if b.get("_reaction")]
 
     spans = []
+    zoom = full = None
     if timed:
         for x, s in zip(rows, starts):
             e = _ts(x.get("ended"))
@@ -70,6 +71,10 @@ def _timeline(exchanges: list[dict], boundaries: list[dict], by_ref: dict, x_anc
         for t in extra:
             if t is not None:
                 lo, hi = min(lo, t), max(hi, t)
+        zoom = _zoom(spans, [t for t in extra if t is not None], lo, hi)
+        if zoom is not None:
+            full = (lo, hi)
+            lo, hi = zoom
     else:
         for x in rows:
             p = position[id(x)]
@@ -80,6 +85,8 @@ def _timeline(exchanges: list[dict], boundaries: list[dict], by_ref: dict, x_anc
 
     def sx(v: float) -> float:
         return min(max(PLOT_X0 + (v - lo) / width * PLOT_W, PLOT_X0), PLOT_X0 + PLOT_W)
+
+    zoomed = timed and zoom is not None
 
     row_of = {}
     bars = []
@@ -96,6 +103,9 @@ def _timeline(exchanges: list[dict], boundaries: list[dict], by_ref: dict, x_anc
             x1 = x0
         w = max(x1 - x0, 3.0)
         y = TOP + n * ROW_H + (ROW_H - BAR_H) / 2
+        # zoomed: a connection that runs past an edge of the axis gets an arrow there
+        cut_l = zoomed and s < lo
+        cut_r = zoomed and (e is None or e > hi) and x.get("end_reason") not in ("open", "capture_end") and (e or s) > hi
         ids = ""
         if x.get("first_id") is not None or x.get("last_id") is not None:
             ids = f", ids {x.get('first_id')}…{x.get('last_id')}"
@@ -138,6 +148,10 @@ def _timeline(exchanges: list[dict], boundaries: list[dict], by_ref: dict, x_anc
                 "total": total,
                 "label": f"{x.get('exchange_id', '')} {x.get('method') or '?'} {x.get('status') if x.get('status') is not None else '—'}",
                 "open": e is None and x.get("end_reason") in ("open", "capture_end"),
+                "cut": "".join(
+                    ([f"M{PLOT_X0 - 2:.1f} {y + BAR_H / 2:.1f}l6-5v10z"] if cut_l else [])
+                    + ([f"M{PLOT_X0 + PLOT_W + 2:.1f} {y + BAR_H / 2:.1f}l-6-5v10z"] if cut_r else [])
+                ),
                 "recorded": bool(x.get("body_recorded", True)),
                 "cls": "bar-ok" if (x.get("status") or 0) // 100 == 2 else "bar-bad",
                 "anchor": x_anchor.get(id(x)),
@@ -327,7 +341,33 @@ def _timeline(exchanges: list[dict], boundaries: list[dict], by_ref: dict, x_anc
         "lo_label": _axis_label(lo, timed),
         "hi_label": _axis_label(hi, timed),
         "span_label": f"{hi - lo:.3f} s" if timed else "",
+        "zoom_note": (f"Zoomed to the reconnects: the session's connections span {_axis_label(full[0], True)} to "
+                      f"{_axis_label(full[1], True)} ({full[1] - full[0]:.3f} s); arrows mark connections that run past an edge.")
+        if zoomed else "",
     }
+
+
+ZOOM_SHARE = 0.2  # the reconnects' part of a session's span below which the axis zooms to it
+
+
+def _zoom(spans: list[tuple], marks: list[float], lo: float, hi: float) -> tuple[float, float] | None:
+    """A narrower time axis when one long connection would squeeze everything else into a sliver:
+    the range of the reconnects, their reactions, every connection's start and the end of every
+    connection shorter than half the span, with a margin, if it is under ZOOM_SHARE of the span.
+    None: the whole span is drawn."""
+    span = hi - lo
+    if span <= 0 or not marks:
+        return None
+    pts = list(marks)
+    for s, e in spans:
+        pts.append(s)  # every connection starts inside the axis; only a long one may end past it
+        if e is not None and e - s < span / 2:
+            pts.append(e)
+    zlo, zhi = min(pts), max(pts)
+    if zhi - zlo >= ZOOM_SHARE * span:
+        return None
+    margin = max((zhi - zlo) * 0.08, 0.002)
+    return max(lo, zlo - margin), min(hi, zhi + margin)
 
 
 def _timed_ticks(x: dict, k: int) -> list[tuple[int, bool]]:
@@ -352,7 +392,7 @@ def _shape(kind: str, x: float, y: float) -> str:
 NICE_STEPS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800,
               3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800)
 AXIS_TICKS = 8
-END_LABELS = (90, 170)  # px kept clear of ticks beside the start and the end label
+END_LABELS = (130, 210)  # px kept clear of ticks beside the start and the end label (their text, and half a tick label)
 
 
 def _axis_ticks(lo: float, hi: float, sx) -> list[dict]:
