@@ -367,6 +367,9 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
     by_sev = summary.get("findings_by_severity", {})
     major = [f for f in prepared_findings if f.get("severity") in ("critical", "error")]
     top = _top_findings(major)
+    first_of: dict[tuple, dict] = {}
+    for f in prepared_findings:
+        first_of.setdefault((f.get("rule"), f.get("severity")), f)
     minor = [f for f in prepared_findings if f.get("severity") not in ("critical", "error")]
 
     # Summary: where it diverged (the worst reconnects) and what the inputs cost.
@@ -422,8 +425,10 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         "major_findings": major[:max_rows],
         "minor_findings": minor[:max_rows],
         "findings_left_out": max(0, len(major) - max_rows) + max(0, len(minor) - max_rows),
+        # effect and next step once per rule, not on each of up to 2,000 rows (they were a third of the page)
         "rule_table": sorted(
-            ((rule, sev, n, _sev_class(sev)) for (rule, sev), n in _count_rules(prepared_findings).items()),
+            ((rule, sev, n, _sev_class(sev), first_of[(rule, sev)].get("effect"), first_of[(rule, sev)].get("_next"))
+             for (rule, sev), n in _count_rules(prepared_findings).items()),
             key=lambda r: (SEV_RANK.get(r[1], 9), -r[2], r[0] or ""),
         ),
         "busy_sessions": busy,
