@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 from analyzer import pipeline, report  # noqa: E402
 from analyzer.report.view import _merged_sessions  # noqa: E402
 
+
 sys.path.insert(0, str(ROOT / "tests"))
 from reportdocs import HOSTILE, HOSTILE_SIDS, SAMPLES, SYNTHETIC, hostile_capture, poison  # noqa: E402
 
@@ -580,3 +581,33 @@ if __name__ == "__main__":
     if "--screenshot" not in sys.argv:
         sys.exit("usage: python tests/test_browser.py --screenshot")
     print(f"wrote {make_screenshot()}")
+
+
+# --------------------------------------------------------------------------
+# the page budget of a large run (issue [5/6], Scale)
+
+
+def test_a_large_run_stays_in_budget_and_every_critical_reconnect_has_a_card(synthetic, open_report, pages_dir):
+    """2,100 sessions (the synthetic samples x 60): the page stays under 5 MB, every critical reconnect has
+    a card (the worst sessions in full, the others compact), no link dangles, and the filters work on it.
+    Load time is measured by bench/report_page.py, not asserted here."""
+    from reportscale import scaled
+
+    doc = scaled(synthetic[0], 60)
+    assert len(doc["sessions"]) >= 2000
+    path = write_report(pages_dir, "large-run", doc)
+    html = path.read_text()
+    assert len(html.encode()) <= 5_000_000, len(html.encode())
+    critical = {b["boundary_id"] for b in doc["boundaries"] if b["severity"] == "critical"}
+    cards = set(re.findall(r'<article class="card[^"]*" id="boundary-(b\d+)"', html))
+    assert len(critical) >= 300 and critical <= cards
+    ids = set(re.findall(r' id="([^"]+)"', html))
+    assert {h for h in re.findall(r'href="#([^"]+)"', html)} <= ids, "no dangling link"
+    loaded = open_report(path)
+    page = loaded.page
+    assert page.is_visible("#filters")
+    page.select_option("#f-sev", "critical")
+    shown = set(loaded.visible("article.card"))
+    assert {f"boundary-{b}" for b in critical} == shown
+    n_cards = len(cards)
+    assert page.inner_text("#f-count").startswith(f"Showing {len(critical)} of {n_cards} reconnects")

@@ -34,10 +34,13 @@ COLLAPSE_ROWS = 20  # tables longer than this go inside a closed <details>
 
 # A capture of 100k sessions must still give a page of a few MB: the worst sessions in full, the
 # rest as one row each up to a cap, and everything in the JSON.
-MAX_FULL_SESSIONS = 200
+MAX_FULL_SESSIONS = 60
 
 
 MAX_ROWS = 1000
+MINOR_ROWS = 200  # warning and info findings listed (critical and error: MAX_ROWS); the JSON has all
+EVIDENCE_SHOWN = 4  # evidence records listed per finding row (the JSON has all)
+CONN_ROWS = 200  # connections listed per session shown in full (every one is in the JSON)
 
 
 SUMMARY_ROWS = 10  # worst reconnects and findings repeated in the summary

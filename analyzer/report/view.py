@@ -8,7 +8,7 @@ from analyzer import catalog
 from analyzer.catalog import VERDICT
 
 from .common import (
-    COLLAPSE_ROWS, DECISIVE, DIVERGED, IDS_SHOWN, MAX_FULL_SESSIONS, MAX_ROWS,
+    COLLAPSE_ROWS, CONN_ROWS, DECISIVE, EVIDENCE_SHOWN, MINOR_ROWS, DIVERGED, IDS_SHOWN, MAX_FULL_SESSIONS, MAX_ROWS,
     NO_EFFECT, SEVERITIES, SEV_RANK, SUMMARY_ROWS, TICKS_PER_BAR, VERDICTS,
     V_RANK, _INT, _anchor, _plural, _ref, _sev_class,
     _sev_token, _verdict_class, _verdict_token,
@@ -289,6 +289,8 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         worst = min((SEV_RANK.get(f.get("severity"), len(SEVERITIES)) for f in fs), default=len(SEVERITIES))
         return (worst, -len(fs), -len(b_by_session.get(s.get("session"), [])))
 
+    compact: list[dict] = []
+    compact_more = 0
     ranked = sorted((s for s in sessions if b_by_session.get(s.get("session")) or f_by_session.get(s.get("session"))), key=badness)
     shown_full = {id(s) for s in ranked[:max_full]}
     for n, s in enumerate(sessions, start=1):
@@ -309,7 +311,17 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
                 s_anchor.setdefault(sid, anchor)
             continue
         if id(s) not in shown_full:
-            if len(busy) < max_rows:
+            # Every critical reconnect is reachable with its evidence: those of sessions not shown in full get
+            # a compact card (reason, effect, what to do, the client, the ids and the records that prove it).
+            listed = len(busy) < max_rows
+            for b in bs:
+                if b.get("severity") == "critical":
+                    if len(compact) < max_rows:
+                        b["_session_n"], b["_session_anchor"] = n, anchor if listed else None
+                        compact.append(b)
+                    else:
+                        compact_more += 1
+            if listed:
                 entry["worst"] = sevs[0] if sevs and sevs[0] in SEVERITIES else None
                 busy.append(entry)
                 s_anchor.setdefault(sid, anchor)
@@ -333,34 +345,34 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         if entry_key in s_anchor:
             s_anchor.setdefault(key, s_anchor[entry_key])
 
-    # Cards exist only for sessions shown in full: links to the others go to their row.
+    # Cards exist for sessions shown in full and for those critical reconnects: links to the others go to their row.
     card_anchor: dict[str, str] = {}
-    for e in full:
-        for b in e["boundaries"]:
-            card_anchor.setdefault(b.get("boundary_id"), b["_anchor"])
+    for b in [b for e in full for b in e["boundaries"]] + compact:
+        card_anchor.setdefault(b.get("boundary_id"), b["_anchor"])
     for f in prepared_findings:
         f["_session_anchor"] = s_anchor.get(f.get("session"))
         f["_session_n"] = s_number.get(f.get("session"), "")
         f["_boundary_anchor"] = card_anchor.get(f.get("boundary")) if f.get("boundary") is not None else None
         f["_boundary_n"] = b_pos.get(f.get("boundary"), "") if f.get("boundary") is not None else ""
 
-    # Connection rows (and so link targets) exist for the first max_rows exchanges of a full session.
+    # Connection rows (and so link targets) exist for the first conn_rows exchanges of a full session.
+    conn_rows = min(max_rows, CONN_ROWS)
     x_anchor: dict[int, str] = {}
     used: set[str] = set()
     for e in full:
-        for x in e["exchanges"][:max_rows]:
+        for x in e["exchanges"][:conn_rows]:
             a = _anchor("conn", x.get("exchange_id"), len(x_anchor) + 1)
             if a in used:  # two exchanges with one id: the second by its index
                 a = f"conn-n{len(x_anchor) + 1}"
             used.add(a)
             x_anchor[id(x)] = a
+    for b in [b for e in full for b in e["boundaries"]] + compact:
+        b["_reaction"] = _reaction(b, by_xid)
+        b["_reaction_words"], b["_reaction_anchor"] = _reaction_words(b["_reaction"], s_anchor, s_number, x_anchor)
     for e in full:
-        for b in e["boundaries"]:
-            b["_reaction"] = _reaction(b, by_xid)
-            b["_reaction_words"], b["_reaction_anchor"] = _reaction_words(b["_reaction"], s_anchor, s_number, x_anchor)
         e["timeline"] = _timeline(e["exchanges"], e["boundaries"], by_ref, x_anchor)
-        e["rows"] = [(x, x_anchor[id(x)]) for x in e["exchanges"][:max_rows]]
-        e["rows_more"] = max(len(e["exchanges"]) - max_rows, 0)
+        e["rows"] = [(x, x_anchor[id(x)]) for x in e["exchanges"][:conn_rows]]
+        e["rows_more"] = max(len(e["exchanges"]) - conn_rows, 0)
 
     summary = doc.get("summary", {})
     verdict_counts = summary.get("verdicts", {})
@@ -371,6 +383,9 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
     for f in prepared_findings:
         first_of.setdefault((f.get("rule"), f.get("severity")), f)
     minor = [f for f in prepared_findings if f.get("severity") not in ("critical", "error")]
+    minor_rows = min(max_rows, MINOR_ROWS)
+    for f in major[:max_rows] + minor[:minor_rows]:  # rows on the page: links to the others would dangle
+        f["_shown"] = True
 
     # Summary: where it diverged (the worst reconnects) and what the inputs cost.
     worst_b = sorted(
@@ -423,8 +438,8 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
             key=lambda r: (SEV_RANK.get(r[1], 9), -r[2], str(r[0])),
         )[:SUMMARY_ROWS],
         "major_findings": major[:max_rows],
-        "minor_findings": minor[:max_rows],
-        "findings_left_out": max(0, len(major) - max_rows) + max(0, len(minor) - max_rows),
+        "minor_findings": minor[:minor_rows],
+        "findings_left_out": max(0, len(major) - max_rows) + max(0, len(minor) - minor_rows),
         # effect and next step once per rule, not on each of up to 2,000 rows (they were a third of the page)
         "rule_table": sorted(
             ((rule, sev, n, _sev_class(sev), first_of[(rule, sev)].get("effect"), first_of[(rule, sev)].get("_next"))
@@ -432,6 +447,11 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
             key=lambda r: (SEV_RANK.get(r[1], 9), -r[2], r[0] or ""),
         ),
         "busy_sessions": busy,
+        "compact_cards": compact,
+        "compact_more": compact_more,
+        "compact_verdicts": [(v, _verdict_class(v), VERDICT[v].effect, VERDICT[v].next_step)
+                             for v in VERDICTS if any(b.get("verdict") == v for b in compact)],
+        "evidence_shown": EVIDENCE_SHOWN,
         "sessions_left_out": len(sessions) - len(full) - len(busy) - len(quiet),
         "inputs": inputs,
         "skipped": doc.get("skipped", []),

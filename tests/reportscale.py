@@ -1,0 +1,44 @@
+"""A large findings document for the report's budget tests: one real document replicated, every key renumbered
+(sessions, incidents, exchanges, boundaries, findings and the references between them), so the copies are
+distinct sessions with distinct Mcp-Session-Ids.  The synthetic samples x 60 are 2,100 sessions, as the
+archive run of issue [5/6] (2,097 sessions)."""
+from __future__ import annotations
+
+import copy
+import re
+
+STEP = 100_000  # key numbers of copy r start at r * STEP
+
+
+def _re(ref, prefix: str, r: int):
+    if ref is None:
+        return None
+    m = re.fullmatch(prefix + r"(\d+)", ref)
+    return f"{prefix}{int(m.group(1)) + r * STEP}" if m else ref
+
+
+def scaled(doc: dict, copies: int) -> dict:
+    out = copy.deepcopy(doc)
+    for key in ("sessions", "exchanges", "boundaries", "findings"):
+        out[key] = []
+    for r in range(copies):
+        d = copy.deepcopy(doc)
+        for s in d["sessions"]:
+            s["session"], s["incident"] = _re(s["session"], "S", r), _re(s["incident"], "S", r)
+            s["session_id"] = f"{s['session_id']}-{r}" if s["session_id"] else ""
+        for x in d["exchanges"]:
+            x["session"], x["exchange_id"], x["stream"] = _re(x["session"], "S", r), _re(x["exchange_id"], "x", r), _re(x["stream"], "s", r)
+            x["session_id"] = f"{x['session_id']}-{r}" if x["session_id"] else ""
+        for b in d["boundaries"]:
+            b["session"], b["boundary_id"], b["stream"] = _re(b["session"], "S", r), _re(b["boundary_id"], "b", r), _re(b["stream"], "s", r)
+            for k in ("request_exchange", "resumes_exchange", "reaction_exchange"):
+                b[k] = _re(b.get(k), "x", r)
+            b["owed_requests"] = [_re(o, "x", r) for o in b.get("owed_requests") or []]
+            b["session_id"] = f"{b['session_id']}-{r}" if b["session_id"] else ""
+        for f in d["findings"]:
+            f["session"], f["id"] = _re(f["session"], "S", r), _re(f["id"], "f", r)
+            f["boundary"], f["exchange"] = _re(f.get("boundary"), "b", r), _re(f.get("exchange"), "x", r)
+            f["session_id"] = f"{f['session_id']}-{r}" if f["session_id"] else ""
+        for key in ("sessions", "exchanges", "boundaries", "findings"):
+            out[key] += d[key]
+    return out
