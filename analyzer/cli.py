@@ -383,6 +383,7 @@ class TerminalMeter(inputs.Meter):
         self.t0 = time.monotonic()
         self.bytes_done = 0  # of the inputs finished
         self.inputs = 0
+        self.records = 0  # of the inputs finished
         self.current = ("", 0, 0, 0)  # path, size, n, total
         self.file_t0 = self.t0
         self.last = 0.0
@@ -404,7 +405,7 @@ class TerminalMeter(inputs.Meter):
         self.last = now
         path, size, n, total = self.current
         rate = position / max(now - self.file_t0, 1e-3) / 1e6
-        parts = [f"reading [{n}/{total}]"]
+        parts = [f"reading [{n}/{total}]" + (f", {self.records:,} records so far" if self.records else "")]
         if size:
             left = (size - position) / 1e6 / rate if rate > 0 else None
             parts.append(f"{min(position * 100 // size, 100)}% of {size / 1e6:.1f} MB, {rate:.1f} MB/s"
@@ -424,11 +425,15 @@ class TerminalMeter(inputs.Meter):
         self.stream.flush()
         self.drawn = 0 if end else len(line)
 
+    def done(self, records: int) -> None:
+        self.records += records
+
     def end(self) -> None:
         path, size, _n, _total = self.current
         total_bytes = self.bytes_done + size
         secs = max(time.monotonic() - self.t0, 1e-3)
-        self._draw(f"read {self.inputs} input(s), {total_bytes / 1e6:.1f} MB in {secs:.1f} s ({total_bytes / 1e6 / secs:.1f} MB/s)", "\n")
+        self._draw(f"read {self.inputs} input(s), {self.records:,} records, {total_bytes / 1e6:.1f} MB in {secs:.1f} s "
+                   f"({total_bytes / 1e6 / secs:.1f} MB/s)", "\n")
 
 
 def _nothing_matched(summary: dict, since, until, sessions) -> None:

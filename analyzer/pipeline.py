@@ -102,6 +102,8 @@ def read_inputs(
             out.errors.append(exc)
             out.input_rows.append({"path": path, "format": "unknown", "records": 0, "rejected": 0, "error": exc.reason, "notes": []})
             continue
+        if meter is not None:
+            meter.done(got.records)
         if progress and meter is None:
             mb = inputs.size(path) / 1e6
             secs = max(time.perf_counter() - started, 1e-6)

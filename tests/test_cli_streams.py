@@ -140,6 +140,9 @@ class _Recorder:
     def at(self, position):
         self.calls.append(("at", position))
 
+    def done(self, records):
+        self.calls.append(("done", records))
+
     def end(self):
         self.calls.append(("end",))
 
@@ -158,7 +161,9 @@ def test_the_meter_follows_every_input_to_its_end():
     assert [rec.calls[i][1:4] for i in begins] == [(n, 3, p) for n, p in enumerate(sorted(paths), start=1)]
     for k, i in enumerate(begins):
         size = rec.calls[i][4]
-        positions = [c[1] for c in rec.calls[i + 1 : begins[k + 1] if k + 1 < len(begins) else -1]]
+        calls = rec.calls[i + 1 : begins[k + 1] if k + 1 < len(begins) else -1]
+        positions = [c[1] for c in calls if c[0] == "at"]
+        assert calls[-1] == ("done", got.parts[k].records)
         assert size == Path(rec.calls[i][3]).stat().st_size
         assert positions == sorted(positions) and positions[-1] == size
 
@@ -172,10 +177,12 @@ def test_the_terminal_meter_draws_one_line_in_place():
     m = TerminalMeter(out)
     m.begin(1, 2, "a\x1b[31m.jsonl", 2_000_000)
     m.at(1_000_000)
+    m.done(1234)
     m.begin(2, 2, "b.pcap", 1_000_000)
     m.at(1_000_000)
+    m.done(10)
     m.end()
     text = out.getvalue()
-    assert text.count("\n") == 1 and text.endswith("MB/s)\n") and "\x1b" not in text
-    assert "read 2 input(s), 3.0 MB in " in text and "\x1b[31m" not in text and "a\\x1b[31m.jsonl" in text
+    assert text.count("\n") == 1 and text.endswith("\n") and text.rstrip(" \n").endswith("MB/s)") and "\x1b" not in text
+    assert "read 2 input(s), 1,244 records, 3.0 MB in " in text and "1,234 records so far" in text and "\x1b[31m" not in text and "a\\x1b[31m.jsonl" in text
     assert "reading [1/2]  0% of 2.0 MB" in text

@@ -264,6 +264,9 @@ class Meter:
     def at(self, position: int) -> None:  # bytes of the current input read so far (of the file: compressed)
         pass
 
+    def done(self, records: int) -> None:  # the current input is read: it held this many records
+        pass
+
     def end(self) -> None:  # every input read
         pass
 
