@@ -41,4 +41,11 @@ def scaled(doc: dict, copies: int) -> dict:
             f["session_id"] = f"{f['session_id']}-{r}" if f["session_id"] else ""
         for key in ("sessions", "exchanges", "boundaries", "findings"):
             out[key] += d[key]
+    s = out["summary"]
+    for key in ("sessions", "exchanges", "boundaries"):
+        s[key] = len(out[key])
+    for key in ("events", "messages"):
+        s[key] = s.get(key, 0) * copies
+    s["verdicts"] = {v: n * copies for v, n in s.get("verdicts", {}).items()}
+    s["findings_by_severity"] = {k: n * copies for k, n in s.get("findings_by_severity", {}).items()}
     return out
