@@ -381,7 +381,7 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
     top = _top_findings(major)
     first_of: dict[tuple, dict] = {}
     for f in prepared_findings:
-        first_of.setdefault((f.get("rule"), f.get("severity")), f)
+        first_of.setdefault((f.get("rule"), f.get("severity"), f.get("boundary") is not None), f)
     minor = [f for f in prepared_findings if f.get("severity") not in ("critical", "error")]
     minor_rows = min(max_rows, MINOR_ROWS)
     for f in major[:max_rows] + minor[:minor_rows]:  # rows on the page: links to the others would dangle
@@ -442,8 +442,8 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         "findings_left_out": max(0, len(major) - max_rows) + max(0, len(minor) - minor_rows),
         # effect and next step once per rule, not on each of up to 2,000 rows (they were a third of the page)
         "rule_table": sorted(
-            ((rule, sev, n, _sev_class(sev), first_of[(rule, sev)].get("effect"), first_of[(rule, sev)].get("_next"))
-             for (rule, sev), n in _count_rules(prepared_findings).items()),
+            ((rule, sev, n, _sev_class(sev), first_of[(rule, sev, b)].get("effect"), first_of[(rule, sev, b)].get("_next"))
+             for (rule, sev, b), n in _count_rules(prepared_findings).items()),
             key=lambda r: (SEV_RANK.get(r[1], 9), -r[2], r[0] or ""),
         ),
         "busy_sessions": busy,
@@ -472,6 +472,8 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
 def _count_rules(findings: list[dict]) -> dict:
     out: dict = {}
     for f in findings:
-        key = (f.get("rule"), f.get("severity"))
+        # a boundary's finding is named by its verdict, and cross_stream_replay is also a history rule:
+        # the two are rows of their own, each with its effect and next step
+        key = (f.get("rule"), f.get("severity"), f.get("boundary") is not None)
         out[key] = out.get(key, 0) + 1
     return out
