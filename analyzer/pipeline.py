@@ -130,27 +130,37 @@ def run(
     ports: frozenset[int] | None = None,
 ) -> Result:
     got = read_inputs(paths, fmt, redact_secrets, progress, ports)
+    readable = got.readable
     tables = inputs.concat(got.parts)
+    got.parts = []  # the tables hold the parts' frames now: one owner, so the analysis can let them go
     if progress:
         progress(f"analyzing {tables['exchanges'].num_rows} exchanges, {len(tables['events'])} events")
-    result = analyze_tables(tables, got.input_rows, got.errors, got.skipped, got.readable)
+    result = analyze_tables(tables, got.input_rows, got.errors, got.skipped, readable, consume=True)
     result.skip_reasons = got.skip_reasons
     return result
 
 
 def analyze_tables(
-    tables: dict, input_rows: list[dict], errors: list[InputError], skipped: list[str], readable: int, keep_pos: bool = False
+    tables: dict, input_rows: list[dict], errors: list[InputError], skipped: list[str], readable: int, keep_pos: bool = False,
+    consume: bool = False,
 ) -> Result:
     """Canonical tables (from inputs or from a store) → the findings document.
 
-    ``keep_pos``: findings keep their place in history as ``_pos`` (analyzer.scale.partitions merges by it)."""
+    ``keep_pos``: findings keep their place in history as ``_pos`` (analyzer.scale.partitions merges by it).
+    ``consume``: the caller hands the tables over; the events table is let go once the frames are built
+    from it (the frames carry what the rules need), instead of staying beside them for the whole run."""
+    n_events = len(tables["events"])
+    if consume:  # the hex digests go before the frames are built beside the table, not after
+        tables["events"] = streams.compact_digest(tables["events"])
     frames, links = streams.build(tables)
+    if consume:
+        tables["events"] = None
     rev = eras.revisions(frames)
     b = verdicts.judge(frames, links, rev)
     body = findings.build_document(frames, b, rev, keep_pos=keep_pos)
 
     anomalies = pl.from_arrow(tables["anomalies"]) if tables["anomalies"].num_rows else pl.from_arrow(ANOMALY_SCHEMA.empty_table())
-    doc = assemble(input_rows, errors, skipped, body, len(tables["events"]), int(tables["messages"].num_rows), anomalies.to_dicts())
+    doc = assemble(input_rows, errors, skipped, body, n_events, int(tables["messages"].num_rows), anomalies.to_dicts())
     return Result(doc, readable, errors)
 
 

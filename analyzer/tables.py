@@ -167,7 +167,6 @@ class Builder:
         # ... flushed into Arrow-backed chunks (flush_values), so the Python objects of a long input never
         # outnumber one chunk: memory follows the table, not the records
         self.event_frames: list[pl.DataFrame] = []  # FRAME_COLUMNS, in the order events were added
-        self._sort_events = False  # renumber() changed the exchanges' order
 
     # -- exchanges -------------------------------------------------------
     def exchange(
@@ -275,7 +274,6 @@ class Builder:
             f.join(mapping, on="xid", how="left", maintain_order="left").with_columns(xid="_new").drop("_new")
             for f in self.event_frames
         ]
-        self._sort_events = True
 
     def _events(self) -> pl.DataFrame:
         """Every event added, in order, with ordinal, cursor and digest derived column-wise."""
@@ -284,7 +282,9 @@ class Builder:
         schema = {name: _EVENTS_POLARS[name] for name in FRAME_COLUMNS}
         frame = pl.concat([f.drop("_line").cast(schema) for f in frames], rechunk=False) if frames else pl.DataFrame(schema=schema)
         del frames
-        if self._sort_events:  # renumbered: events in exchange order again, each stream's in its own order
+        # events in exchange order, each stream's in its own order (a log interleaves concurrent streams line
+        # by line): the analysis reads them in this order, and for one input it then needs no sort of its own
+        if not frame.get_column("xid").is_sorted():
             frame = frame.sort("xid", maintain_order=True)
         # each exchange's Last-Event-ID, by xid (xids are 0..n-1): gathered per event, no join (a join copies every column)
         assert all(r["xid"] == i for i, r in enumerate(self.exchanges)), "exchange rows are kept in xid order"

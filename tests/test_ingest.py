@@ -191,6 +191,22 @@ def test_the_column_wise_digest_is_the_reference_digest(rows):
     assert got == [tables.digest(i, d) for i, d in rows]
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet="0123456789abcdef", min_size=64, max_size=64), max_size=30))
+def test_the_frames_digest_is_the_hex_prefix_and_reads_back_as_it(hexes):
+    """The rules compare digests as their first 64 bits (streams.compact_digest); the document writes
+    them back as the hex's first 16 digits: both ways are exact, so two digests compare equal in the
+    frames exactly when their first 16 hex digits are equal."""
+    from analyzer.document.build import _hex16
+    from analyzer.signals.streams import compact_digest
+
+    frame = pl.DataFrame({"digest": hexes}, schema={"digest": pl.String})
+    bits = compact_digest(frame)
+    assert bits.schema["digest"] == pl.UInt64
+    assert bits.select(_hex16(pl.col("digest"))).to_series().to_list() == [h[:16] for h in hexes]
+    assert compact_digest(bits) is bits  # already compact: left as it is
+
+
 def test_the_analysis_is_the_same_from_the_polars_events_and_from_their_arrow_table():
     """The single pass reads the ingester's Polars frame as it is; the Arrow table (the store's) gives the same document."""
     from pathlib import Path

@@ -23,6 +23,13 @@ def _iso(col: str) -> pl.Expr:
     return pl.col(col).dt.to_string(TS_FMT)
 
 
+def _hex16(bits: pl.Expr) -> pl.Expr:
+    """A UInt64 as 16 lower-case hex digits: the frames' digest (the sha256's first 64 bits, see
+    streams.compact_digest) written back as the hex's first 16 characters, as the document shows it."""
+    digit = pl.lit("0123456789abcdef")
+    return pl.concat_str([digit.str.slice(((bits // (1 << (60 - 4 * k))) % 16).cast(pl.Int64), 1) for k in range(16)])
+
+
 def _event_preview(events: pl.DataFrame) -> pl.DataFrame:
     return events.select(
         "gx",
@@ -34,7 +41,7 @@ def _event_preview(events: pl.DataFrame) -> pl.DataFrame:
             .then(pl.col("data").str.slice(0, DATA_PREVIEW) + "…")
             .otherwise(pl.col("data"))
             .alias("data"),
-            pl.col("digest").str.slice(0, 16).alias("digest"),
+            _hex16(pl.col("digest")).alias("digest"),
             "fate",
             _iso("ts").alias("ts"),
             "source",
@@ -76,7 +83,7 @@ def _event_offsets(f: Frames) -> pl.DataFrame:
 
 
 def _boundary_evidence(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
-    prev = _event_preview(f.events.filter(pl.col("visible")).join(b.select(pl.col("resumed_gx").alias("gx")).unique(), on="gx"))
+    prev = _event_preview(f.events.join(b.select(pl.col("resumed_gx").alias("gx")).unique(), on="gx").filter(pl.col("visible")))
     before = (
         prev.sort(["gx", "ordinal"])
         .group_by("gx")
@@ -84,7 +91,7 @@ def _boundary_evidence(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
         .rename({"gx": "resumed_gx", "ev": "events_before"})
     )
     cut = (
-        _event_preview(f.events.filter(~pl.col("visible")).join(b.select(pl.col("resumed_gx").alias("gx")).unique(), on="gx"))
+        _event_preview(f.events.join(b.select(pl.col("resumed_gx").alias("gx")).unique(), on="gx").filter(~pl.col("visible")))
         .sort(["gx", "ordinal"])
         .group_by("gx")
         .agg(pl.col("ev"))

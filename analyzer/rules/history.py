@@ -43,19 +43,25 @@ def id_order(f: Frames) -> pl.LazyFrame:
     connection (a restarted counter would otherwise give thousands), naming
     the first offence and counting the rest.
     """
+    # The frames' events are in history order (pos, then ordinal: Frames), so each connection's events
+    # are one run of rows in stream order: no sort, and "previous" is the previous row unless the row
+    # starts its connection (shifted before the filter: the connection's previous event, not the
+    # previous offence).
     ev = (
         f.events.filter(pl.col("visible") & pl.col("has_id"))
-        .sort(["gx", "ordinal"])
+        .select("gx", "ordinal", "id", "seq", "sprefix", "id_scheme", "location", "source", "session", "session_id", "pos")
         .with_columns(
             contiguous=pl.col("id_scheme").is_in(idschemes.CONTIGUOUS),
             # per stream prefix: a go/csharp connection may legitimately carry a replay of one stream only
             high=pl.col("seq").cum_max().shift(1).over(["gx", "sprefix"]),
-            prev_loc=pl.col("location").shift(1).over("gx"),
-            prev_id=pl.col("id").shift(1).over("gx"),
-            seen=pl.int_range(pl.len()).over(["gx", "id"]),
+            prev_loc=pl.col("location").shift(1),
+            prev_id=pl.col("id").shift(1),
+            first_of_gx=pl.col("gx").is_first_distinct(),
+            repeat=~pl.struct("gx", "id").is_first_distinct(),
         )
         .with_columns(
-            bad=pl.when(pl.col("contiguous")).then(pl.col("seq") <= pl.col("high")).otherwise(pl.col("seen") > 0)
+            pl.when(~pl.col("first_of_gx")).then(pl.col("prev_loc", "prev_id")),
+            bad=pl.when(pl.col("contiguous")).then(pl.col("seq") <= pl.col("high")).otherwise(pl.col("repeat")),
         )
         .filter(pl.col("bad"))
     )
@@ -99,9 +105,21 @@ def digest_conflicts(f: Frames, b: pl.LazyFrame) -> pl.LazyFrame:
         .filter(pl.col("r_pos").is_null() | (pl.col("pos") < pl.col("r_pos")))
         .with_columns(_epoch=pl.lit(False))
     )
-    per_stream = ev.group_by("session", "_epoch", "stream", "id").agg(in_stream=pl.col("digest").n_unique())
+    # First the (session, id) keys with two digests, from four narrow columns; only their events are then
+    # gathered for evidence.  Grouping every event with its evidence list first cost a list per id: on
+    # one stream of 2M events, 2M lists (+800 MiB) to keep none of them.
+    keys = ev.select("session", "_epoch", "stream", "id", "digest").unique()
+    conflicted = keys.group_by("session", "_epoch", "id").agg(n=pl.col("digest").n_unique()).filter(pl.col("n") > 1)
+    per_stream = (
+        keys.join(conflicted.select("session", "_epoch", "id"), on=["session", "_epoch", "id"], how="semi")
+        .group_by("session", "_epoch", "stream", "id")
+        .agg(in_stream=pl.len())
+        .group_by("session", "_epoch", "id")
+        .agg(pl.col("in_stream").max())
+    )
     grouped = (
-        ev.group_by("session", "_epoch", "id")
+        ev.join(conflicted.select("session", "_epoch", "id"), on=["session", "_epoch", "id"], how="semi", maintain_order="left")
+        .group_by("session", "_epoch", "id")
         .agg(
             session_id=pl.col("session_id").first(),
             n=pl.col("digest").n_unique(),
@@ -109,8 +127,7 @@ def digest_conflicts(f: Frames, b: pl.LazyFrame) -> pl.LazyFrame:
             evidence=pl.struct("source", "location").unique(maintain_order=True).head(6),
             pos=pl.col("pos").min(),
         )
-        .filter(pl.col("n") > 1)
-        .join(per_stream.group_by("session", "_epoch", "id").agg(pl.col("in_stream").max()), on=["session", "_epoch", "id"], maintain_order="left")
+        .join(per_stream, on=["session", "_epoch", "id"], maintain_order="left")
         .sort("pos", "id")
     )
     # one finding per session and kind (a restarted counter conflicts on every id it reuses)

@@ -67,16 +67,17 @@ def boundaries(f: Frames, links: pl.DataFrame) -> pl.DataFrame:
 def after_events(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     """Id-bearing events the client saw on each boundary's connection, with the overlap flag."""
     before_digest = (
-        f.events.filter(pl.col("visible") & pl.col("has_id"))
-        .select(pl.col("gx").alias("resumed_gx"), pl.col("id").alias("cursor_str"), pl.col("digest").alias("before_digest"))
+        f.pick(pl.col("visible") & pl.col("has_id"), pl.col("gx").alias("resumed_gx"), pl.col("id").alias("cursor_str"), pl.col("digest").alias("before_digest"))
         .unique(["resumed_gx", "cursor_str"], keep="last")
     )
     ev = (
-        f.events.filter(pl.col("visible") & pl.col("has_id"))
-        .join(
+        # the reconnects' own events first (a join with the few boundaries), then the filter: the events
+        # of every other connection are never copied
+        f.events.join(
             b.select("gx", "resumed_gx", "cursor_str", "cursor_seq", "cursor_prefix", pl.col("pos").alias("b_pos"), "stream"),
             on="gx",
         )
+        .filter(pl.col("visible") & pl.col("has_id"))
         .join(before_digest, on=["resumed_gx", "cursor_str"], how="left")
         .sort(["gx", "ordinal"])
         .with_columns(k=pl.int_range(pl.len()).over("gx"))
@@ -87,10 +88,10 @@ def after_events(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
             foreign=pl.col("cursor_prefix").is_not_null() & pl.col("sprefix").is_not_null() & (pl.col("sprefix") != pl.col("cursor_prefix")),
         )
     )
-    return ev.join(_prior(f, b), on=["gx", "id"], how="left").sort(["gx", "ordinal"])
+    return ev.join(_prior(f, b, ev.select("gx", "id")), on=["gx", "id"], how="left").sort(["gx", "ordinal"])
 
 
-def _prior(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
+def _prior(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.DataFrame:
     """Per boundary and id: had the stream already delivered it, before or after the client's cursor?
 
     ``before_claim``: the client says it had it (Last-Event-ID at or after it in delivery
@@ -98,18 +99,27 @@ def _prior(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     after the cursor, so by the client's own Last-Event-ID it never arrived: sending it
     again is the replay the client needs (or, if the client resumed from an older point
     than it had reached, a duplicate the wire alone cannot tell apart).
+
+    Delivery order is the events' own order (history position, then place in the stream): ``r`` is
+    the row number there.  Only the stream's deliveries of the reconnect's own ids (``after``: gx, id)
+    and of its cursor are looked up, not every event the stream delivered before each reconnect (a
+    stream resumed k times would be copied k times).
     """
-    delivered = f.events.filter(pl.col("visible") & pl.col("has_id")).select("stream", "pos", "ordinal", "id")
-    before = (
-        b.select("gx", "stream", "cursor_str", pl.col("pos").alias("b_pos"))
-        .join(delivered, on="stream")
+    delivered = f.events.lazy().with_row_index("r").filter(pl.col("visible") & pl.col("has_id")).select("stream", "pos", "r", "id")
+    keys = b.lazy().select("gx", "stream", "cursor_str", pl.col("pos").alias("b_pos"))
+    claim = (
+        keys.join(delivered, left_on=["stream", "cursor_str"], right_on=["stream", "id"])
         .filter(pl.col("pos") < pl.col("b_pos"))
-        .sort("gx", "pos", "ordinal")
-        .with_columns(r=pl.int_range(pl.len()).over("gx"))
+        .group_by("gx")
+        .agg(claim_r=pl.col("r").max())
     )
-    claim = before.filter(pl.col("id") == pl.col("cursor_str")).group_by("gx").agg(claim_r=pl.col("r").max())
     return (
-        before.group_by("gx", "id")
+        after.lazy()
+        .unique()
+        .join(keys.select("gx", "stream", "b_pos"), on="gx")
+        .join(delivered, on=["stream", "id"])
+        .filter(pl.col("pos") < pl.col("b_pos"))
+        .group_by("gx", "id")
         .agg(first_r=pl.col("r").min())
         .join(claim, on="gx", how="left")
         .select(
@@ -119,6 +129,7 @@ def _prior(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
             .then(pl.lit("before_claim"))
             .otherwise(pl.lit("after_claim")),
         )
+        .collect()
     )
 
 
@@ -147,8 +158,8 @@ def sequence_checks(f: Frames, after: pl.DataFrame) -> pl.DataFrame:
         .explode("m")
     )
     elsewhere = (
-        f.events.filter(pl.col("visible") & (pl.col("id_scheme") == "integer_shared") & pl.col("seq").is_not_null())
-        .select("session", pl.col("stream").alias("o_stream"), pl.col("seq").alias("m"))
+        f.pick(pl.col("visible") & (pl.col("id_scheme") == "integer_shared") & pl.col("seq").is_not_null(),
+               "session", pl.col("stream").alias("o_stream"), pl.col("seq").alias("m"))
         .unique()
     )
     taken = (
@@ -161,14 +172,16 @@ def sequence_checks(f: Frames, after: pl.DataFrame) -> pl.DataFrame:
     missing = missing.join(taken, on=["rid", "m"], how="anti")
     # missing ids the capture point saw leave on this stream before the reconnect
     passed = (
-        f.events.filter(pl.col("visible") & pl.col("seq").is_not_null())
+        f.events.lazy()
+        .filter(pl.col("visible") & pl.col("seq").is_not_null())
         .select("stream", pl.col("seq").alias("m"), pl.col("pos").alias("d_pos"), pl.col("sprefix").alias("d_prefix"))
-        .join(missing.select("rid", "stream", "m", "b_pos", "sprefix"), on=["stream", "m"])
+        .join(missing.lazy().select("rid", "stream", "m", "b_pos", "sprefix"), on=["stream", "m"])
         .filter((pl.col("d_pos") < pl.col("b_pos")) & pl.col("d_prefix").eq_missing(pl.col("sprefix")))
         .select("rid", "m")
         .unique()
         .group_by("rid")
         .agg(n_passed=pl.len())
+        .collect()
     )
     per_row = missing.group_by("rid").agg(
         n_missing_listed=pl.len(),
@@ -225,9 +238,7 @@ def opaque_checks(f: Frames, after: pl.DataFrame) -> pl.DataFrame:
     with merging captures by session.  Until then an opaque resume without
     repeats is ``unverifiable``.
     """
-    delivered = f.events.filter(pl.col("visible") & pl.col("has_id")).select(
-        "stream", "id", pl.col("pos").alias("d_pos"), pl.col("gx").alias("d_gx")
-    )
+    delivered = f.pick(pl.col("visible") & pl.col("has_id"), "stream", "id", pl.col("pos").alias("d_pos"), pl.col("gx").alias("d_gx"))
     seen_before = (
         after.filter(~pl.col("overlap") & (pl.col("prior") == "before_claim"))
         .join(delivered, on=["stream", "id"], how="inner")
@@ -300,16 +311,26 @@ def replayed_across_sessions(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     Sessions are compared by Mcp-Session-Id, so two hops of one capture are one session.
     """
     keys = b.select("gx", pl.col("pos").alias("b_pos"), pl.col("session").alias("b_session"), "session_id")
-    delivered = f.events.filter(pl.col("visible") & pl.col("has_id")).select(
-        "source", pl.col("session_id").alias("o_session_id"), "id", "digest", pl.col("pos").alias("o_pos"), pl.col("location").alias("o_location"),
+    after = (
+        f.events.select("gx", "ordinal", "source", "id", "digest", "sprefix", "location", "visible", "has_id")
+        .join(keys, on="gx")
+        .filter(pl.col("visible") & pl.col("has_id"))
+        .drop("visible", "has_id")
     )
-    after = f.events.filter(pl.col("visible") & pl.col("has_id")).select("gx", "ordinal", "source", "id", "digest", "sprefix", "location").join(keys, on="gx")
+    # only the events that share an id and payload with an event of a reconnect can matter: the
+    # rest of history (millions of events on streams that never broke) is neither copied nor grouped
+    wanted = after.lazy().select("source", "id", "digest").unique()
+    same_key = f.events.lazy().filter(pl.col("visible") & pl.col("has_id")).join(wanted, on=["source", "id", "digest"], how="semi")
+    delivered = same_key.select(
+        "source", pl.col("session_id").alias("o_session_id"), "id", "digest", pl.col("pos").alias("o_pos"), pl.col("location").alias("o_location"),
+    ).collect()
     distinctive = (
-        f.events.filter(pl.col("visible") & pl.col("has_id") & (pl.col("data") != ""))
+        same_key.filter(pl.col("data") != "")
         .group_by("source", "id", "digest")
         .agg(pl.col("session_id").n_unique().alias("n"))
         .filter(pl.col("n") <= 2)
         .select("source", "id", "digest")
+        .collect()
     )
     # an event this session had itself been delivered before the reconnect is explained by its own history
     own_before = (
@@ -326,8 +347,8 @@ def replayed_across_sessions(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
         .filter(pl.col("o_pos") < pl.col("b_pos"))
     )
     prefixes = (
-        f.events.filter(pl.col("visible") & pl.col("sprefix").is_not_null() & (pl.col("sprefix") != ""))
-        .select("source", "sprefix", pl.col("session_id").alias("o_session_id"), pl.col("location").alias("o_location"))
+        f.pick(pl.col("visible") & pl.col("sprefix").is_not_null() & (pl.col("sprefix") != ""),
+               "source", "sprefix", pl.col("session_id").alias("o_session_id"), pl.col("location").alias("o_location"))
         .unique(["source", "sprefix", "o_session_id"])
     )
     same_stream = after.filter(pl.col("sprefix").is_not_null() & (pl.col("sprefix") != "")).join(prefixes, on=["source", "sprefix"])

@@ -70,11 +70,13 @@ def revisions(f: Frames) -> pl.DataFrame:
 def polling(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     """Boundaries that are 2025-11-25 polling: the resumed connection sent ``retry`` and the
     server closed it; the reconnect brought only priming events (or nothing)."""
-    retry_sent = f.events.filter(pl.col("retry").is_not_null()).select(pl.col("gx").alias("resumed_gx")).unique()
+    retry_sent = f.pick(pl.col("retry").is_not_null(), pl.col("gx").alias("resumed_gx")).unique()
     only_priming = (
-        f.events.filter(pl.col("visible"))
+        f.events.lazy()
+        .filter(pl.col("visible"))
         .group_by("gx")
         .agg(all_priming=(pl.col("data") == "").all())
+        .collect()
     )
     x_end = f.exchanges.select(pl.col("gx").alias("resumed_gx"), pl.col("end_reason").alias("prev_end"), pl.col("end_by").alias("prev_by"))
     return (

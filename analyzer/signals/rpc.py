@@ -32,9 +32,12 @@ def _tagged(f: Frames) -> pl.DataFrame:
 
 def boundary_signals(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     """Per boundary: why the server rejected it, what the resumed stream still owed, cross-stream
-    responses on the reconnect, and signs that the server forgot the session afterwards."""
-    m = _tagged(f)
-    keys = b.select("gx", "pos", "session", "stream")
+    responses on the reconnect, and signs that the server forgot the session afterwards.
+
+    One lazy plan, collected at the end: the messages table is as long as the events table, and
+    eager joins of it would copy every column of it several times over."""
+    m = _tagged(f.lazy())
+    keys = b.lazy().select("gx", "pos", "session", "stream")
     # the error text the server gave when it refused the reconnect
     refused = (
         m.filter(pl.col("kind") == "error")
@@ -168,6 +171,7 @@ def boundary_signals(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
         .join(owed, on="gx", how="left")
         .join(cross, on="gx", how="left")
         .join(resurrected, on="gx", how="left")
+        .collect()
     )
 
 

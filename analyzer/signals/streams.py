@@ -33,8 +33,13 @@ MAX_CHAIN = 64  # pointer jumping halves the chain each round: 64 rounds cover a
 @dataclass(frozen=True)
 class Frames:
     exchanges: pl.DataFrame  # + gx, pos, session, stream, n_events, first_id, last_cursor
-    events: pl.DataFrame  # + gx, pos, session, stream, visible, has_id, id_scheme, seq, sprefix
+    events: pl.DataFrame  # + gx, pos, session, stream, visible, has_id, id_scheme, seq, sprefix; sorted by pos, ordinal
     messages: pl.DataFrame  # + gx, pos, session
+
+    def pick(self, where: pl.Expr, *columns: str | pl.Expr, **named: pl.Expr) -> pl.DataFrame:
+        """The events ``where`` holds, only ``columns``: filtered and narrowed in one plan, so the rows are
+        copied with the few columns asked for (an eager filter first copies all two dozen of them)."""
+        return self.events.lazy().filter(where).select(*columns, **named).collect()
 
     def lazy(self) -> Frames:
         """The same tables as LazyFrames: the finding rules build plans over them, and the document
@@ -178,24 +183,54 @@ def _polars(table) -> pl.DataFrame:
     return table if isinstance(table, pl.DataFrame) else pl.from_arrow(table)
 
 
+def compact_digest(events: pl.DataFrame) -> pl.DataFrame:
+    """The events with ``digest`` as the first 64 bits of the sha256 (UInt64, 8 bytes a row) instead of
+    its 64-character hex (80 bytes a row with its view): what the rules compare.  Two different events
+    of the same id share those bits with odds of 2**-64.  The document shows them as 16 hex digits,
+    the hex's own first 16."""
+    events = _polars(events)
+    if events.schema["digest"] == pl.UInt64:
+        return events
+    return events.with_columns(pl.col("digest").str.slice(0, 16).str.to_integer(base=16, dtype=pl.UInt64))
+
+
+def _by_gx(x: pl.DataFrame, *names: str) -> list[pl.Expr]:
+    """Columns of the exchanges, one value per event, gathered by the event's ``gx`` (gx numbers the
+    exchanges 0..n-1): new columns beside the events' own, where a join would copy every column."""
+    at = x.sort("gx")
+    assert at.is_empty() or at.item(-1, "gx") == at.height - 1, "gx numbers the exchanges 0..n-1"
+    return [pl.lit(at.get_column(n)).gather(pl.col("gx")).alias(n) for n in names]
+
+
 def build(tables: dict) -> tuple[Frames, pl.DataFrame]:
-    """Frames with sessions and streams, and the links table (one row per boundary)."""
+    """Frames with sessions and streams, and the links table (one row per boundary).
+
+    The events table is the largest by far (a million rows and more); it is never joined or copied
+    whole here: each event's exchange (``gx``) comes from a join of two narrow key columns, what the
+    event needs of its exchange is gathered by gx, and the one sort into history order is skipped
+    when the events already are in it (one input whose exchanges start in their own order)."""
     x = _ordered_exchanges(pl.from_arrow(tables["exchanges"]))
-    keys = x.select("source", "xid", "gx", "pos", "view", "session", "session_id")
-    ev = (
-        _polars(tables["events"])
-        .join(keys, on=["source", "xid"], how="inner")
-        .with_columns(
-            visible=pl.col("fate") != "cut_off",
-            has_id=pl.col("id").is_not_null() & (pl.col("id") != ""),
-        )
-        .sort(["pos", "ordinal"])
+    base = compact_digest(tables["events"])
+    gx = base.select("source", "xid").join(x.select("source", "xid", "gx"), on=["source", "xid"], how="left", maintain_order="left")
+    ev = base.with_columns(gx.get_column("gx"))
+    del base, gx
+    if ev.get_column("gx").null_count():  # events of exchanges that are not in the table (narrowed away)
+        ev = ev.filter(pl.col("gx").is_not_null())
+    ev = ev.with_columns(
+        *_by_gx(x, "pos", "view", "session", "session_id"),
+        visible=pl.col("fate") != "cut_off",
+        has_id=pl.col("id").is_not_null() & (pl.col("id") != ""),
     )
-    msgs = pl.from_arrow(tables["messages"]).join(keys, on=["source", "xid"], how="inner")
+    ordered = ev.select(
+        ((pl.col("pos").diff() > 0) | ((pl.col("pos").diff() == 0) & (pl.col("ordinal").diff() > 0))).fill_null(True).all()
+    ).item()
+    if not ordered:
+        ev = ev.sort(["pos", "ordinal"])
+    msgs = pl.from_arrow(tables["messages"]).join(x.select("source", "xid", "gx", "pos", "view", "session", "session_id"), on=["source", "xid"], how="inner")
     x = x.join(_finished(msgs), on="gx", how="left").with_columns(pl.col("finished").fill_null(False))
     x = views.fingerprint(x)
     x = x.join(views.incidents(x), on="session", how="left")
-    links = _resume_links(x, ev)
+    links = _resume_links(x, ev.select("gx", "pos", "session", "id", "visible", "has_id"))
     roots = _stream_roots(x, links)
     stream_pos = x.select(pl.col("gx").alias("root"), pl.col("pos").alias("stream"))
     x = x.join(roots, on="gx", how="left").join(stream_pos, on="root", how="left").drop("root")
@@ -217,15 +252,11 @@ def build(tables: dict) -> tuple[Frames, pl.DataFrame]:
         )
         .sort("pos")
     )
-    ev = ev.join(x.select("gx", "stream"), on="gx", how="left")
-    schemes = idschemes.classify(ev)
+    ev = ev.with_columns(_by_gx(x, "stream"))
+    schemes = idschemes.classify(ev.select("session", "stream", "id", "has_id"))
     x = x.join(schemes, on="session", how="left").with_columns(pl.col("id_scheme").fill_null("none"))
-    ev = (
-        ev.join(schemes, on="session", how="left")
-        .with_columns(pl.col("id_scheme").fill_null("none"))
-        .with_columns(
-            seq=idschemes.seq(pl.col("id"), pl.col("id_scheme")),
-            sprefix=idschemes.prefix(pl.col("id"), pl.col("id_scheme")),
-        )
+    ev = ev.with_columns(_by_gx(x, "id_scheme")).with_columns(
+        seq=idschemes.seq(pl.col("id"), pl.col("id_scheme")),
+        sprefix=idschemes.prefix(pl.col("id"), pl.col("id_scheme")),
     )
     return Frames(x, ev, msgs), links

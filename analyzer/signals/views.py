@@ -144,7 +144,6 @@ def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.Data
     """Per boundary: events history proves were emitted after the cursor and never delivered,
     and whether another view proves the reconnect's first event is the cursor's successor."""
     x = f.exchanges.select("gx", "fp", pl.col("view").alias("source"))
-    ev = f.events.filter(pl.col("has_id"))
     keys = b.select("gx", "resumed_gx", "cursor_str", "stream", pl.col("pos").alias("b_pos"), pl.col("source").alias("b_source"))
     # the resumed connection as other inputs saw it, plus this input's own cut-off events
     rviews = (
@@ -153,7 +152,8 @@ def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.Data
         .filter(pl.col("rfp").is_not_null() & (pl.col("v_gx") != pl.col("resumed_gx")))
         .select("gx", "v_gx", "v_source", "cursor_str")
     )
-    view_ev = ev.select(pl.col("gx").alias("v_gx"), "ordinal", "id", "digest", "fate", pl.col("location").alias("v_location"), pl.col("source").alias("v_file"))
+    view_ev = f.pick(pl.col("has_id"), pl.col("gx").alias("v_gx"), "ordinal", "id", "digest", "fate", pl.col("location").alias("v_location"),
+                     pl.col("source").alias("v_file"))
     at_cursor = (
         rviews.join(view_ev, on="v_gx")
         .filter(pl.col("id") == pl.col("cursor_str"))
@@ -167,7 +167,7 @@ def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.Data
         .select("gx", "ordinal", "id", "digest", "fate", pl.col("v_source").alias("e_source"), pl.col("v_location").alias("e_location"),
                 pl.col("v_file").alias("e_file"))
     )
-    own_ev = ev.select(pl.col("gx").alias("resumed_gx"), "ordinal", "id", "digest", "fate", "visible", "source", "view", "location")
+    own_ev = f.pick(pl.col("has_id"), pl.col("gx").alias("resumed_gx"), "ordinal", "id", "digest", "fate", "visible", "source", "view", "location")
     own_cursor = (
         keys.join(own_ev, on="resumed_gx")
         .filter(pl.col("id") == pl.col("cursor_str"))
@@ -191,7 +191,7 @@ def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.Data
     # delivered: on the reconnect or any later connection of the same stream, in this input
     delivered = (
         keys.join(
-            ev.filter(pl.col("visible")).select(pl.col("stream"), pl.col("pos").alias("d_pos"), "id", "digest"),
+            f.pick(pl.col("has_id") & pl.col("visible"), pl.col("stream"), pl.col("pos").alias("d_pos"), "id", "digest"),
             on="stream",
         )
         .filter(pl.col("d_pos") >= pl.col("b_pos"))
