@@ -1,0 +1,626 @@
+"""TLS 1.2 / 1.3 record decryption of one captured connection, with an NSS key log (sans-IO).
+
+Production MCP traffic is HTTPS.  Clients that honour ``SSLKEYLOGFILE`` (python's ``ssl``, node, curl,
+browsers) write the NSS key log format, one secret per line::
+
+    CLIENT_RANDOM <client random hex> <TLS 1.2 master secret hex>
+    CLIENT_HANDSHAKE_TRAFFIC_SECRET <client random hex> <secret hex>     (TLS 1.3, and SERVER_..., and the
+    CLIENT_TRAFFIC_SECRET_0 <client random hex> <secret hex>             application secrets ..._0)
+
+which Wireshark uses to decrypt; so does this module.  :class:`KeyLog` parses such files (and pcapng
+Decryption Secrets Blocks, which carry the same text); :class:`Connection` follows both directions of
+one TCP connection: it reads the ClientHello (client random, offered ALPN) and the ServerHello (cipher
+suite, ``supported_versions``), derives the record keys (TLS 1.2: the PRF's key expansion of the master
+secret; TLS 1.3: HKDF-Expand-Label of the traffic secrets, handshake then application, KeyUpdate to the
+next), decrypts every record with ``cryptography``'s AEADs and hands on the application data as
+:class:`Plain` pieces, each with the time and packet of the segment that completed its record -- so the
+HTTP/1.1 (or HTTP/2) framing after it runs unchanged and every SSE event still gets its packet.
+
+Supported: AEAD suites only (AES-128/256-GCM and ChaCha20-Poly1305; in TLS 1.2 with any key exchange,
+since the key log gives the master secret).  CBC and other suites, SSLv3/TLS 1.0/1.1, a handshake the
+capture did not see, a key the log lacks, a record that does not authenticate and records the capture
+cut are :class:`Problem` rows with the packet where they happened.
+
+Key material never leaves this module: secrets are kept in :class:`KeyLog` (whose ``repr`` shows only
+counts) and in the AEAD objects; problems name the client random (public: it crosses the wire in clear)
+and never a secret.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import re
+import struct
+from dataclasses import dataclass
+from typing import Callable
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
+
+MAX_CIPHERTEXT = (1 << 14) + 2048  # RFC 5246 §6.2.3 (1.3 allows only 2^14 + 256): a longer record is not TLS
+MAX_HANDSHAKE = 1 << 18  # a handshake message (a certificate chain) longer than 256 KiB is not followed
+RESYNC_WINDOW = 1 << 16  # after bytes the capture lost: search this far for the next record that decrypts
+RESYNC_TRIALS = 4096  # ... trying at most this many (record position, sequence number) pairs in all
+
+# --- key log -----------------------------------------------------------------------------------------------
+
+_LABELS_13 = ("CLIENT_HANDSHAKE_TRAFFIC_SECRET", "SERVER_HANDSHAKE_TRAFFIC_SECRET", "CLIENT_TRAFFIC_SECRET_0",
+              "SERVER_TRAFFIC_SECRET_0")
+_KNOWN = frozenset(("CLIENT_RANDOM", *_LABELS_13, "EXPORTER_SECRET", "EARLY_EXPORTER_SECRET",
+                    "CLIENT_EARLY_TRAFFIC_SECRET", "RSA"))
+_HEX = re.compile(rb"[0-9a-fA-F]+")
+
+
+class KeyLog:
+    """Secrets by client random, from NSS key log text.  Comments (``#``), blank lines and labels this tool
+    does not use are skipped; lines that are not ``LABEL HEX HEX`` are counted in ``malformed``."""
+
+    __slots__ = ("_secrets", "malformed", "lines")
+
+    def __init__(self) -> None:
+        self._secrets: dict[bytes, dict[str, bytes]] = {}
+        self.malformed = 0
+        self.lines = 0
+
+    def __repr__(self) -> str:  # never the secrets
+        return f"KeyLog({len(self._secrets)} client randoms, {self.malformed} malformed lines)"
+
+    def __len__(self) -> int:
+        return len(self._secrets)
+
+    def add_text(self, data: bytes) -> None:
+        for raw in data.splitlines():
+            line = raw.strip()
+            if not line or line.startswith(b"#"):
+                continue
+            self.lines += 1
+            parts = line.split()
+            if len(parts) != 3 or not _HEX.fullmatch(parts[1]) or not _HEX.fullmatch(parts[2]) or len(parts[1]) % 2 or len(parts[2]) % 2:
+                self.malformed += 1
+                continue
+            label = parts[0].decode("ascii", "replace")
+            if label not in _KNOWN:
+                continue  # a label of a newer format: not an error
+            if label == "RSA":  # keyed by encrypted pre-master prefix, not by random: not used
+                continue
+            random = bytes.fromhex(parts[1].decode())
+            if len(random) != 32:
+                self.malformed += 1
+                continue
+            self._secrets.setdefault(random, {})[label] = bytes.fromhex(parts[2].decode())
+
+    def copy(self) -> "KeyLog":
+        new = KeyLog()
+        new._secrets = {r: dict(d) for r, d in self._secrets.items()}
+        new.malformed, new.lines = self.malformed, self.lines
+        return new
+
+    def get(self, client_random: bytes) -> dict[str, bytes] | None:
+        return self._secrets.get(client_random)
+
+    def secrets_hex(self) -> list[str]:
+        """Every secret as lower-case hex: for the tests that check no output holds one."""
+        return [s.hex() for d in self._secrets.values() for s in d.values()]
+
+
+DSB_TLS_KEY_LOG = 0x544C534B  # pcapng Decryption Secrets Block, secrets type 'TLSK': NSS key log text
+
+_current = KeyLog()
+
+
+def current_keys() -> KeyLog:
+    """The key log of this run (``--tls-keylog``); empty unless set by :func:`using_keys`."""
+    return _current
+
+
+@contextlib.contextmanager
+def using_keys(keys: KeyLog):
+    """Read captures with these keys (the CLI sets them once per command, as analyzer.limits does its limits)."""
+    global _current
+    old, _current = _current, keys
+    try:
+        yield keys
+    finally:
+        _current = old
+
+
+# --- key derivation ------------------------------------------------------------------------------------------
+
+def prf12(secret: bytes, label: bytes, seed: bytes, size: int, hash_name: str) -> bytes:
+    """TLS 1.2 PRF (RFC 5246 §5): P_hash(secret, label + seed)."""
+    seed = label + seed
+    out, a = b"", seed
+    for _ in range(size // 16 + 2):  # bounded: each round gives at least 32 bytes
+        if len(out) >= size:
+            break
+        a = hmac.new(secret, a, hash_name).digest()
+        out += hmac.new(secret, a + seed, hash_name).digest()
+    return out[:size]
+
+
+def hkdf_expand_label(secret: bytes, label: str, context: bytes, size: int, hash_name: str) -> bytes:
+    """TLS 1.3 HKDF-Expand-Label (RFC 8446 §7.1)."""
+    full = b"tls13 " + label.encode()
+    info = struct.pack("!HB", size, len(full)) + full + bytes([len(context)]) + context
+    out, block = b"", b""
+    for i in range(1, size // 32 + 2):  # bounded: each block is at least 32 bytes
+        if len(out) >= size:
+            break
+        block = hmac.new(secret, block + info + bytes([i]), hash_name).digest()
+        out += block
+    return out[:size]
+
+
+@dataclass(frozen=True, slots=True)
+class Suite:
+    name: str
+    aead: str  # "gcm" | "chacha"
+    key_len: int
+    hash_name: str
+
+
+SUITES_13 = {
+    0x1301: Suite("TLS_AES_128_GCM_SHA256", "gcm", 16, "sha256"),
+    0x1302: Suite("TLS_AES_256_GCM_SHA384", "gcm", 32, "sha384"),
+    0x1303: Suite("TLS_CHACHA20_POLY1305_SHA256", "chacha", 32, "sha256"),
+}
+SUITES_12 = {
+    0x009C: Suite("TLS_RSA_WITH_AES_128_GCM_SHA256", "gcm", 16, "sha256"),
+    0x009D: Suite("TLS_RSA_WITH_AES_256_GCM_SHA384", "gcm", 32, "sha384"),
+    0x009E: Suite("TLS_DHE_RSA_WITH_AES_128_GCM_SHA256", "gcm", 16, "sha256"),
+    0x009F: Suite("TLS_DHE_RSA_WITH_AES_256_GCM_SHA384", "gcm", 32, "sha384"),
+    0xC02B: Suite("TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "gcm", 16, "sha256"),
+    0xC02C: Suite("TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384", "gcm", 32, "sha384"),
+    0xC02F: Suite("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "gcm", 16, "sha256"),
+    0xC030: Suite("TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384", "gcm", 32, "sha384"),
+    0xCCA8: Suite("TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256", "chacha", 32, "sha256"),
+    0xCCA9: Suite("TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256", "chacha", 32, "sha256"),
+    0xCCAA: Suite("TLS_DHE_RSA_WITH_CHACHA20_POLY1305_SHA256", "chacha", 32, "sha256"),
+}
+
+
+class Cipher:
+    """One direction's record protection: the AEAD, its IV (1.3, ChaCha20 in 1.2) or salt (GCM in 1.2),
+    and the record sequence number."""
+
+    __slots__ = ("aead", "iv", "v13", "gcm12", "seq")
+
+    def __init__(self, suite: Suite, key: bytes, iv: bytes, v13: bool) -> None:
+        self.aead = AESGCM(key) if suite.aead == "gcm" else ChaCha20Poly1305(key)
+        self.iv = iv
+        self.v13 = v13
+        self.gcm12 = not v13 and suite.aead == "gcm"
+        self.seq = 0
+
+    @classmethod
+    def tls13(cls, suite: Suite, secret: bytes) -> "Cipher":
+        return cls(suite, hkdf_expand_label(secret, "key", b"", suite.key_len, suite.hash_name),
+                   hkdf_expand_label(secret, "iv", b"", 12, suite.hash_name), True)
+
+    def open(self, ctype: int, header: bytes, body: bytes, seq: int) -> bytes | None:
+        """The plaintext of one record at sequence number ``seq`` (None: it does not authenticate)."""
+        try:
+            if self.gcm12:  # RFC 5288: salt(4) + explicit nonce(8) carried in the record
+                if len(body) < 24:
+                    return None
+                nonce = self.iv + body[:8]
+                aad = struct.pack("!QB2sH", seq, ctype, header[1:3], len(body) - 24)
+                return self.aead.decrypt(nonce, body[8:], aad)
+            nonce = (int.from_bytes(self.iv, "big") ^ seq).to_bytes(12, "big")  # RFC 7905, RFC 8446 §5.3
+            if len(body) < 16:
+                return None
+            aad = header if self.v13 else struct.pack("!QB2sH", seq, ctype, header[1:3], len(body) - 16)
+            return self.aead.decrypt(nonce, body, aad)
+        except InvalidTag:
+            return None
+
+
+def keys12(suite: Suite, master: bytes, client_random: bytes, server_random: bytes) -> tuple[Cipher, Cipher]:
+    """(client write, server write) for a TLS 1.2 AEAD suite: the key block of RFC 5246 §6.3 (no MAC keys)."""
+    iv_len = 4 if suite.aead == "gcm" else 12
+    block = prf12(master, b"key expansion", server_random + client_random, 2 * (suite.key_len + iv_len), suite.hash_name)
+    k = suite.key_len
+    ck, sk = block[:k], block[k : 2 * k]
+    civ, siv = block[2 * k : 2 * k + iv_len], block[2 * k + iv_len :]
+    return Cipher(suite, ck, civ, False), Cipher(suite, sk, siv, False)
+
+
+# --- records out --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Plain:
+    """Decrypted application data of ``side``, with the segment that completed its record."""
+    side: int
+    data: bytes
+    ts: int | None
+    pkt: int
+
+
+@dataclass(frozen=True, slots=True)
+class Lost:
+    """Application data of ``side`` that cannot be decrypted (capture gap, failed record): about ``nbytes``."""
+    side: int
+    nbytes: int
+    pkt: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    code: str  # a catalog code (tls_*)
+    pkt: int | None
+    detail: str
+    side: int | None = None
+    stop: bool = False  # the whole connection is not decrypted further
+
+
+@dataclass(frozen=True, slots=True)
+class Negotiated:
+    """The handshake is understood: the protocol after it (ALPN ``h2``, ``http/1.1`` or None) and the client side."""
+    client: int
+    alpn: str | None
+    version: str
+    suite: str
+
+
+Out = Plain | Lost | Problem | Negotiated
+
+_HRR_RANDOM = hashlib.sha256(b"HelloRetryRequest").digest()
+_VERSIONS = {0x0300: "SSL 3.0", 0x0301: "TLS 1.0", 0x0302: "TLS 1.1", 0x0303: "TLS 1.2", 0x0304: "TLS 1.3"}
+# a record header: handshake, alert, change_cipher_spec or application data; version 3.x
+_RECORD_HEADER = re.compile(rb"[\x14-\x17]\x03[\x01-\x04]", re.S)
+
+
+class _Dir:
+    __slots__ = ("buf", "buf_pkt", "buf_ts", "cipher", "hs", "stopped", "resync", "lost", "lost_pkt", "finished", "app_secret")
+
+    def __init__(self) -> None:
+        self.buf = bytearray()  # bytes of a record not complete yet (bounded: one record)
+        self.buf_pkt: int | None = None  # packet of the first byte held
+        self.buf_ts: int | None = None
+        self.cipher: Cipher | None = None
+        self.hs = bytearray()  # handshake message bytes not complete yet (bounded: MAX_HANDSHAKE)
+        self.stopped = False
+        self.resync = False  # after a gap: looking for the next record that decrypts
+        self.lost = 0  # ciphertext bytes lost or skipped since the last good record
+        self.lost_pkt: int | None = None
+        self.finished = False  # TLS 1.3: this side's Finished seen (application secret in use)
+        self.app_secret: bytes | None = None
+
+
+class Connection:
+    """Both directions of one TLS connection (sides 0 and 1 as in :class:`analyzer.decode.tcp.Flow`).
+
+    ``feed(side, data, ts, pkt)``, ``gap(side, nbytes, pkt)``, ``close(side)`` return :data:`Out` records."""
+
+    def __init__(self, keys: KeyLog) -> None:
+        self.keys = keys
+        self.dirs = (_Dir(), _Dir())
+        self.client: int | None = None
+        self.client_random: bytes | None = None
+        self.server_random: bytes | None = None
+        self.offered_alpn: list[str] = []
+        self.alpn: str | None = None
+        self.version = 0
+        self.suite: Suite | None = None
+        self.suite_id = 0
+        self.secrets: dict[str, bytes] | None = None
+        self.stopped = False
+        self.negotiated = False
+        self.records = 0  # records decrypted
+
+    @property
+    def random_hex(self) -> str:
+        return self.client_random.hex() if self.client_random else "unknown"
+
+    # -- input ------------------------------------------------------------------------------------------
+    def feed(self, side: int, data: bytes, ts: int | None, pkt: int) -> list[Out]:
+        out: list[Out] = []
+        d = self.dirs[side]
+        if self.stopped or d.stopped:
+            return out
+        if not d.buf:
+            d.buf_pkt, d.buf_ts = pkt, ts
+        d.buf += data
+        if d.resync:
+            self._resync(side, d, pkt, out)
+            if d.resync or d.stopped:
+                return out
+        buf = d.buf
+        pos = 0
+        n = len(buf)
+        while n - pos >= 5 and not d.stopped and not self.stopped:  # bounded: each pass consumes a record
+            ctype, major, length = buf[pos], buf[pos + 1], int.from_bytes(buf[pos + 3 : pos + 5], "big")
+            if ctype not in (20, 21, 22, 23) or major != 3 or length > MAX_CIPHERTEXT:
+                self._stop_dir(side, d, "tls_record_invalid", pkt,
+                               f"bytes that are no TLS record header (type {ctype}, version {major}.{buf[pos + 2]}, length {length})", out)
+                break
+            if n - pos < 5 + length:
+                break
+            header = bytes(buf[pos : pos + 5])
+            body = bytes(buf[pos + 5 : pos + 5 + length])
+            pos += 5 + length
+            self._record(side, d, ctype, header, body, ts, pkt, out)
+        del buf[:pos]
+        if buf:
+            d.buf_pkt, d.buf_ts = (pkt, ts) if pos else (d.buf_pkt, d.buf_ts)
+        return out
+
+    def gap(self, side: int, nbytes: int, pkt: int | None) -> list[Out]:
+        """``nbytes`` of this direction were lost by the capture: the record they fell in is gone; what follows
+        is searched for the next record that decrypts (its sequence number found by trial, bounded)."""
+        out: list[Out] = []
+        d = self.dirs[side]
+        if self.stopped or d.stopped:
+            return out
+        if d.cipher is None:
+            self._stop_dir(side, d, "tls_record_cut", pkt, f"{nbytes} bytes lost by the capture before encryption started (in the handshake)", out)
+            return out
+        if not d.lost:
+            d.lost_pkt = pkt
+        d.lost += len(d.buf) + nbytes
+        d.buf = bytearray()
+        d.resync = True
+        return out
+
+    def close(self, side: int) -> list[Out]:
+        """The direction ended: a record it ended inside was cut by the capture (or the peer)."""
+        out: list[Out] = []
+        d = self.dirs[side]
+        if self.stopped or d.stopped:
+            return out
+        if d.resync:
+            out.append(Problem("tls_record_cut", d.lost_pkt, f"{d.lost} bytes lost by the capture; no record after them decrypted", side))
+            out.append(Lost(side, d.lost, d.lost_pkt))
+        elif d.buf:
+            need = int.from_bytes(d.buf[3:5], "big") + 5 if len(d.buf) >= 5 else 5
+            out.append(Problem("tls_record_cut", d.buf_pkt, f"the connection ended {len(d.buf)} bytes into a {need}-byte record", side))
+            if d.cipher is not None:
+                out.append(Lost(side, len(d.buf), d.buf_pkt))
+        d.buf = bytearray()
+        d.stopped = True
+        return out
+
+    # -- records ----------------------------------------------------------------------------------------
+    def _record(self, side: int, d: _Dir, ctype: int, header: bytes, body: bytes, ts: int | None, pkt: int, out: list[Out]) -> None:
+        if ctype == 20:  # change_cipher_spec: TLS 1.2 switches this side to its keys; 1.3 sends it for show
+            if self.version == 0x0303 and d.cipher is None:
+                self._keys12(side, pkt, out)
+            return
+        cipher = d.cipher
+        if cipher is None:
+            if ctype == 22:
+                self._handshake(side, d, body, pkt, out, encrypted=False)
+            elif ctype == 21:
+                pass  # a plaintext alert (handshake failure): nothing to decrypt
+            elif ctype == 23:
+                if self.client_random is None:
+                    self._stop_all("tls_not_decrypted", pkt, "application data before any handshake the capture holds "
+                                   "(the connection was open before the capture started): no client random to find its keys by", out)
+                elif not self.stopped:
+                    self._stop_all("tls_record_invalid", pkt, "application data before the handshake set keys", out)
+            return
+        plain = cipher.open(ctype, header, body, cipher.seq)
+        if plain is None:
+            self._stop_dir(side, d, "tls_decrypt_failed", pkt,
+                           f"record {cipher.seq} ({len(body)} bytes) of client random {self.random_hex} does not authenticate: "
+                           "wrong key in the key log, or corrupt bytes", out)
+            out.append(Lost(side, len(body), pkt))
+            return
+        cipher.seq += 1
+        self.records += 1
+        if cipher.v13:
+            end = len(plain)
+            while end and plain[end - 1] == 0:  # RFC 8446 §5.4: content, type, zero padding
+                end -= 1
+            if not end:
+                self._stop_dir(side, d, "tls_record_invalid", pkt, "a TLS 1.3 record without a content type", out)
+                return
+            ctype, plain = plain[end - 1], plain[: end - 1]
+        if ctype == 23:
+            if plain:
+                out.append(Plain(side, plain, ts, pkt))
+        elif ctype == 22:
+            self._handshake(side, d, plain, pkt, out, encrypted=True)
+        # alerts (21), and a 1.3 change_cipher_spec inside: nothing to hand on
+
+    def _handshake(self, side: int, d: _Dir, data: bytes, pkt: int, out: list[Out], encrypted: bool) -> None:
+        d.hs += data
+        hs = d.hs
+        pos = 0
+        while len(hs) - pos >= 4 and not d.stopped and not self.stopped:  # bounded: each pass consumes a message
+            mtype, mlen = hs[pos], int.from_bytes(hs[pos + 1 : pos + 4], "big")
+            if mlen > MAX_HANDSHAKE:
+                self._stop_all("tls_record_invalid", pkt, f"a handshake message of type {mtype} claims {mlen} bytes", out)
+                return
+            if len(hs) - pos < 4 + mlen:
+                break
+            body = bytes(hs[pos + 4 : pos + 4 + mlen])
+            pos += 4 + mlen
+            try:
+                self._message(side, d, mtype, body, pkt, out)
+            except (IndexError, struct.error, ValueError):
+                self._stop_all("tls_record_invalid", pkt, f"a handshake message of type {mtype} ({mlen} bytes) does not parse", out)
+                return
+        del hs[:pos]
+
+    def _message(self, side: int, d: _Dir, mtype: int, body: bytes, pkt: int, out: list[Out]) -> None:
+        if mtype == 1 and self.client is None:  # ClientHello
+            self.client = side
+            self.client_random = body[2:34]
+            at = 34
+            at += 1 + body[at]  # session id
+            at += 2 + int.from_bytes(body[at : at + 2], "big")  # cipher suites
+            at += 1 + body[at]  # compression methods
+            for etype, ext in _extensions(body, at):
+                if etype == 16:
+                    self.offered_alpn = _alpn(ext)
+        elif mtype == 2 and side != self.client and self.client is not None:  # ServerHello
+            random = body[2:34]
+            if random == _HRR_RANDOM:
+                return  # HelloRetryRequest: a second ClientHello (same random) and a real ServerHello follow
+            self.server_random = random
+            version = int.from_bytes(body[0:2], "big")
+            at = 34
+            at += 1 + body[at]
+            self.suite_id = int.from_bytes(body[at : at + 2], "big")
+            at += 3
+            for etype, ext in _extensions(body, at):
+                if etype == 43 and len(ext) >= 2:
+                    version = int.from_bytes(ext[:2], "big")
+                elif etype == 16:
+                    got = _alpn(ext)
+                    self.alpn = got[0] if got else None
+            self.version = version
+            if version == 0x0304:
+                self._keys13(pkt, out)
+            elif version != 0x0303:
+                self._stop_all("tls_unsupported", pkt, f"{_VERSIONS.get(version, hex(version))}: only TLS 1.2 and 1.3 are decrypted", out)
+            elif self.suite_id not in SUITES_12:
+                self._stop_all("tls_unsupported", pkt, f"TLS 1.2 cipher suite 0x{self.suite_id:04x}: only the AEAD suites "
+                               "(AES-GCM, ChaCha20-Poly1305) are decrypted", out)
+            else:
+                self.suite = SUITES_12[self.suite_id]
+                self._negotiated(out)  # the 1.2 ServerHello carries the ALPN: known now
+        elif mtype == 8 and self.version == 0x0304 and side != self.client:  # EncryptedExtensions: 1.3's ALPN
+            for etype, ext in _extensions(body, 0):
+                if etype == 16:
+                    got = _alpn(ext)
+                    self.alpn = got[0] if got else None
+            self._negotiated(out)
+        elif mtype == 20 and self.version == 0x0304 and not d.finished:  # Finished: this side's application keys
+            d.finished = True
+            label = "CLIENT_TRAFFIC_SECRET_0" if side == self.client else "SERVER_TRAFFIC_SECRET_0"
+            secret = (self.secrets or {}).get(label)
+            if secret is None or self.suite is None:
+                self._stop_dir(side, d, "tls_no_key", pkt, f"the key log has no {label} for client random {self.random_hex}", out)
+                return
+            d.app_secret = secret
+            d.cipher = Cipher.tls13(self.suite, secret)
+        elif mtype == 24 and self.version == 0x0304 and d.app_secret is not None and self.suite is not None:  # KeyUpdate
+            d.app_secret = hkdf_expand_label(d.app_secret, "traffic upd", b"", len(d.app_secret), self.suite.hash_name)
+            d.cipher = Cipher.tls13(self.suite, d.app_secret)
+
+    def _negotiated(self, out: list[Out]) -> None:
+        if self.negotiated or self.suite is None or self.client is None:
+            return
+        self.negotiated = True
+        out.append(Negotiated(self.client, self.alpn, _VERSIONS.get(self.version, hex(self.version)), self.suite.name))
+
+    # -- keys -------------------------------------------------------------------------------------------
+    def _lookup(self, pkt: int, out: list[Out], labels: tuple[str, ...]) -> dict[str, bytes] | None:
+        got = self.keys.get(self.client_random or b"")
+        if got is None or any(label not in got for label in labels):
+            missing = ", ".join(label for label in labels if got is None or label not in got)
+            self._stop_all("tls_no_key", pkt, f"the key log has no {missing} for client random {self.random_hex}", out)
+            return None
+        return got
+
+    def _keys12(self, side: int, pkt: int, out: list[Out]) -> None:
+        if self.suite is None or self.client_random is None or self.server_random is None or self.stopped:
+            return
+        if self.secrets is None:
+            self.secrets = self._lookup(pkt, out, ("CLIENT_RANDOM",))
+            if self.secrets is None:
+                return
+        client, server = keys12(self.suite, self.secrets["CLIENT_RANDOM"], self.client_random, self.server_random)
+        self.dirs[side].cipher = client if side == self.client else server
+
+    def _keys13(self, pkt: int, out: list[Out]) -> None:
+        suite = SUITES_13.get(self.suite_id)
+        if suite is None:
+            self._stop_all("tls_unsupported", pkt, f"TLS 1.3 cipher suite 0x{self.suite_id:04x}: only AES-GCM and ChaCha20-Poly1305 are decrypted", out)
+            return
+        self.suite = suite
+        self.secrets = self._lookup(pkt, out, ("CLIENT_HANDSHAKE_TRAFFIC_SECRET", "SERVER_HANDSHAKE_TRAFFIC_SECRET"))
+        if self.secrets is None:
+            return
+        c = self.client
+        assert c is not None
+        self.dirs[c].cipher = Cipher.tls13(suite, self.secrets["CLIENT_HANDSHAKE_TRAFFIC_SECRET"])
+        self.dirs[1 - c].cipher = Cipher.tls13(suite, self.secrets["SERVER_HANDSHAKE_TRAFFIC_SECRET"])
+
+    # -- after a gap --------------------------------------------------------------------------------------
+    def _resync(self, side: int, d: _Dir, pkt: int, out: list[Out]) -> None:
+        """Find the first record header in what arrived after the gap whose record decrypts with some sequence
+        number past the last good one.  How many records the gap swallowed is bounded by its size (a record
+        is at least 22 bytes), so the trials are few; all of them are bounded by RESYNC_TRIALS."""
+        cipher = d.cipher
+        assert cipher is not None
+        buf = d.buf
+        trials = 0
+        max_records = d.lost // 22 + 2
+        for m in _RECORD_HEADER.finditer(buf):
+            at = m.start()
+            if at >= RESYNC_WINDOW or trials >= RESYNC_TRIALS:
+                break
+            length = int.from_bytes(buf[at + 3 : at + 5], "big") if len(buf) >= at + 5 else -1
+            if length < 0 or length > MAX_CIPHERTEXT:
+                continue
+            if len(buf) < at + 5 + length:
+                return  # wait for the rest of the candidate (bounded: one record)
+            header, body = bytes(buf[at : at + 5]), bytes(buf[at + 5 : at + 5 + length])
+            for skip in range(max_records + at // 22 + 1):
+                trials += 1
+                if trials > RESYNC_TRIALS:
+                    break
+                if cipher.open(buf[at], header, body, cipher.seq + skip) is not None:
+                    lost = d.lost + at
+                    overhead = 5 + 16 + (8 if cipher.gcm12 else 1 if cipher.v13 else 0)
+                    out.append(Problem("tls_record_cut", d.lost_pkt,
+                                       f"{lost} encrypted bytes ({skip} records) lost by the capture; decryption resumed at packet {pkt}", side))
+                    out.append(Lost(side, max(lost - skip * overhead, 0), d.lost_pkt))
+                    cipher.seq += skip
+                    del buf[:at]
+                    d.resync, d.lost = False, 0
+                    return
+        if len(buf) >= RESYNC_WINDOW or trials >= RESYNC_TRIALS:
+            self._stop_dir(side, d, "tls_record_cut", d.lost_pkt,
+                           f"{d.lost} bytes lost by the capture, and no record in the {len(buf)} bytes after them decrypted: "
+                           "this direction is not decrypted further", out)
+            out.append(Lost(side, d.lost + len(buf), d.lost_pkt))
+
+    # -- stopping ---------------------------------------------------------------------------------------
+    def _stop_dir(self, side: int, d: _Dir, code: str, pkt: int | None, detail: str, out: list[Out]) -> None:
+        d.stopped = True
+        d.buf = bytearray()
+        d.hs = bytearray()
+        out.append(Problem(code, pkt, detail, side))
+
+    def _stop_all(self, code: str, pkt: int | None, detail: str, out: list[Out]) -> None:
+        if self.stopped:
+            return
+        self.stopped = True
+        for d in self.dirs:
+            d.buf = bytearray()
+            d.hs = bytearray()
+        out.append(Problem(code, pkt, detail, None, True))
+
+
+def _extensions(body: bytes, at: int):
+    """(type, data) of a hello's extensions from ``at`` (the extensions' length field); bounded by the body."""
+    if at + 2 > len(body):
+        return
+    end = min(at + 2 + int.from_bytes(body[at : at + 2], "big"), len(body))
+    at += 2
+    while at + 4 <= end:
+        etype, elen = int.from_bytes(body[at : at + 2], "big"), int.from_bytes(body[at + 2 : at + 4], "big")
+        yield etype, body[at + 4 : at + 4 + elen]
+        at += 4 + elen
+
+
+def _alpn(ext: bytes) -> list[str]:
+    names, at = [], 2
+    while at < len(ext):  # bounded: each name consumes at least one byte
+        n = ext[at]
+        names.append(ext[at + 1 : at + 1 + n].decode("ascii", "replace"))
+        at += 1 + n
+    return names
+
+
+def looks_like_tls(data: bytes) -> bool:
+    """The first bytes of a direction are a TLS record header."""
+    return len(data) >= 3 and _RECORD_HEADER.match(data) is not None
+
+
+Note = Callable[[str, str, str], None]
