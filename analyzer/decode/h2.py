@@ -105,7 +105,8 @@ Out = StreamHead | StreamData | StreamEnd | StreamReset | GoAway | Problem
 
 
 class _Dir:
-    __slots__ = ("buf", "preface", "decoder", "block", "block_stream", "block_end", "block_pkt", "block_ts", "stopped", "headers_seen")
+    __slots__ = ("buf", "preface", "decoder", "block", "block_stream", "block_end", "block_pkt", "block_ts", "stopped", "headers_seen",
+                 "max_frame", "last_pkt")
 
     def __init__(self, preface: bool) -> None:
         self.buf = bytearray()
@@ -118,6 +119,8 @@ class _Dir:
         self.block_ts: int | None = None
         self.stopped = False
         self.headers_seen: set[int] = set()  # streams whose first HEADERS (the head) this side sent
+        self.max_frame = 1 << 14  # SETTINGS_MAX_FRAME_SIZE this side announced: the largest frame it may receive
+        self.last_pkt: int | None = None
 
 
 class Connection:
@@ -135,6 +138,7 @@ class Connection:
         if d.stopped:
             return out
         d.buf += data
+        d.last_pkt = pkt
         if d.preface:
             if len(d.buf) < len(PREFACE):
                 if not PREFACE.startswith(bytes(d.buf)):
@@ -152,6 +156,10 @@ class Connection:
                 frame, length = Frame.parse_frame_header(memoryview(bytes(buf[pos : pos + 9])))
             except HyperframeError as exc:
                 self._stop(side, d, "h2_protocol_error", pkt, f"a frame header that does not parse ({type(exc).__name__})", out)
+                break
+            if length > self.dirs[1 - side].max_frame:  # larger than the receiver allows: not HTTP/2 (or garbage)
+                self._stop(side, d, "h2_protocol_error", pkt, f"a frame of {length} bytes, over the peer's maximum frame size "
+                           f"{self.dirs[1 - side].max_frame}", out)
                 break
             if len(buf) - pos < 9 + length:
                 break
@@ -181,7 +189,7 @@ class Connection:
         if d.stopped:
             return out
         if d.buf or d.block:
-            out.append(Problem("h2_protocol_error", side, d.block_pkt or None,
+            out.append(Problem("h2_protocol_error", side, d.last_pkt,
                                f"the connection ended inside a frame ({len(d.buf)} bytes) or a header block ({len(d.block)} bytes)"))
         d.stopped = True
         d.buf = bytearray()
@@ -221,6 +229,8 @@ class Connection:
             out.append(StreamReset(frame.stream_id, side, frame.error_code, ts, pkt))
         elif t is SettingsFrame:
             size = frame.settings.get(SettingsFrame.HEADER_TABLE_SIZE)
+            if "ACK" not in frame.flags and 1 << 14 <= frame.settings.get(SettingsFrame.MAX_FRAME_SIZE, 0) < MAX_FRAME:
+                d.max_frame = frame.settings[SettingsFrame.MAX_FRAME_SIZE]
             if size is not None and "ACK" not in frame.flags:
                 # the peer's encoder may now use a table this large when it encodes for this side
                 self.dirs[1 - side].decoder.max_allowed_table_size = size

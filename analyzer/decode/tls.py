@@ -243,6 +243,7 @@ class Lost:
     side: int
     nbytes: int
     pkt: int | None
+    final: bool = False  # at the direction's end: nothing follows the lost bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,12 +372,12 @@ class Connection:
             return out
         if d.resync:
             out.append(Problem("tls_record_cut", d.lost_pkt, f"{d.lost} bytes lost by the capture; no record after them decrypted", side))
-            out.append(Lost(side, d.lost, d.lost_pkt))
+            out.append(Lost(side, d.lost, d.lost_pkt, True))
         elif d.buf:
             need = int.from_bytes(d.buf[3:5], "big") + 5 if len(d.buf) >= 5 else 5
             out.append(Problem("tls_record_cut", d.buf_pkt, f"the connection ended {len(d.buf)} bytes into a {need}-byte record", side))
             if d.cipher is not None:
-                out.append(Lost(side, len(d.buf), d.buf_pkt))
+                out.append(Lost(side, len(d.buf), d.buf_pkt, True))
         d.buf = bytearray()
         d.stopped = True
         return out

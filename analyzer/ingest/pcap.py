@@ -465,7 +465,8 @@ class _Conversation:
             if t is tls.Plain:
                 self._plain(r.side, r.data, r.ts, r.pkt)
             elif t is tls.Lost:
-                if self.client is not None:
+                # (HTTP/2 at the direction's end: its close says what was cut; a gap row would say it twice)
+                if self.client is not None and not (r.final and self.h2 is not None):
                     self._plain_gap(r.side, r.nbytes, r.pkt, r.pkt, "tls")
             elif t is tls.Negotiated:
                 self._tls_roles(r)
