@@ -492,3 +492,73 @@ def test_no_output_holds_key_material(tmp_path):
         low = blob.lower()
         leaked = [s for s in secrets if s in low]
         assert not leaked, f"{len(leaked)} secret(s) in an output"
+
+
+# ------------------------------------------------------------------------------------------ command line
+
+
+def test_cli_help_shows_the_option_with_an_example():
+    res = CliRunner().invoke(main, ["analyze", "--help"])
+    assert res.exit_code == 0
+    assert "--tls-keylog FILE" in res.output and "--tls-keylog keys.log" in res.output
+    assert "--tls-keylog FILE" in CliRunner().invoke(main, ["ingest", "--help"]).output
+
+
+def test_cli_key_log_problems_are_said_not_raised(tmp_path):
+    pcap = SAMPLES / "real-python-tls13-h2-resume.pcap"
+    empty = tmp_path / "empty.log"
+    empty.write_text("# nothing here\nnot a key log line\n")
+    res = CliRunner().invoke(main, ["analyze", str(pcap), "--tls-keylog", str(empty), "--json", str(tmp_path / "o.json")])
+    assert res.exit_code == 0  # tls_not_decrypted-like rows are warnings: exit 0 with --fail-on error
+    assert "no TLS secret in it" in res.stderr
+    codes_ = [a["code"] for a in json.loads((tmp_path / "o.json").read_text())["anomalies"]]
+    assert codes_ == ["tls_not_decrypted"]  # a key log without a secret is no key log (stderr said so)
+    other = tmp_path / "other.log"
+    other.write_text(f"CLIENT_RANDOM {'ab' * 32} {'cd' * 48}\n")
+    res = CliRunner().invoke(main, ["analyze", str(pcap), "--tls-keylog", str(other), "--json", str(tmp_path / "o.json")])
+    assert res.exit_code == 1  # tls_no_key is an error anomaly: the run lost the connection's HTTP
+    assert [a["code"] for a in json.loads((tmp_path / "o.json").read_text())["anomalies"]] == ["tls_no_key"]
+    res = CliRunner().invoke(main, ["analyze", str(pcap), "--tls-keylog", str(tmp_path / "missing.log")])
+    assert res.exit_code == 2 and "missing.log" in res.stderr and "Traceback" not in res.output
+
+
+def test_ingest_says_when_stored_inputs_are_not_read_again_with_keys(tmp_path):
+    pcap = SAMPLES / "real-python-tls13-h2-resume.pcap"
+    store = tmp_path / "store"
+    runner = CliRunner()
+    assert runner.invoke(main, ["ingest", str(pcap), "--store", str(store)]).exit_code == 0
+    res = runner.invoke(main, ["ingest", str(pcap), "--store", str(store), "--tls-keylog", str(_keylog_of(pcap))])
+    assert res.exit_code == 0
+    assert "1 input(s) already in" in res.stderr and "new store" in res.stderr
+    fresh = runner.invoke(main, ["ingest", str(pcap), "--store", str(tmp_path / "fresh"), "--tls-keylog", str(_keylog_of(pcap))])
+    assert fresh.exit_code == 0 and "already in" not in fresh.stderr
+    doc = tmp_path / "o.json"
+    assert runner.invoke(main, ["analyze", "--store", str(tmp_path / "fresh"), "--json", str(doc)]).exit_code == 0
+    assert json.loads(doc.read_text())["summary"]["exchanges"] == 7
+
+
+# ------------------------------------------------------------------------------------------ property
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from analyzer.decode import h2  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 1), st.binary(max_size=300)), max_size=12), st.booleans())
+def test_any_bytes_give_records_or_anomalies_never_an_exception(pieces, handshake_first):
+    sess = tlsgen.Session()
+    conn = tls.Connection(_keys(sess))
+    if handshake_first:
+        for from_client, rec in sess.records:
+            conn.feed(0 if from_client else 1, rec, 1, 1)
+    h = h2.Connection(0)
+    for n, (side, data) in enumerate(pieces):
+        for r in conn.feed(side, data, n, n) + conn.gap(side, 3, n) if n % 5 == 4 else conn.feed(side, data, n, n):
+            assert isinstance(r, (tls.Plain, tls.Lost, tls.Problem, tls.Negotiated))
+        for r in h.feed(side, data, n, n):
+            assert isinstance(r, (h2.StreamHead, h2.StreamData, h2.StreamEnd, h2.StreamReset, h2.GoAway, h2.Problem))
+    for side in (0, 1):
+        conn.close(side)
+        h.close(side)
