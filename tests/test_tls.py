@@ -284,6 +284,37 @@ def test_gap_in_the_capture_resumes_decryption_at_the_next_record(tmp_path):
     assert "1 records) lost" in got.anomalies.to_pylist()[1]["message"]
 
 
+def test_a_gap_followed_by_garbage_stops_that_direction_within_bounds(tmp_path):
+    sess = tlsgen.Session()
+    sse_exchange(sess, [1, 2])
+    conn = tls.Connection(_keys(sess))
+    for from_client, rec in sess.records[:-1]:
+        conn.feed(0 if from_client else 1, rec, 1, 1)
+    conn.gap(1, 500, 2)
+    rnd = random.Random(3)
+    out = []
+    import time
+    start = time.monotonic()
+    for n in range(2000):  # 2000 packets of 100 bytes that hold record-like headers but nothing that authenticates
+        junk = bytearray(rnd.randbytes(100))
+        junk[10:15] = b"\x17\x03\x03\x00\x20"
+        out += conn.feed(1, bytes(junk), n, 3 + n)
+    assert time.monotonic() - start < 20  # each candidate is tried once: linear, not per packet
+    problems = [o for o in out if isinstance(o, tls.Problem)]
+    assert [p.code for p in problems] == ["tls_record_cut"] and "not decrypted further" in problems[0].detail
+    assert problems[0].pkt == 2
+
+
+def test_tls13_early_data_is_named_and_the_rest_decrypted():
+    sess = tlsgen.Session()
+    sess.send(True, b"GET / HTTP/1.1\r\n\r\n")
+    sess.records.insert(1, (True, tlsgen.record(23, bytes(60))))  # 0-RTT before the ServerHello
+    sess.records.insert(3, (True, tlsgen.record(23, bytes(40))))  # and after it (EndOfEarlyData's place)
+    plain, other = _run(sess, _keys(sess))
+    assert plain[0] == b"GET / HTTP/1.1\r\n\r\n"
+    assert [(type(o).__name__, getattr(o, "code", None)) for o in other] == [("Problem", "tls_unsupported"), ("Negotiated", None)]
+
+
 def test_unsupported_suite_and_version_are_anomalies(tmp_path):
     cbc = tlsgen.Session(0x0303, 0xC013, seed=1)  # TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA
     old = tlsgen.Session(0x0302, 0xC013, seed=2)  # TLS 1.1

@@ -273,7 +273,8 @@ _RECORD_HEADER = re.compile(rb"[\x14-\x17]\x03[\x01-\x04]", re.S)
 
 
 class _Dir:
-    __slots__ = ("buf", "buf_pkt", "buf_ts", "cipher", "hs", "stopped", "resync", "lost", "lost_pkt", "finished", "app_secret")
+    __slots__ = ("buf", "buf_pkt", "buf_ts", "cipher", "hs", "stopped", "resync", "lost", "lost_pkt", "finished", "app_secret",
+                 "resync_from", "trials")
 
     def __init__(self) -> None:
         self.buf = bytearray()  # bytes of a record not complete yet (bounded: one record)
@@ -287,6 +288,8 @@ class _Dir:
         self.lost_pkt: int | None = None
         self.finished = False  # TLS 1.3: this side's Finished seen (application secret in use)
         self.app_secret: bytes | None = None
+        self.resync_from = 0  # resync: candidates before this offset of buf were tried and failed
+        self.trials = 0  # resync: decryptions tried since the gap (bounded by RESYNC_TRIALS)
 
 
 class Connection:
@@ -308,6 +311,7 @@ class Connection:
         self.secrets: dict[str, bytes] | None = None
         self.stopped = False
         self.negotiated = False
+        self.early = False  # the client sent 0-RTT early data
         self.records = 0  # records decrypted
 
     @property
@@ -361,7 +365,7 @@ class Connection:
             d.lost_pkt = pkt
         d.lost += len(d.buf) + nbytes
         d.buf = bytearray()
-        d.resync = True
+        d.resync, d.resync_from, d.trials = True, 0, 0
         return out
 
     def close(self, side: int) -> list[Out]:
@@ -395,6 +399,13 @@ class Connection:
             elif ctype == 21:
                 pass  # a plaintext alert (handshake failure): nothing to decrypt
             elif ctype == 23:
+                if side == self.client and self.server_random is None and self.client_random is not None:
+                    # TLS 1.3 0-RTT early data (before the ServerHello): its key (CLIENT_EARLY_TRAFFIC_SECRET) is not used
+                    if not self.early:
+                        self.early = True
+                        out.append(Problem("tls_unsupported", pkt, "TLS 1.3 early data (0-RTT) is not decrypted; the rest of the "
+                                           "connection is", side))
+                    return
                 if self.client_random is None:
                     self._stop_all("tls_not_decrypted", pkt, "application data before any handshake the capture holds "
                                    "(the connection was open before the capture started): no client random to find its keys by", out)
@@ -402,6 +413,8 @@ class Connection:
                     self._stop_all("tls_record_invalid", pkt, "application data before the handshake set keys", out)
             return
         plain = cipher.open(ctype, header, body, cipher.seq)
+        if plain is None and self.early and side == self.client and not d.finished:
+            return  # early data (or EndOfEarlyData) after the ServerHello: skipped by trial, as a server does
         if plain is None:
             self._stop_dir(side, d, "tls_decrypt_failed", pkt,
                            f"record {cipher.seq} ({len(body)} bytes) of client random {self.random_hex} does not authenticate: "
@@ -549,21 +562,23 @@ class Connection:
         cipher = d.cipher
         assert cipher is not None
         buf = d.buf
-        trials = 0
         max_records = d.lost // 22 + 2
-        for m in _RECORD_HEADER.finditer(buf):
+        for m in _RECORD_HEADER.finditer(buf, d.resync_from):
             at = m.start()
-            if at >= RESYNC_WINDOW or trials >= RESYNC_TRIALS:
+            if at >= RESYNC_WINDOW or d.trials >= RESYNC_TRIALS:
                 break
-            length = int.from_bytes(buf[at + 3 : at + 5], "big") if len(buf) >= at + 5 else -1
-            if length < 0 or length > MAX_CIPHERTEXT:
+            if len(buf) < at + 5:
+                return  # wait for the candidate's header
+            length = int.from_bytes(buf[at + 3 : at + 5], "big")
+            if length > MAX_CIPHERTEXT:
+                d.resync_from = at + 1
                 continue
             if len(buf) < at + 5 + length:
-                return  # wait for the rest of the candidate (bounded: one record)
+                return  # wait for the rest of the candidate (bounded: one record); it is tried once, when whole
             header, body = bytes(buf[at : at + 5]), bytes(buf[at + 5 : at + 5 + length])
             for skip in range(max_records + at // 22 + 1):
-                trials += 1
-                if trials > RESYNC_TRIALS:
+                d.trials += 1
+                if d.trials > RESYNC_TRIALS:
                     break
                 if cipher.open(buf[at], header, body, cipher.seq + skip) is not None:
                     lost = d.lost + at
@@ -575,7 +590,10 @@ class Connection:
                     del buf[:at]
                     d.resync, d.lost = False, 0
                     return
-        if len(buf) >= RESYNC_WINDOW or trials >= RESYNC_TRIALS:
+            d.resync_from = at + 1
+        else:
+            d.resync_from = max(d.resync_from, len(buf) - 4)  # a header may still start in the last bytes
+        if len(buf) >= RESYNC_WINDOW or d.trials >= RESYNC_TRIALS:
             self._stop_dir(side, d, "tls_record_cut", d.lost_pkt,
                            f"{d.lost} bytes lost by the capture, and no record in the {len(buf)} bytes after them decrypted: "
                            "this direction is not decrypted further", out)
