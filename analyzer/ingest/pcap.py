@@ -27,7 +27,16 @@ Which flows become exchanges is decided by content, not by port: a flow is
 MCP when any of its messages carries ``Mcp-Session-Id``, a
 ``text/event-stream`` response or a JSON-RPC body -- or, with ``ports``,
 exactly the flows whose server port is listed.  Other HTTP flows are counted
-in a note; TLS flows get one ``tls_not_decrypted`` row each.
+in a note.
+
+TLS flows are decrypted when a key log is at hand (``--tls-keylog``, through
+:func:`analyzer.decode.tls.using_keys`, plus the capture's own pcapng Decryption Secrets Blocks):
+:mod:`analyzer.decode.tls` turns each direction's records into plaintext pieces that keep the packet
+of the record's last segment, and they enter the same HTTP/1.1 parsers -- or, when the ALPN is ``h2``,
+:mod:`analyzer.decode.h2`, whose streams become exchanges one by one (``conn`` ``...#n``, n = the
+stream's order on the connection) through the same body, Content-Encoding and SSE paths.  Without
+any key log, TLS flows get one ``tls_not_decrypted`` row each, as before; with one, a connection it
+has no key for gets ``tls_no_key`` naming its client random (never a secret).
 """
 from __future__ import annotations
 
