@@ -342,7 +342,9 @@ def test_garbage_and_wrong_keys_cost_their_connection_only(tmp_path):
     # the wrong key: one row per direction (each fails on its own first record); the garbage: one row
     assert sorted(c for c, _w in codes(got)) == ["tls_decrypt_failed", "tls_decrypt_failed", "tls_record_invalid"]
     assert all(w.startswith("packet ") for _c, w in codes(got))
-    assert ids(got)[:2] == ["1", "2"]  # the good connection, whole
+    assert ids(got) == ["1", "2", "1"]  # the good connection, whole; the garbled one up to the garbage; the wrong key nothing
+    garbled_ex = [x for x in got.exchanges.to_pylist() if ":51001" in x["conn"]]
+    assert len(garbled_ex) == 1 and garbled_ex[0]["status"] == 200
 
 
 def test_no_key_log_at_all_keeps_the_flow_named_and_skipped(tmp_path):

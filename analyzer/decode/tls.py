@@ -245,8 +245,7 @@ class Connection:
         if plain is None:
             self._stop_dir(side, d, "tls_decrypt_failed", pkt,
                            f"record {cipher.seq} ({len(body)} bytes) of client random {self.random_hex} does not authenticate: "
-                           "wrong key in the key log, or corrupt bytes", out)
-            out.append(Lost(side, len(body), pkt))
+                           "wrong key in the key log, or corrupt bytes", out, len(body))
             return
         cipher.seq += 1
         self.records += 1
@@ -423,24 +422,31 @@ class Connection:
         if len(buf) >= RESYNC_WINDOW or d.trials >= RESYNC_TRIALS:
             self._stop_dir(side, d, "tls_record_cut", d.lost_pkt,
                            f"{d.lost} bytes lost by the capture, and no record in the {len(buf)} bytes after them decrypted: "
-                           "this direction is not decrypted further", out)
-            out.append(Lost(side, d.lost + len(buf), d.lost_pkt))
+                           "this direction is not decrypted further", out, d.lost + len(buf))
 
     # -- stopping ---------------------------------------------------------------------------------------
-    def _stop_dir(self, side: int, d: _Dir, code: str, pkt: int | None, detail: str, out: list[Out]) -> None:
+    def _stop_dir(self, side: int, d: _Dir, code: str, pkt: int | None, detail: str, out: list[Out], lost: int = 0) -> None:
+        """This direction is not decrypted further.  Once HTTP runs on top, the framing is told that bytes were
+        lost here (``lost``, at least what was held): the message in progress is cut, not silently complete."""
+        if self.negotiated and not d.stopped:
+            out.append(Problem(code, pkt, detail, side))
+            out.append(Lost(side, max(lost, len(d.buf), 1), pkt))
+        else:
+            out.append(Problem(code, pkt, detail, side))
         d.stopped = True
         d.buf = bytearray()
         d.hs = bytearray()
-        out.append(Problem(code, pkt, detail, side))
 
     def _stop_all(self, code: str, pkt: int | None, detail: str, out: list[Out]) -> None:
         if self.stopped:
             return
         self.stopped = True
-        for d in self.dirs:
+        out.append(Problem(code, pkt, detail, None, True))
+        for side, d in enumerate(self.dirs):
+            if self.negotiated and not d.stopped and d.cipher is not None:
+                out.append(Lost(side, max(len(d.buf), 1), pkt))
             d.buf = bytearray()
             d.hs = bytearray()
-        out.append(Problem(code, pkt, detail, None, True))
 
 
 def _extensions(body: bytes, at: int):
