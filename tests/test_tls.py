@@ -490,10 +490,13 @@ def test_http_messages_and_verdicts_of_the_recordings(path):
     assert sorted(r for r in want if r[0] == "request") == sorted(("request", x["method"], "/mcp") for x in exchanges)
     assert sorted(r[1] for r in want if r[0] == "response") == sorted(x["status"] for x in exchanges)
     assert not [a for a in doc["anomalies"] if a["code"].startswith(("tls_", "h2_"))]
-    # the scenario: the server closes the call's stream, the client resumes with Last-Event-ID over TLS
+    # the scenario, as for the plain recordings: the server closes the call's stream and the client resumes with
+    # Last-Event-ID over TLS (continuous, as real-python-resume-dense); or the server process is killed and
+    # restarted, and every resume is answered 404 (session_invalid, as real-python-server-restart)
     verdicts = [b["verdict"] for b in doc["boundaries"]]
-    assert verdicts and set(verdicts) == {"continuous"}
-    assert all(b["last_event_id"] for b in doc["boundaries"])
+    assert verdicts and set(verdicts) == ({"session_invalid"} if "server-restart" in path.name else {"continuous"})
+    with_cursor = [b for b in doc["boundaries"] if b["last_event_id"]]  # (a reopened standalone GET has none)
+    assert with_cursor and (len(with_cursor) == len(verdicts) or "server-restart" in path.name)
     assert doc["summary"]["events"] > 0
 
 
@@ -512,7 +515,7 @@ def test_no_output_holds_key_material(tmp_path):
     opts = [a for k in keylogs for a in ("--tls-keylog", str(k))]
     out = tmp_path / "o"
     res = runner.invoke(main, ["analyze", str(SAMPLES), *opts, "--json", str(out) + ".json", "--json-lines", str(out) + ".jsonl",
-                               "--html", str(out) + ".html"])
+                               "--html", str(out) + ".html", "--fail-on", "never"])
     assert res.exit_code == 0, res.output
     res2 = runner.invoke(main, ["ingest", str(SAMPLES), *opts, "--store", str(tmp_path / "store")])
     assert res2.exit_code == 0, res2.output

@@ -9,11 +9,13 @@ For each scenario:
 The certificate is self-signed for 127.0.0.1, made at record time with the openssl CLI in a temporary
 directory and deleted afterwards (the key log is all a reader needs; the private key is not kept).
 The server closes the tool call's SSE stream after a step (SDK ``close_sse_stream``); the client resumes
-with GET + Last-Event-ID, over TLS. Writes sample_logs/real-python-<scenario>.{pcap,keylog}; with
+with GET + Last-Event-ID, over TLS (``*-resume``); or the server is SIGKILLed after a step and restarted on
+the same port, and the resume reaches a process that never saw the session (``*-server-restart``).
+Writes sample_logs/tls/real-python-<scenario>.{pcap,keylog}; with
 ``--pcapng-of`` also ``.pcapng`` with the secrets injected (``editcap --inject-secrets tls,KEYLOG``), which
 decrypts without the key log file. Everything listens on 127.0.0.1 only; every wait has a deadline.
 
-    sudo python3 sample_logs/recording/record_tls.py            # every scenario (~20 s)
+    sudo python3 sample_logs/recording/record_tls.py            # every scenario (~25 s)
     sudo python3 sample_logs/recording/record_tls.py tls13-h1-resume
     REC_PYTHON=/work/rec-venv/bin/python (needs mcp==2.3.0 hypercorn h2), OPENSSL=openssl, TCPDUMP, EDITCAP
 
@@ -27,6 +29,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +47,8 @@ class TlsScenario:
     tls12: str | None  # None: TLS 1.3 (OpenSSL's default suite, AES-256-GCM); else the TLS 1.2 suite
     close_at: str = "2"
     steps: int = 5
+    retry_ms: int = 500
+    kill_after_step: int | None = None  # SIGKILL the server after this step and restart it on the same port
 
 
 SCENARIOS = {
@@ -55,6 +60,9 @@ SCENARIOS = {
     "tls13-h2-resume": TlsScenario("hypercorn", True, None),
     # TLS 1.2 AES-128-GCM, HTTP/2
     "tls12-gcm-h2-resume": TlsScenario("hypercorn", True, "ECDHE-ECDSA-AES128-GCM-SHA256"),
+    # TLS 1.3, HTTP/2: the server process is killed after step 2 and restarted; the client's resume reaches a
+    # process that never saw the session (404), over a new TLS connection
+    "tls13-h2-server-restart": TlsScenario("hypercorn", True, None, close_at="", steps=6, retry_ms=3000, kill_after_step=2),
 }
 
 
@@ -79,12 +87,18 @@ def record(name: str, sc: TlsScenario, out_dir: Path, log_dir: Path, tmp: Path, 
         if f.exists():
             f.unlink()
     capture = rec.start_tcpdump(port, pcap, t_log)
-    server = None
+    server: list = []
+    stop_event = threading.Event()
+    watcher = None
+    server_cmd = [rec.REC_PYTHON, "-u", "tls_server.py", "--port", str(port), "--cert", str(cert), "--key", str(key),
+                  "--server", sc.server, "--store", "dense", "--retry-ms", str(sc.retry_ms), "--close-at", sc.close_at]
     try:
-        server = rec.start([rec.REC_PYTHON, "-u", "tls_server.py", "--port", str(port), "--cert", str(cert),
-                            "--key", str(key), "--server", sc.server, "--store", "dense", "--retry-ms", "500",
-                            "--close-at", sc.close_at], s_log)
-        rec.wait_port(port, server)
+        server.append(rec.start(server_cmd, s_log))
+        rec.wait_port(port, server[0])
+        if sc.kill_after_step is not None:
+            watcher = threading.Thread(target=rec.restart_after, args=(f"EVENT {sc.kill_after_step}", server, port, s_log, stop_event,
+                                                                      lambda: rec.start(server_cmd, s_log), "record_tls.py"))
+            watcher.start()
         cmd = [rec.REC_PYTHON, "-u", "tls_client.py", f"https://127.0.0.1:{port}/mcp", "--ca", str(cert),
                "--steps", str(sc.steps)]
         if sc.http2:
@@ -97,10 +111,14 @@ def record(name: str, sc: TlsScenario, out_dir: Path, log_dir: Path, tmp: Path, 
         (log_dir / f"{name}.client.log").write_text(client.stdout + client.stderr)
         print(client.stdout, end="", flush=True)
         print(f"[{name}] client exit code {client.returncode}", flush=True)
+        if watcher is not None:
+            stop_event.set()
+            watcher.join(timeout=35)
         time.sleep(0.5)
     finally:
-        if server is not None:
-            rec.stop(server)
+        stop_event.set()
+        if server:
+            rec.stop(server[0])
         time.sleep(0.3)
         rec.stop(capture, grace_s=5.0)
     counts = [ln.strip() for ln in t_log.read_text(errors="replace").splitlines() if "packets" in ln]
