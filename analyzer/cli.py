@@ -350,11 +350,10 @@ def ingest(paths, store_dir, fmt, ports, no_redact, lock_timeout, drop_unrepaira
     except AuditError as exc:
         raise Failure(str(exc)) from None
     code = _report_ingest(rep, store_dir, quiet)
-    if rep.already and len(tls.current_keys()):
-        # The store knows an input by the sha256 of its bytes: one stored before (without this key log, maybe) is not
-        # read again. Said, not silently skipped; a new store decrypts them.
-        click.echo(_safe(f"warning: {len(rep.already)} input(s) already in {store_dir} were not read again with --tls-keylog "
-                         "(the store knows inputs by their bytes); to decrypt them, ingest into a new store"), err=True)
+    if rep.reread and not quiet:
+        # stored before with TLS it could not decrypt; this key log decrypts more (analyzer/scale/store_commit.py)
+        click.echo(_safe(f"re-read {len(rep.reread)} stored input(s) with --tls-keylog: it decrypts TLS connections their "
+                         "stored copy could not; their copy was replaced"), err=True)
     if not quiet:
         repaired = f", {len(rep.repaired)} damaged one(s) repaired" if rep.repaired else ""
         click.echo(_safe(f"stored {len(rep.added)} new input(s), {len(rep.already)} already in {store_dir}, {len(rep.unreadable)} unreadable{repaired}"))

@@ -558,19 +558,29 @@ def test_cli_key_log_problems_are_said_not_raised(tmp_path):
     assert res.exit_code == 2 and "missing.log" in res.stderr and "Traceback" not in res.output
 
 
-def test_ingest_says_when_stored_inputs_are_not_read_again_with_keys(tmp_path):
+def test_ingest_reads_a_stored_input_again_when_the_key_log_decrypts_more(tmp_path):
+    """The store knows inputs by their bytes; a capture stored without keys (its TLS not decrypted) is read again
+    when a key log is given, and its copy replaced; with keys that decrypt nothing more it stays as it was."""
     pcap = SAMPLES / "real-python-tls13-h2-resume.pcap"
-    store = tmp_path / "store"
+    store, doc = tmp_path / "store", tmp_path / "o.json"
     runner = CliRunner()
+
+    def exchanges() -> int:
+        assert runner.invoke(main, ["analyze", "--store", str(store), "--json", str(doc), "--fail-on", "never"]).exit_code == 0
+        return json.loads(doc.read_text())["summary"]["exchanges"]
+
     assert runner.invoke(main, ["ingest", str(pcap), "--store", str(store)]).exit_code == 0
+    assert exchanges() == 0
+    useless = tmp_path / "other.log"
+    useless.write_text(f"CLIENT_RANDOM {'ab' * 32} {'cd' * 48}\n")
+    res = runner.invoke(main, ["ingest", str(pcap), "--store", str(store), "--tls-keylog", str(useless)])
+    assert res.exit_code == 0 and "re-read" not in res.stderr and "1 already in" in res.output
+    assert exchanges() == 0
     res = runner.invoke(main, ["ingest", str(pcap), "--store", str(store), "--tls-keylog", str(_keylog_of(pcap))])
-    assert res.exit_code == 0
-    assert "1 input(s) already in" in res.stderr and "new store" in res.stderr
-    fresh = runner.invoke(main, ["ingest", str(pcap), "--store", str(tmp_path / "fresh"), "--tls-keylog", str(_keylog_of(pcap))])
-    assert fresh.exit_code == 0 and "already in" not in fresh.stderr
-    doc = tmp_path / "o.json"
-    assert runner.invoke(main, ["analyze", "--store", str(tmp_path / "fresh"), "--json", str(doc)]).exit_code == 0
-    assert json.loads(doc.read_text())["summary"]["exchanges"] == 7
+    assert res.exit_code == 0 and "re-read 1 stored input(s)" in res.stderr
+    assert exchanges() == 7
+    res = runner.invoke(main, ["ingest", str(pcap), "--store", str(store), "--tls-keylog", str(_keylog_of(pcap))])
+    assert res.exit_code == 0 and "re-read" not in res.stderr and "1 already in" in res.output  # nothing left to decrypt
 
 
 # ------------------------------------------------------------------------------------------ property
