@@ -284,6 +284,22 @@ def test_gap_in_the_capture_resumes_decryption_at_the_next_record(tmp_path):
     assert "1 records) lost" in got.anomalies.to_pylist()[1]["message"]
 
 
+def test_resync_skips_bytes_before_the_record_that_authenticates():
+    """After a gap the first bytes are the tail of a lost record: the next record is found past them (the
+    fuzzer found that cutting the buffer while the header search still held it raised BufferError)."""
+    sess = tlsgen.Session()
+    recs = sess.send(False, b"HTTP/1.1 200 OK\r\n\r\n" + b"x" * 300, record_size=100)
+    conn = tls.Connection(_keys(sess))
+    for from_client, rec in sess.records[: -len(recs)]:
+        conn.feed(0 if from_client else 1, rec, 1, 1)
+    conn.feed(1, recs[0], 2, 2)
+    conn.gap(1, 40, 3)  # the first 40 bytes of recs[1] are lost; its tail arrives with recs[2] and recs[3]
+    out = conn.feed(1, recs[1][40:] + recs[2] + recs[3], 4, 4)
+    assert [type(o).__name__ for o in out] == ["Problem", "Lost", "Plain", "Plain"]
+    assert out[0].code == "tls_record_cut" and "(1 records)" in out[0].detail
+    assert b"".join(o.data for o in out if isinstance(o, tls.Plain)) == (b"HTTP/1.1 200 OK\r\n\r\n" + b"x" * 300)[200:]
+
+
 def test_a_gap_followed_by_garbage_stops_that_direction_within_bounds(tmp_path):
     sess = tlsgen.Session()
     sse_exchange(sess, [1, 2])

@@ -387,7 +387,7 @@ class Connection:
         is at least 22 bytes), so the trials are few; all of them are bounded by RESYNC_TRIALS."""
         cipher = d.cipher
         assert cipher is not None
-        buf = d.buf
+        buf = bytes(d.buf)  # a snapshot: the regex's iterator must not hold the bytearray that is cut below
         max_records = d.lost // 22 + 2
         for m in _RECORD_HEADER.finditer(buf, d.resync_from):
             at = m.start()
@@ -413,7 +413,7 @@ class Connection:
                                        f"{lost} encrypted bytes ({skip} records) lost by the capture; decryption resumed at packet {pkt}", side))
                     out.append(Lost(side, max(lost - skip * overhead, 0), d.lost_pkt))
                     cipher.seq += skip
-                    del buf[:at]
+                    del d.buf[:at]
                     d.resync, d.lost = False, 0
                     return
             d.resync_from = at + 1
