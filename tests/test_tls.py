@@ -182,21 +182,29 @@ def test_problems_name_the_client_random_never_a_secret():
 
 
 def test_hostile_bytes_are_anomalies_never_exceptions():
+    """Bounded fuzz over real connections of four suites: flipped bytes, cut records, gaps at random places."""
     rnd = random.Random(7)
-    sess = tlsgen.Session()
-    sess.send(True, b"GET / HTTP/1.1\r\n\r\n")
-    keys = _keys(sess)
-    for _ in range(300):  # bounded fuzz: random flips, cuts and garbage in a real connection's bytes
+    sessions = [tlsgen.Session(v, s, seed=i) for i, (v, s) in enumerate([(0x0304, 0x1301), (0x0303, 0xC02F), (0x0303, 0xCCA9), (0x0304, 0x1303)])]
+    for sess in sessions:
+        sess.send(True, b"GET / HTTP/1.1\r\n\r\n")
+        sess.send(False, b"HTTP/1.1 200 OK\r\n\r\n" * 3, record_size=20)
+    keys = _keys(*sessions)
+    kinds = (tls.Plain, tls.Lost, tls.Problem, tls.Negotiated)
+    for _ in range(1500):
+        sess = rnd.choice(sessions)
         recs = [bytearray(r) for _c, r in sess.records]
         victim = rnd.randrange(len(recs))
-        for _ in range(rnd.randrange(1, 4)):
+        for _ in range(rnd.randrange(1, 6)):
             recs[victim][rnd.randrange(len(recs[victim]))] = rnd.randrange(256)
+        if rnd.random() < 0.3:
+            recs[victim] = recs[victim][: rnd.randrange(len(recs[victim]) + 1)]
         conn = tls.Connection(keys)
         for (from_client, _r), data in zip(sess.records, recs):
-            for out in conn.feed(0 if from_client else 1, bytes(data), 1, 1):
-                assert isinstance(out, (tls.Plain, tls.Lost, tls.Problem, tls.Negotiated))
-        conn.close(0)
-        conn.close(1)
+            got = conn.feed(0 if from_client else 1, bytes(data), 1, 1)
+            if rnd.random() < 0.1:
+                got += conn.gap(rnd.randrange(2), rnd.randrange(1, 100), 2)
+            assert all(isinstance(o, kinds) for o in got)
+        assert all(isinstance(o, kinds) for o in conn.close(0) + conn.close(1))
 
 
 # ------------------------------------------------------------------------------------------ through the pcap ingester
