@@ -255,7 +255,6 @@ class _Conversation:
                     self._tls(side, pkt)  # no key log at all: named and skipped, as always
                     return
                 self.tls = tls.Connection(self.ing.keys)
-                self.ing.tls_flows += 1
                 self._decrypted(self.tls.feed(side, data, ts, pkt))
                 return
             self._roles(side, data)
@@ -711,7 +710,6 @@ class _Ingest:
         self.unsupported: dict[int, list[int]] = {}  # link type -> [first packet, count]
         self.parsing = _Parsing()
         self.keys = keys if keys is not None else tls.KeyLog()
-        self.tls_flows = 0  # TLS connections met with a key log at hand
         self.tls_kinds: dict[tuple[str, str, str], int] = {}  # (version, suite, ALPN) -> connections decrypted
 
     def on_flow(self, flow: tcp.Flow) -> _Conversation | None:

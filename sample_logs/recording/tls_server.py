@@ -40,7 +40,8 @@ def main() -> int:
         uvicorn.run(app, host="127.0.0.1", port=args.port, ssl_certfile=args.cert, ssl_keyfile=args.key,
                     log_level="info")
     else:
-        import anyio
+        import asyncio
+
         from hypercorn.asyncio import serve
         from hypercorn.config import Config
 
@@ -48,8 +49,6 @@ def main() -> int:
         config.bind = [f"127.0.0.1:{args.port}"]
         config.certfile, config.keyfile = args.cert, args.key
         config.alpn_protocols = ["h2", "http/1.1"]
-        import asyncio
-
         asyncio.run(serve(app, config))  # type: ignore[arg-type]
     return 0
 
