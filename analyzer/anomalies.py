@@ -86,7 +86,48 @@ CATALOG: dict[str, Kind] = {
     "tcp_overlap_conflict": Kind(
         "error", False, "a retransmission carried different bytes for the same sequence numbers; the first copy was kept",
     ),
-    "tls_not_decrypted": Kind("warning", False, "a TLS connection: its HTTP is encrypted and this tool reads plain HTTP only"),
+    "tls_not_decrypted": Kind(
+        "warning", False,
+        "a TLS connection not decrypted: no key log was given (--tls-keylog, or pcapng decryption secrets), or the capture "
+        "lacks its handshake (it was open before the capture started)",
+    ),
+    "tls_no_key": Kind(
+        "error", False,
+        "a TLS connection whose client random the key log does not hold (the message names the random, never a secret): "
+        "its HTTP is not analyzed; add the key log of the process that made it",
+    ),
+    "tls_unsupported": Kind(
+        "warning", False,
+        "a TLS connection with a protocol version or cipher suite this version does not decrypt (only TLS 1.2 and 1.3 with "
+        "AES-GCM or ChaCha20-Poly1305): its HTTP is not analyzed",
+    ),
+    "tls_decrypt_failed": Kind(
+        "error", False,
+        "a TLS record that does not authenticate with the key log's secret (a wrong key, or corrupt bytes): "
+        "that direction is not decrypted further",
+    ),
+    "tls_record_cut": Kind(
+        "error", False,
+        "TLS records the capture cut (bytes lost, snaplen, or the capture or connection ended inside a record): "
+        "what they carried is unknown; decryption resumes at the next record that authenticates, when there is one",
+    ),
+    "tls_record_invalid": Kind(
+        "error", False, "bytes that are not a TLS record, or a handshake message that does not parse: the connection "
+        "(or that direction) is not decrypted further",
+    ),
+    "tls_keylog_invalid": Kind(
+        "warning", False, "a pcapng decryption secrets block that is not a TLS key log, or key log lines that do not parse: skipped",
+    ),
+    "h2_protocol_error": Kind(
+        "error", False,
+        "HTTP/2 bytes that do not frame or decode (frame, HPACK header block, connection preface), or a connection that "
+        "ended inside a frame: that direction is not parsed further",
+    ),
+    "h2_gap": Kind(
+        "error", False,
+        "HTTP/2 bytes the capture lost: frames and the HPACK table cannot be followed after them, so that direction "
+        "is not parsed further; its open streams end with the connection",
+    ),
     "http_parse_error": Kind(
         "error", False, "bytes that are not HTTP/1.1 where a message was expected; that direction of the connection is not parsed further",
     ),

@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from analyzer import __version__, document, limits, pipeline, report
+from analyzer.decode import tls
 from analyzer.document import build as findings
 from analyzer.ingest import inputs
 from analyzer.errors import AuditError
@@ -37,6 +38,8 @@ Examples:
   mcp-sse-audit analyze sample_logs/
   mcp-sse-audit analyze capture.har proxy.jsonl.gz --json findings.json --html report.html
   mcp-sse-audit analyze server-host.pcapng --port 8000 --fail-on critical
+  SSLKEYLOGFILE=keys.log my-mcp-client ...   # then:
+  mcp-sse-audit analyze https-traffic.pcap --tls-keylog keys.log --html report.html
   mcp-sse-audit analyze /archive/2026-11/ --json - --fail-on critical | jq .summary
 \b
 Exit codes (for scheduled jobs):
@@ -75,6 +78,37 @@ def _limit_options(fn):
     ):
         run = opt(run)
     return run
+
+
+def _tls_options(fn):
+    """--tls-keylog FILE (repeatable): the NSS key logs captures are decrypted with (analyzer/decode/tls.py)."""
+
+    @functools.wraps(fn)
+    def run(*args, tls_keylogs, **kwargs):
+        keys = tls.KeyLog()
+        for path in tls_keylogs:
+            try:
+                with open(path, "rb") as f:
+                    keys.add_text(f.read(_MAX_KEYLOG + 1)[:_MAX_KEYLOG])
+            except OSError as exc:
+                raise Failure(f"--tls-keylog {path}: cannot read it ({exc.strerror or exc}); give the file SSLKEYLOGFILE named") from None
+        if tls_keylogs and not len(keys):
+            click.echo(_safe(f"warning: --tls-keylog {', '.join(tls_keylogs)}: no TLS secret in it (expected lines like "
+                             "'CLIENT_RANDOM <hex> <hex>' written by SSLKEYLOGFILE); TLS connections stay encrypted"), err=True)
+        elif keys.malformed:
+            click.echo(_safe(f"warning: --tls-keylog: {keys.malformed} line(s) are not 'LABEL CLIENT_RANDOM SECRET' in hex and were skipped"), err=True)
+        with tls.using_keys(keys):
+            return fn(*args, **kwargs)
+
+    return click.option(
+        "--tls-keylog", "tls_keylogs", multiple=True, metavar="FILE", type=click.Path(exists=True, dir_okay=False),
+        help="pcap only: decrypt TLS with this NSS key log (the file SSLKEYLOGFILE names; repeatable). TLS 1.2 and 1.3, "
+        "AES-GCM and ChaCha20-Poly1305; HTTP/1.1 and HTTP/2 inside. pcapng decryption secrets blocks "
+        "(editcap --inject-secrets) are used without it. Secrets never reach any output.",
+    )(run)
+
+
+_MAX_KEYLOG = 1 << 28  # 256 MiB of key log text is millions of connections; more is not a key log
 
 
 def _set_debug(ctx: click.Context, _param, value: bool) -> None:
@@ -174,6 +208,7 @@ def main() -> None:
 @click.option("--no-redact", is_flag=True, help="Keep secrets in the outputs: headers, URL parameters, userinfo and JSON keys whose names contain token, secret, key, auth, password, signature, cookie, credential, session, jwt (Mcp-Session-Id, Last-Event-ID, progressToken are never redacted).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary; only errors.")
 @_limit_options
+@_tls_options
 def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_master, json_out, jsonl_out, html_out, fail_on, fmt, ports, no_redact, quiet):
     """Analyze captured MCP traffic (HAR, proxy JSONL, pcap/pcapng; directories are walked, .gz is read).
 
@@ -300,6 +335,7 @@ be repaired; 3 internal error (--debug shows the traceback).
               help="Remove damaged inputs whose files are gone or changed (rows and parts), so the rest can be analyzed.")
 @click.option("-q", "--quiet", is_flag=True)
 @_limit_options
+@_tls_options
 def ingest(paths, store_dir, fmt, ports, no_redact, lock_timeout, drop_unrepairable, quiet):
     """Parse captures into a Parquet store of canonical tables, skipping inputs it already holds.
 
@@ -314,6 +350,10 @@ def ingest(paths, store_dir, fmt, ports, no_redact, lock_timeout, drop_unrepaira
     except AuditError as exc:
         raise Failure(str(exc)) from None
     code = _report_ingest(rep, store_dir, quiet)
+    if rep.reread and not quiet:
+        # stored before with TLS it could not decrypt; this key log decrypts more (analyzer/scale/store_commit.py)
+        click.echo(_safe(f"re-read {len(rep.reread)} stored input(s) with --tls-keylog: it decrypts TLS connections their "
+                         "stored copy could not; their copy was replaced"), err=True)
     if not quiet:
         repaired = f", {len(rep.repaired)} damaged one(s) repaired" if rep.repaired else ""
         click.echo(_safe(f"stored {len(rep.added)} new input(s), {len(rep.already)} already in {store_dir}, {len(rep.unreadable)} unreadable{repaired}"))

@@ -20,6 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from analyzer import pipeline  # noqa: E402
+from analyzer.decode import tls  # noqa: E402
 
 GOLDEN = ROOT / "tests" / "golden"
 SAMPLES = sorted(
@@ -55,7 +56,13 @@ def golden_path(sample: Path) -> Path:
 
 
 def analyze(sample: Path) -> dict:
-    doc = pipeline.run([str(sample.relative_to(ROOT))]).document
+    """A pcap with a key log beside it (x.pcap + x.keylog, sample_logs/tls/) is read with it, as --tls-keylog
+    x.keylog would; a pcapng carries its secrets itself (Decryption Secrets Blocks)."""
+    keys = tls.KeyLog()
+    if sample.suffix == ".pcap" and sample.with_suffix(".keylog").exists():
+        keys.add_text(sample.with_suffix(".keylog").read_bytes())
+    with tls.using_keys(keys):
+        doc = pipeline.run([str(sample.relative_to(ROOT))]).document
     jsonschema.validate(doc, SCHEMA)
     return doc
 

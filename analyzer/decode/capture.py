@@ -27,6 +27,7 @@ from typing import BinaryIO, Callable, Iterator
 from analyzer.errors import InputError
 
 Note = Callable[[str, str, str], None]  # (catalog code, location, detail)
+Secrets = Callable[[int, bytes, str], None]  # (secrets type, secrets data, location): pcapng DSB
 Packet = tuple[int, "int | None", int, bytes, int]  # (number, ts_ns, link type, captured bytes, length on the wire)
 
 CHUNK = 1 << 20  # read the file in 1 MiB pieces
@@ -50,8 +51,9 @@ _KNOWN_BLOCKS = (_SHB, _IDB, _OPB, _SPB, _NRB, _ISB, _EPB, _DSB, 0x0BAD, 0x40000
 class CaptureReader:
     """``packets()`` yields :data:`Packet` tuples; problems go to ``note`` as catalog anomalies."""
 
-    def __init__(self, source: str, stream: BinaryIO, note: Note) -> None:
+    def __init__(self, source: str, stream: BinaryIO, note: Note, secrets: Secrets | None = None) -> None:
         self.source = source
+        self.secrets = secrets  # gets each Decryption Secrets Block's (secrets type, data, location)
         self.stream = stream
         self.note = note
         self.buf = b""
@@ -347,7 +349,18 @@ class CaptureReader:
                     ifaces.append((-1, 1000, 1, 0))
                     continue
                 ifaces.append(self._interface(buf, pos, blen, bo))
-            # other blocks (NRB, ISB, DSB, custom, unknown types): skipped by their length
+            elif btype == _DSB and self.secrets is not None:
+                # Decryption Secrets Block (editcap --inject-secrets): type, length, data; before the packets it decrypts
+                where = f"byte {self.offset - blen}"
+                if blen < 20:
+                    self.note("pcapng_corrupt_block", where, "decryption secrets block too short")
+                    continue
+                stype, slen = struct.unpack_from(bo + "II", buf, pos + 8)
+                if 16 + slen > blen - 4:
+                    self.note("pcapng_corrupt_block", where, f"decryption secrets length {slen} does not fit the {blen}-byte block")
+                    continue
+                self.secrets(stype, bytes(buf[pos + 16 : pos + 16 + slen]), where)
+            # other blocks (NRB, ISB, custom, unknown types): skipped by their length
         self.count = n + self.damaged
 
     def _interface(self, buf: bytes, pos: int, blen: int, bo: str) -> tuple[int, int, int, int]:

@@ -27,7 +27,16 @@ Which flows become exchanges is decided by content, not by port: a flow is
 MCP when any of its messages carries ``Mcp-Session-Id``, a
 ``text/event-stream`` response or a JSON-RPC body -- or, with ``ports``,
 exactly the flows whose server port is listed.  Other HTTP flows are counted
-in a note; TLS flows get one ``tls_not_decrypted`` row each.
+in a note.
+
+TLS flows are decrypted when a key log is at hand (``--tls-keylog``, through
+:func:`analyzer.decode.tls.using_keys`, plus the capture's own pcapng Decryption Secrets Blocks):
+:mod:`analyzer.decode.tls` turns each direction's records into plaintext pieces that keep the packet
+of the record's last segment, and they enter the same HTTP/1.1 parsers -- or, when the ALPN is ``h2``,
+:mod:`analyzer.decode.h2`, whose streams become exchanges one by one (``conn`` ``...#n``, n = the
+stream's order on the connection) through the same body, Content-Encoding and SSE paths.  Without
+any key log, TLS flows get one ``tls_not_decrypted`` row each, as before; with one, a connection it
+has no key for gets ``tls_no_key`` naming its client random (never a secret).
 """
 from __future__ import annotations
 
@@ -41,7 +50,7 @@ from typing import BinaryIO
 
 import polars as pl
 
-from analyzer.decode import http1, sse_columns, tcp
+from analyzer.decode import h2, http1, sse_columns, tcp, tls
 from analyzer.anomalies import CATALOG, AnomalyLog
 from analyzer.decode.content_coding import Decoder
 from analyzer.decode.capture import CaptureReader
@@ -191,6 +200,10 @@ class _Conversation:
         self.http = False  # at least one message parsed
         self.not_http: tuple[int | None, str] | None = None
         self.server_end: tuple[str, str | None, int | None] | None = None  # (reason, by, ts) once the server's side ended
+        self.tls: tls.Connection | None = None  # a TLS connection decrypted with the key log (None: plain HTTP)
+        self.h2: h2.Connection | None = None  # ALPN h2: HTTP/2 framing instead of the two HTTP/1.1 parsers
+        self.streams: dict[int, _Exchange] = {}  # h2: stream id -> its exchange
+        self.scheme = "http"
 
     # -- roles -------------------------------------------------------------------
     def _roles(self, side: int, first: bytes | None) -> None:
@@ -233,11 +246,27 @@ class _Conversation:
     def data(self, side: int, data: bytes, ts: int | None, pkt: int) -> None:
         if self.dead:
             return
+        if self.tls is not None:
+            self._decrypted(self.tls.feed(side, data, ts, pkt))
+            return
         if self.client is None:
             if len(data) >= 3 and _TLS_RECORD.match(data):
-                self._tls(side, pkt)
+                if not len(self.ing.keys):
+                    self._tls(side, pkt)  # no key log at all: named and skipped, as always
+                    return
+                self.tls = tls.Connection(self.ing.keys)
+                self._decrypted(self.tls.feed(side, data, ts, pkt))
                 return
             self._roles(side, data)
+        self._plain(side, data, ts, pkt)
+
+    def _plain(self, side: int, data: bytes, ts: int | None, pkt: int) -> None:
+        """Application bytes of one direction (as captured, or decrypted) into HTTP framing."""
+        if self.dead:
+            return
+        if self.h2 is not None:
+            self._streams(self.h2.feed(side, data, ts, pkt))
+            return
         if side == self.client:
             self._requests(self.req.feed(data, ts, pkt))  # type: ignore[union-attr]
         else:
@@ -245,6 +274,22 @@ class _Conversation:
 
     def gap(self, side: int, nbytes: int, before: int | None, after: int | None, cause: str) -> None:
         if self.dead:
+            return
+        if self.tls is not None:
+            at = after if after is not None else before
+            if cause == "lost":
+                around = f"after packet {before}" if after is None else f"between packet {before} and packet {after}"
+                self.ing.log.add("tcp_seq_gap", f"packet {at}" if at is not None else "file",
+                                 f"{nbytes} bytes missing in {self.flow.name(side)} {around}, inside a TLS connection")
+            self._decrypted(self.tls.gap(side, nbytes, at))
+            return
+        self._plain_gap(side, nbytes, before, after, cause)
+
+    def _plain_gap(self, side: int, nbytes: int, before: int | None, after: int | None, cause: str) -> None:
+        if self.dead:
+            return
+        if self.h2 is not None:
+            self._streams(self.h2.gap(side, nbytes, after if after is not None else before))
             return
         if self.client is None:
             self._roles(side, None)
@@ -261,7 +306,7 @@ class _Conversation:
         if cause == "lost":
             around = f"after packet {before}" if after is None else f"between packet {before} and packet {after}"
             self.ing.log.add("tcp_seq_gap", where, f"{nbytes} bytes missing in {self.flow.name(side)} {around}{context}")
-        elif context:  # cut by snaplen: the packet's own row says so; this one says what it hit
+        elif cause == "snaplen" and context:  # cut by snaplen: the packet's own row says so; this one says what it hit
             self.ing.note("tcp_seq_gap", where, f"{nbytes} bytes missing in {self.flow.name(side)} (cut by the capture's snaplen){context}", "snaplen_gap")
         if side == self.client:
             self._requests(recs)
@@ -279,7 +324,23 @@ class _Conversation:
         return ""
 
     def end(self, side: int, reason: str, by: int | None, ts: int | None, pkt: int | None) -> None:
-        if not self.dead:
+        if not self.dead and self.tls is not None:
+            self._decrypted(self.tls.close(side))
+            if self.client is None:  # the handshake never completed: no HTTP to end
+                self.ended += 1
+                if self.ended == 2 and not self.dead:
+                    self.dead = True
+                    self.ing.conversation_done(self)
+                return
+        if not self.dead and self.h2 is not None:
+            self._streams(self.h2.close(side))
+            if side != self.client:
+                when = ts if ts is not None else self.ing.last_ts
+                self.server_end = (reason, self.side_name(by), when)
+                for ex in self.streams.values():
+                    if ex.end_reason == "open":
+                        self._finish(ex, *self.server_end)
+        elif not self.dead:
             if self.client is None:
                 self._roles(side, None)
             if side == self.client:
@@ -403,6 +464,106 @@ class _Conversation:
                 self.receiving = None
             self.ing.upgraded += 1
             self._retire()
+
+    # -- TLS and HTTP/2 ---------------------------------------------------------------
+    def _decrypted(self, recs: list) -> None:
+        """What the TLS layer made of the bytes: plaintext into HTTP framing, problems into anomaly rows."""
+        for r in recs:
+            t = type(r)
+            if t is tls.Plain:
+                self._plain(r.side, r.data, r.ts, r.pkt)
+            elif t is tls.Lost:
+                # (HTTP/2 at the direction's end: its close says what was cut; a gap row would say it twice)
+                if self.client is not None and not (r.final and self.h2 is not None):
+                    self._plain_gap(r.side, r.nbytes, r.pkt, r.pkt, "tls")
+            elif t is tls.Negotiated:
+                self._tls_roles(r)
+            else:  # tls.Problem: never a secret in it (tls.py names the client random only)
+                where = f"packet {r.pkt}" if r.pkt is not None else "file"
+                who = self.flow.name(r.side) if r.side is not None else self._endpoints()
+                self.ing.log.add(r.code, where, f"{who}: {r.detail}")
+                if r.stop and self.client is None:
+                    self._retire()  # nothing of it was decrypted: no HTTP to follow
+
+    def _endpoints(self) -> str:
+        f = self.flow
+        return f"{tcp.endpoint(f.addrs[0], f.ports[0])} ↔ {tcp.endpoint(f.addrs[1], f.ports[1])}"
+
+    def _tls_roles(self, r: tls.Negotiated) -> None:
+        """The handshake named the client (it sent the ClientHello) and the protocol (ALPN)."""
+        f = self.flow
+        self.client = r.client
+        self.name = f.name(r.client) + (f"~{f.ordinal}" if f.ordinal > 1 else "")
+        self.scheme = "https"
+        key = (r.version, r.suite, r.alpn or "http/1.1")
+        self.ing.tls_kinds[key] = self.ing.tls_kinds.get(key, 0) + 1
+        if r.alpn == "h2":
+            self.h2 = h2.Connection(r.client)
+        else:
+            self.req = MessageParser("request", False)
+            self.resp = MessageParser("response", False, self._request_pending)
+
+    def _streams(self, recs: list) -> None:
+        """HTTP/2 records: each stream is one exchange, fed through the same body, SSE and coding paths as HTTP/1.1."""
+        for r in recs:
+            t = type(r)
+            if t is h2.StreamData:
+                ex = self.streams.get(r.stream)
+                if ex is None:
+                    continue
+                if r.side == self.client:
+                    if ex.req_size < MAX_BODY:
+                        data = r.data
+                        if ex.req_dec is not None:
+                            data = ex.req_dec.feed(data)
+                            self._coding(ex, ex.req_dec, r.pkt, "request")
+                        if data:
+                            ex.req_body.append(data)
+                            ex.req_size += len(data)
+                elif ex.resp is not None and ex.end_reason == "open":
+                    self._body(ex, r.data, r.ts, r.pkt)
+            elif t is h2.StreamHead:
+                self.http = True
+                if r.side == self.client:
+                    if r.stream in self.streams:
+                        continue
+                    ex = _Exchange(self, len(self.exchanges) + 1, r.head)
+                    self.exchanges.append(ex)
+                    self.streams[r.stream] = ex
+                    ex.req_dec = self._decoder(ex, r.head, "request")
+                    if self.server_end is not None:
+                        self._finish(ex, *self.server_end)
+                elif not r.head.interim:
+                    ex = self.streams.get(r.stream)
+                    if ex is None or ex.resp is not None:
+                        self.ing.log.add("http_response_without_request", f"packet {r.head.pkt}",
+                                         f"{self.flow.name(r.side)}: HTTP/2 stream {r.stream}, status {r.head.status}; its body is skipped")
+                        continue
+                    self._head(ex, r.head)
+                    self.receiving = None  # (HTTP/1.1's one-at-a-time bookkeeping; streams are by id)
+            elif t is h2.StreamEnd:
+                ex = self.streams.get(r.stream)
+                if ex is None:
+                    continue
+                if r.side == self.client:
+                    if ex.req_dec is not None and not ex.req_dec.closed:
+                        tail = ex.req_dec.close()
+                        if tail and ex.req_size < MAX_BODY:
+                            ex.req_body.append(tail)
+                            ex.req_size += len(tail)
+                        self._coding(ex, ex.req_dec, r.pkt, "request")
+                elif ex.resp is not None and ex.end_reason == "open":
+                    self._complete(ex, r.ts, r.pkt)
+            elif t is h2.StreamReset:
+                ex = self.streams.get(r.stream)
+                if ex is not None and ex.end_reason == "open":
+                    ex.last_ts, ex.last_pkt = r.ts, r.pkt
+                    self._finish(ex, "reset", self.side_name(r.side), r.ts)
+            elif t is h2.GoAway:
+                pass  # streams above its last id were never processed: they end with the connection
+            else:  # h2.Problem
+                where = f"packet {r.pkt}" if r.pkt is not None else "file"
+                self.ing.log.add(r.code, where, f"{self.flow.name(r.side)}: {r.detail}")
 
     def _tls(self, side: int, pkt: int) -> None:
         f = self.flow
@@ -534,7 +695,7 @@ class _Conversation:
 
 
 class _Ingest:
-    def __init__(self, source: str, log: AnomalyLog, ports: frozenset[int] | None) -> None:
+    def __init__(self, source: str, log: AnomalyLog, ports: frozenset[int] | None, keys: tls.KeyLog | None = None) -> None:
         self.source = source
         self.log = log
         self.ports = ports
@@ -548,6 +709,8 @@ class _Ingest:
         self.per_packet: dict[str, int] = {}
         self.unsupported: dict[int, list[int]] = {}  # link type -> [first packet, count]
         self.parsing = _Parsing()
+        self.keys = keys if keys is not None else tls.KeyLog()
+        self.tls_kinds: dict[tuple[str, str, str], int] = {}  # (version, suite, ALPN) -> connections decrypted
 
     def on_flow(self, flow: tcp.Flow) -> _Conversation | None:
         if self.ports and flow.ports[0] not in self.ports and flow.ports[1] not in self.ports:
@@ -570,6 +733,17 @@ class _Ingest:
             self.other_flows += 1
             self.other_requests += len(conv.exchanges)
             conv.exchanges = []
+
+    def secrets(self, kind: int, data: bytes, where: str) -> None:
+        """A pcapng Decryption Secrets Block (``editcap --inject-secrets``): TLS key log text joins the keys."""
+        if kind != tls.DSB_TLS_KEY_LOG:
+            self.log.add("tls_keylog_invalid", where, f"a Decryption Secrets Block of type 0x{kind:08x}, not a TLS key log: not used")
+            return
+        before = self.keys.malformed
+        self.keys.add_text(data)
+        if self.keys.malformed > before:
+            self.log.add("tls_keylog_invalid", where, f"{self.keys.malformed - before} line(s) of its TLS key log are not "
+                         "'LABEL CLIENT_RANDOM SECRET' in hex: skipped")
 
     def note(self, code: str, where: str, detail: str = "", key: str | None = None) -> None:
         """Anomalies that can occur once per packet: the first rows, then one summary row per code (or ``key``)."""
@@ -615,7 +789,9 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True, ports: froz
 
 def _read(source: str, stream: BinaryIO, redact_secrets: bool, ports: frozenset[int] | None) -> Ingested:
     log = AnomalyLog(source)
-    ing = _Ingest(source, log, ports)
+    # the --tls-keylog files (tls.using_keys), plus this capture's own Decryption Secrets Blocks (copied:
+    # one capture's secrets are not another's)
+    ing = _Ingest(source, log, ports, tls.current_keys().copy())
     try:
         return _packets(source, stream, redact_secrets, log, ing)
     finally:
@@ -623,7 +799,7 @@ def _read(source: str, stream: BinaryIO, redact_secrets: bool, ports: frozenset[
 
 
 def _packets(source: str, stream: BinaryIO, redact_secrets: bool, log: AnomalyLog, ing: "_Ingest") -> Ingested:
-    reader = CaptureReader(source, stream, ing.note)
+    reader = CaptureReader(source, stream, ing.note, ing.secrets)
     reasm = tcp.Reassembler(ing.on_flow, ing.note)
     decode, segment = tcp.decode, reasm.segment
     counts = ing.counts
@@ -687,6 +863,9 @@ def _build(source: str, log: AnomalyLog, ing: _Ingest, reader: CaptureReader, re
         notes.append(f"{ing.counts['other_ports']} TCP connection(s) on ports not selected were skipped.")
     if ing.counts["non_tcp"] or ing.counts["non_ip"]:
         notes.append(f"{ing.counts['non_tcp']} non-TCP IP packet(s) and {ing.counts['non_ip']} non-IP frame(s) were ignored.")
+    if ing.tls_kinds:
+        kinds = ", ".join(f"{n} {v} {suite} {alpn}" for (v, suite, alpn), n in sorted(ing.tls_kinds.items()))
+        notes.append(f"{sum(ing.tls_kinds.values())} TLS connection(s) decrypted with the key log: {kinds}.")
     if ing.upgraded:
         notes.append(f"{ing.upgraded} connection(s) switched protocols (101 / CONNECT); what followed was not parsed.")
     if reader.count == 0:
@@ -715,7 +894,7 @@ def _emit(b: Builder, ex: _Exchange, note) -> None:
     host = req.headers.get("host")
     target = req.target or ""
     if target.startswith("/"):  # origin-form: the authority is the Host header (else the server's address)
-        url = f"http://{host or tcp.endpoint(*ex.conv.server)}{target}"
+        url = f"{ex.conv.scheme}://{host or tcp.endpoint(*ex.conv.server)}{target}"
     else:
         url = target
     where = f"packet {req.pkt}"

@@ -33,6 +33,7 @@ from typing import Callable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from analyzer.decode import tls
 from analyzer.errors import StoreError
 from analyzer.pipeline import read_inputs
 from analyzer.scale.store import MANIFEST, MANIFEST_SCHEMA, PREVIOUS, TABLES, damage, file_sha256, read_manifest
@@ -220,6 +221,26 @@ class IngestReport:
     migrated: int = 0  # inputs of a version-1 store given checksums
     duplicates: int = 0  # duplicate manifest rows dropped
     dropped: list[str] = field(default_factory=list)  # unrepairable inputs removed (drop_unrepairable)
+    reread: list[str] = field(default_factory=list)  # stored inputs read again: the key log decrypts more of them
+
+
+# An input is known by the sha256 of its bytes, but what the store holds of a capture with TLS depends on the
+# key log it was read with.  With a key log (--tls-keylog), a stored input whose copy lists TLS connections it
+# could not decrypt is read again, and its copy replaced only if the keys decrypt more of them; otherwise it is
+# "already" stored, as before.  (Without a key log nothing changes: the store never re-reads for keys.)
+UNDECRYPTED = frozenset(("tls_not_decrypted", "tls_no_key"))
+
+
+def _undecrypted(codes) -> int:
+    return sum(1 for c in codes if c in UNDECRYPTED)
+
+
+def _stored_undecrypted(store: Path, row: dict) -> int:
+    """TLS connections the stored copy could not decrypt (rows of its anomalies part; 0 when unreadable)."""
+    try:
+        return _undecrypted(pq.read_table(store / row["anomalies_file"], columns=["code"]).column("code").to_pylist())
+    except (OSError, pa.ArrowException, KeyError):
+        return 0
 
 
 def _commit_manifest(store: Path, rows: list[dict], staging: Path) -> None:
@@ -315,12 +336,20 @@ def _ingest_locked(paths, store: Path, fmt, redact_secrets, ports, progress, dro
     known = set(current) - set(broken)
     sha: dict[str, str] = {}
     fixed: set[str] = set()
+    keys = len(tls.current_keys()) > 0
+    retry: dict[str, int] = {}  # path -> TLS connections its stored copy could not decrypt
 
     def new(path: str) -> bool:
         try:
             digest = file_sha256(path)
         except OSError:
             return True  # let the reader report it, with its reason
+        if digest in known and keys and digest not in sha.values():
+            before = _stored_undecrypted(store, current[digest])
+            if before:
+                retry[path] = before
+                sha[path] = digest
+                return True
         if digest in known or digest in sha.values():
             report.already.append(path)
             return False
@@ -330,6 +359,9 @@ def _ingest_locked(paths, store: Path, fmt, redact_secrets, ports, progress, dro
     def write(part, row: dict) -> None:
         """One input committed: parts aside, renamed in, then the manifest; a crash loses at most this input."""
         digest = sha[part.source]
+        if part.source in retry and _undecrypted(part.anomalies.column("code").to_pylist()) >= retry[part.source]:
+            report.already.append(row["path"])  # the key log decrypts nothing more of it: the stored copy stays
+            return
         old = current.get(digest)
         staging = new_staging(store)
         placed: list[Path] = []
@@ -375,7 +407,7 @@ def _ingest_locked(paths, store: Path, fmt, redact_secrets, ports, progress, dro
         current[digest] = got
         if digest in broken:
             fixed.add(digest)
-        (report.repaired if digest in broken else report.added).append(row["path"])
+        (report.repaired if digest in broken else report.reread if part.source in retry else report.added).append(row["path"])
 
     # streaming: each input is committed as soon as it is read, and only one is held in memory
     got = read_inputs(list(paths) + extra, fmt, redact_secrets, progress, ports, only=new, sink=write)
