@@ -1,0 +1,85 @@
+"""Where the analysis memory goes, phase by phase: resident memory at rest after each phase and its peak during it.
+
+    python bench/phase_memory.py bench/out/tiny-160mb.jsonl
+    _RJEM_MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0 python bench/phase_memory.py FILE   # freed pages returned at once
+
+Runs the single pass the CLI runs (``pipeline.run``'s steps, the canonical events let go once the frames
+exist, then ``json.dumps(indent=2)`` of the document) in this process, with a thread that reads
+``/proc/self/statm`` every 3 ms.  "at rest" is the resident size when the phase returned; "peak" the
+largest the thread saw during it.  Polars allocates with jemalloc, which keeps freed pages for 10 s by
+default: "at rest" then includes pages already freed (the environment variable above shows the live size).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * PAGE / 2**20
+
+
+def main() -> int:
+    if len(sys.argv) != 2:
+        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        return 2
+    path = sys.argv[1]
+    peak = [_rss_mib()]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.003):  # stops when the run ends
+            peak[0] = max(peak[0], _rss_mib())
+
+    threading.Thread(target=sample, daemon=True).start()
+    rows = []
+    last = [time.perf_counter()]
+
+    def mark(phase: str) -> None:
+        now, rss = time.perf_counter(), _rss_mib()
+        rows.append((phase, rss, max(peak[0], rss), now - last[0]))
+        peak[0], last[0] = rss, now
+
+    from analyzer import pipeline
+    from analyzer.document import assemble
+    from analyzer.document import build as findings
+    from analyzer.ingest import inputs
+    from analyzer.rules import verdicts
+    from analyzer.signals import eras, streams
+
+    mark("imports")
+    got = pipeline.read_inputs([path])
+    mark("read (canonical tables)")
+    tables = inputs.concat(got.parts)
+    got.parts = []
+    n_events = len(tables["events"])
+    tables["events"] = streams.compact_digest(tables["events"])
+    frames, links = streams.build(tables)
+    tables["events"] = None
+    mark("streams.build (frames)")
+    rev = eras.revisions(frames)
+    b = verdicts.judge(frames, links, rev)
+    mark("verdicts")
+    body = findings.build_document(frames, b, rev)
+    mark("findings document")
+    doc = assemble(got.input_rows, got.errors, got.skipped, body, n_events, int(tables["messages"].num_rows), [])
+    text = json.dumps(doc, indent=2, ensure_ascii=False)
+    mark("JSON text")
+    done.set()
+    size = os.path.getsize(path) / 2**20
+    print(f"{path}: {size:.1f} MiB, {n_events} events, JSON {len(text) / 2**20:.1f} MiB")
+    print("| phase | at rest MiB | peak MiB | peak / input | s |")
+    print("|---|---:|---:|---:|---:|")
+    for phase, rss, top, secs in rows:
+        print(f"| {phase} | {rss:.0f} | {top:.0f} | {top / size:.1f}x | {secs:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
