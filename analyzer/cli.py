@@ -47,6 +47,7 @@ Exit codes (for scheduled jobs):
   1 findings at or above --fail-on; with --fail-on error or warning also an
     input that was unreadable, cut short or lost records (an error anomaly)
   2 usage error, no input readable (the outputs are written and say so),
+    nothing to judge because every connection was TLS without a key log,
     or standard output closed before the output was complete
   3 internal error: one line names it; rerun with --debug for the traceback
 \b
@@ -307,6 +308,12 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
                    "from it (drop --port to analyze every flow that looks like MCP)", err=True)
     if not quiet:
         click.echo(summary_text(doc, tuple(written)), err=bool(to_stdout))
+    encrypted = sum(1 for a in doc["anomalies"] if a["code"] == "tls_not_decrypted")
+    if doc["summary"]["exchanges"] == 0 and encrypted:
+        # every connection that could be MCP was encrypted: that is "cannot tell", never a clean run
+        click.echo(f"error: nothing to judge: the capture's HTTP is encrypted ({encrypted} TLS connection(s) without a key log); "
+                   "give the key log the client wrote (SSLKEYLOGFILE) with --tls-keylog FILE", err=True)
+        sys.exit(2)
     sys.exit(1 if result.fails(fail_on) or lost_input else 0)
 
 

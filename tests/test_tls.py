@@ -569,8 +569,10 @@ def test_cli_key_log_problems_are_said_not_raised(tmp_path):
     empty = tmp_path / "empty.log"
     empty.write_text("# nothing here\nnot a key log line\n")
     res = CliRunner().invoke(main, ["analyze", str(pcap), "--tls-keylog", str(empty), "--json", str(tmp_path / "o.json")])
-    assert res.exit_code == 0  # tls_not_decrypted-like rows are warnings: exit 0 with --fail-on error
+    # nothing but encrypted connections: "cannot tell" (exit 2, as for no readable input), never a clean run
+    assert res.exit_code == 2
     assert "no TLS secret in it" in res.stderr
+    assert "nothing to judge: the capture's HTTP is encrypted (1 TLS connection(s) without a key log)" in res.stderr
     codes_ = [a["code"] for a in json.loads((tmp_path / "o.json").read_text())["anomalies"]]
     assert codes_ == ["tls_not_decrypted"]  # a key log without a secret is no key log (stderr said so)
     other = tmp_path / "other.log"
@@ -590,8 +592,11 @@ def test_ingest_reads_a_stored_input_again_when_the_key_log_decrypts_more(tmp_pa
     runner = CliRunner()
 
     def exchanges() -> int:
-        assert runner.invoke(main, ["analyze", "--store", str(store), "--json", str(doc), "--fail-on", "never"]).exit_code == 0
-        return json.loads(doc.read_text())["summary"]["exchanges"]
+        res = runner.invoke(main, ["analyze", "--store", str(store), "--json", str(doc), "--fail-on", "never"])
+        n = json.loads(doc.read_text())["summary"]["exchanges"]
+        # a store of nothing but encrypted connections has nothing to judge: exit 2, whatever --fail-on says
+        assert res.exit_code == (0 if n else 2) and ("nothing to judge" in res.stderr) == (n == 0)
+        return n
 
     assert runner.invoke(main, ["ingest", str(pcap), "--store", str(store)]).exit_code == 0
     assert exchanges() == 0
