@@ -67,7 +67,8 @@ def boundaries(f: Frames, links: pl.DataFrame) -> pl.DataFrame:
 def after_events(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     """Id-bearing events the client saw on each boundary's connection, with the overlap flag."""
     before_digest = (
-        f.pick(pl.col("visible") & pl.col("has_id"), pl.col("gx").alias("resumed_gx"), pl.col("id").alias("cursor_str"), pl.col("digest").alias("before_digest"))
+        f.pick(pl.col("visible") & pl.col("has_id"), pl.col("gx").alias("resumed_gx"), pl.col("id").alias("cursor_str"), pl.col("digest").alias("before_digest"),
+               among=b.select(pl.col("resumed_gx").alias("gx")))
         .unique(["resumed_gx", "cursor_str"], keep="last")
     )
     ev = (
@@ -238,7 +239,8 @@ def opaque_checks(f: Frames, after: pl.DataFrame) -> pl.DataFrame:
     with merging captures by session.  Until then an opaque resume without
     repeats is ``unverifiable``.
     """
-    delivered = f.pick(pl.col("visible") & pl.col("has_id"), "stream", "id", pl.col("pos").alias("d_pos"), pl.col("gx").alias("d_gx"))
+    delivered = f.pick(pl.col("visible") & pl.col("has_id"), "stream", "id", pl.col("pos").alias("d_pos"), pl.col("gx").alias("d_gx"),
+                       among=after.select("stream", "id"))
     seen_before = (
         after.filter(~pl.col("overlap") & (pl.col("prior") == "before_claim"))
         .join(delivered, on=["stream", "id"], how="inner")

@@ -36,10 +36,15 @@ class Frames:
     events: pl.DataFrame  # + gx, pos, session, stream, visible, has_id, id_scheme, seq, sprefix; sorted by pos, ordinal
     messages: pl.DataFrame  # + gx, pos, session
 
-    def pick(self, where: pl.Expr, *columns: str | pl.Expr, **named: pl.Expr) -> pl.DataFrame:
+    def pick(self, where: pl.Expr, *columns: str | pl.Expr, among: pl.DataFrame | None = None, **named: pl.Expr) -> pl.DataFrame:
         """The events ``where`` holds, only ``columns``: filtered and narrowed in one plan, so the rows are
-        copied with the few columns asked for (an eager filter first copies all two dozen of them)."""
-        return self.events.lazy().filter(where).select(*columns, **named).collect()
+        copied with the few columns asked for (an eager filter first copies all two dozen of them).
+        ``among``: only events whose values in its columns are one of its rows (a semi-join, in the same
+        plan): the events of the few connections or streams a check looks at, not all of history."""
+        plan = self.events.lazy().filter(where)
+        if among is not None:
+            plan = plan.join(among.lazy().unique(), on=among.columns, how="semi")
+        return plan.select(*columns, **named).collect()
 
     def lazy(self) -> Frames:
         """The same tables as LazyFrames: the finding rules build plans over them, and the document

@@ -153,7 +153,7 @@ def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.Data
         .select("gx", "v_gx", "v_source", "cursor_str")
     )
     view_ev = f.pick(pl.col("has_id"), pl.col("gx").alias("v_gx"), "ordinal", "id", "digest", "fate", pl.col("location").alias("v_location"),
-                     pl.col("source").alias("v_file"))
+                     pl.col("source").alias("v_file"), among=rviews.select(pl.col("v_gx").alias("gx")))
     at_cursor = (
         rviews.join(view_ev, on="v_gx")
         .filter(pl.col("id") == pl.col("cursor_str"))
@@ -167,7 +167,8 @@ def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.Data
         .select("gx", "ordinal", "id", "digest", "fate", pl.col("v_source").alias("e_source"), pl.col("v_location").alias("e_location"),
                 pl.col("v_file").alias("e_file"))
     )
-    own_ev = f.pick(pl.col("has_id"), pl.col("gx").alias("resumed_gx"), "ordinal", "id", "digest", "fate", "visible", "source", "view", "location")
+    own_ev = f.pick(pl.col("has_id"), pl.col("gx").alias("resumed_gx"), "ordinal", "id", "digest", "fate", "visible", "source", "view", "location",
+                    among=keys.select(pl.col("resumed_gx").alias("gx")))
     own_cursor = (
         keys.join(own_ev, on="resumed_gx")
         .filter(pl.col("id") == pl.col("cursor_str"))
@@ -191,7 +192,7 @@ def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.Data
     # delivered: on the reconnect or any later connection of the same stream, in this input
     delivered = (
         keys.join(
-            f.pick(pl.col("has_id") & pl.col("visible"), pl.col("stream"), pl.col("pos").alias("d_pos"), "id", "digest"),
+            f.pick(pl.col("has_id") & pl.col("visible"), pl.col("stream"), pl.col("pos").alias("d_pos"), "id", "digest", among=keys.select("stream")),
             on="stream",
         )
         .filter(pl.col("d_pos") >= pl.col("b_pos"))
