@@ -272,7 +272,7 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
                     else:
                         tables, rows = store_mod.load(store_dir, utc(since), utc(until), tuple(sessions))
                         # a filter that kept no input read the store all the same: that is "nothing matched", not "unreadable"
-                        readable = len(rows) or (store_mod.manifest(Path(store_dir)).height if (since or until or sessions) else 0)
+                        readable = len(rows) or (store_mod.manifest(store_dir).height if (since or until or sessions) else 0)
                         result = pipeline.analyze_tables(tables, rows, [], [], readable)
             else:
                 result = pipeline.run(
@@ -404,9 +404,11 @@ def _analyze_spark(paths, store_dir, since, until, sessions, master, fmt, no_red
             rep = store_mod.ingest(list(paths), where, fmt, not no_redact, frozenset(ports) or None, progress)
             for path in rep.unreadable:
                 click.echo(f"error: {path}: could not be read (run analyze without --engine spark on it for the reason)", err=True)
-            if not store_mod.manifest(Path(where)).height:
+            if not store_mod.manifest(where).height:
                 return pipeline.Result({"summary": {}}, 0)  # nothing readable: the caller says so, exit 2
-        with store_mod.reading(where) as notes:  # Spark lists the folders itself: check every part first
+        # Spark lists a local store's folders itself: check every part first; over an object store its
+        # tasks read the parts the manifest lists, and check each one where they read it
+        with store_mod.reading(where, check_parts=not store_mod.locate(where).remote) as notes:
             for note in notes:
                 click.echo(f"warning: {note}", err=True)
             return engine_spark.analyze(where, master, utc(since), utc(until), tuple(sessions), progress)
