@@ -28,9 +28,10 @@ import os
 import re
 import stat
 from dataclasses import dataclass, field
+from datetime import timedelta
 from functools import lru_cache
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import polars as pl
 import pyarrow as pa
@@ -188,11 +189,14 @@ class Remote:
                 retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=ATTEMPTS),
             )
         else:
+            endpoint = query.get("endpoint_override")
             try:
-                fs, _ = pafs.FileSystem.from_uri(f"gs://{bucket}?{urlencode(query)}" if query else f"gs://{bucket}")
+                fs = pafs.GcsFileSystem(
+                    endpoint_override=endpoint, scheme=query.get("scheme") or None,
+                    retry_time_limit=timedelta(seconds=REQUEST_TIMEOUT),  # bounded: an unreachable endpoint fails
+                )
             except (OSError, pa.ArrowException) as exc:
                 raise StoreError(f"{shown}: cannot open Google Cloud Storage: {redact(str(exc))}") from None
-            endpoint = query.get("endpoint_override")
         return cls(uri, scheme, bucket, prefix, endpoint, region, fs)
 
     def __str__(self) -> str:

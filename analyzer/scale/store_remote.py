@@ -351,8 +351,8 @@ class RemoteCommit:
 
 def open_writer(where: Remote, lock_timeout: float, poll: float, hook) -> RemoteCommit:
     """The lease taken (waiting up to ``lock_timeout``), and the writer over it; call ``close`` after."""
+    cond = Conditional(where)  # first: gs:// is refused before any request
     where.check()
-    cond = Conditional(where)
     lease = Lease(where, cond, lease_seconds())
     try:
         lease.acquire(lock_timeout, poll)
