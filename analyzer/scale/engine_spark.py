@@ -16,7 +16,11 @@ Data flow::
     --groupBy("group").applyInArrow--> partitions.analyze_group (the function the local engine calls)
     --toArrow--> driver: partitions.partials_from_rows --> partitions.merge --> the document
 
-The document is byte-identical to the local engine's (tests/test_spark.py).  Spark is optional:
+A store on an object store (``s3://``) is not read by ``spark.read`` (that needs Hadoop's S3 connector,
+``s3a://`` and its jars): the driver sends each group its inputs' manifest rows and the task reads and
+checks their parts through pyarrow.fs (``_run_remote``), narrowed as ``store.load`` narrows.
+
+The document is byte-identical to the local engine's (tests/test_spark.py, tests/test_store_s3.py).  Spark is optional:
 ``pip install 'mcp-sse-audit[spark]'`` and a Java 17+ runtime.
 """
 from __future__ import annotations

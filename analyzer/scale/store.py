@@ -27,6 +27,12 @@ the manifest (never by globbing folders), so parts of an interrupted commit are 
 every part against its size, sha256 and row count before reading.  Writers take ``STORE/.lock``;
 under it, ``ingest`` removes leftovers of dead writers and parts no row lists, and re-reads damaged
 inputs from their source files.  The writer and its commit protocol: :mod:`analyzer.scale.store_commit`.
+
+Where.  ``store`` is a folder or an object store URI (:mod:`analyzer.scale.storage`): the paths above
+are then object keys under ``s3://bucket/prefix`` and every read goes through pyarrow's filesystem
+(Snapshot.store is a :class:`~analyzer.scale.storage.Local` or :class:`~analyzer.scale.storage.Remote`).
+On S3 there is no ``.staging`` and no rename: the commit is the manifest's compare-and-swap and the lock
+a lease (:mod:`analyzer.scale.store_remote`).
 """
 from __future__ import annotations
 
