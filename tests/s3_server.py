@@ -1,4 +1,5 @@
-"""A real S3-compatible server on 127.0.0.1 for the object-store tests and the bench: moto's server.
+"""Real object-store servers on 127.0.0.1 for the object-store tests and the bench: moto's S3 server,
+and gcp-storage-emulator for gs:// reads (:func:`start_gcs`).
 
 Run as a program it serves until killed and prints ``port N`` once it listens:
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import os
 import select
+import socket
 import subprocess
 import sys
 import time
@@ -73,6 +75,29 @@ def start(timeout: float = 60) -> Server:
     proc.kill()
     proc.wait(timeout=10)
     raise RuntimeError(f"the moto S3 server did not start within {timeout:g} s (output: {buf!r})")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_gcs(bucket: str, timeout: float = 60) -> Server:
+    """gcp-storage-emulator (in memory, anonymous) in a child process, with ``bucket`` created."""
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1", "--port", str(port),
+                             "--in-memory", "--default-bucket", bucket], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return Server(proc, port)
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    proc.wait(timeout=10)
+    raise RuntimeError(f"gcp-storage-emulator did not start within {timeout:g} s")
 
 
 if __name__ == "__main__":

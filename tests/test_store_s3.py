@@ -390,3 +390,40 @@ def test_spark_engine_over_the_s3_store_gives_the_local_document(server, bucket,
     client(server).put_object(Bucket=bucket, Key=f"st/{row['messages_file']}", Body=b"not parquet")
     r = cli("analyze", "--store", uri, "--engine", "spark", "--json", str(tmp_path / "x.json"), "-q")
     assert r.returncode == 2 and row["path"] in r.stderr and "messages part" in r.stderr, r.stderr
+
+
+# --- gs:// : read-only, against gcp-storage-emulator -----------------------------------------------------------
+
+
+def test_gs_store_copied_from_a_local_one_reads_the_same_document(tmp_path):
+    """The documented way to a gs:// store: ingest locally, copy it (pyarrow's copy_files here), analyze."""
+    try:
+        import gcp_storage_emulator  # noqa: F401
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI=true and gcp-storage-emulator is not installed (pip install -e '.[test]')")
+        pytest.skip("gcp-storage-emulator is not installed (pip install -e '.[test]')")
+    import pyarrow.fs as pafs
+
+    srv = s3_server.start_gcs("audit")
+    try:
+        local = tmp_path / "local"
+        store.ingest([str(SYN)], local)
+        uri = f"gs://audit/st?endpoint_override=127.0.0.1:{srv.port}&scheme=http&anonymous=true"
+        gcs = storage.locate(uri)
+        pafs.copy_files(str(local), "audit/st", source_filesystem=pafs.LocalFileSystem(), destination_filesystem=gcs.fs)
+        env = {"SOURCE_DATE_EPOCH": EPOCH}
+        for st, out in ((str(local), "local.json"), (uri, "gs.json")):
+            r = CliRunner().invoke(main, ["analyze", "--store", st, "--json", str(tmp_path / out), "-q"], env=env)
+            assert r.exit_code == 1, r.output
+        assert (tmp_path / "gs.json").read_bytes() == (tmp_path / "local.json").read_bytes()
+        r = CliRunner().invoke(main, ["ingest", str(SYN / "gap.har"), "--store", uri])  # writes: refused, before any request
+        assert r.exit_code == 2 and "not supported" in r.stderr and "gs://audit/st:" in r.stderr
+        row = store.manifest(uri).row(0, named=True)
+        with gcs.fs.open_output_stream(gcs.path(row["events_file"])) as fh:
+            fh.write(b"damaged")
+        r = CliRunner().invoke(main, ["analyze", "--store", uri, "--json", "-", "-q"])
+        assert r.exit_code == 2 and row["path"] in r.stderr and "events part" in r.stderr
+    finally:
+        srv.stop()
+        storage._remote.cache_clear()

@@ -14,7 +14,8 @@
   not expose (``If-None-Match: *`` and ``If-Match: <etag>`` on PutObject and DeleteObject, for the lease
   and the manifest's compare-and-swap, :mod:`analyzer.scale.store_remote`) go through botocore.
 * ``gs://bucket/prefix``: Google Cloud Storage through ``pyarrow.fs.GcsFileSystem`` (its own
-  credentials chain; ``?endpoint_override=`` and ``?scheme=`` as pyarrow reads them).  Read only:
+  credentials chain, or none with ``?anonymous=true``; ``?endpoint_override=`` and ``?scheme=`` as
+  pyarrow spells them).  Read only:
   pyarrow exposes no generation precondition, so no writer could commit safely (see the README).
 
 Every failure of the object store (no such bucket, refused credentials, an endpoint that does not
@@ -42,7 +43,7 @@ import pyarrow.parquet as pq
 from analyzer.errors import StoreError
 
 REMOTE_SCHEMES = {"s3": "s3", "gs": "gs", "gcs": "gs"}
-QUERY_KEYS = {"s3": {"endpoint_override", "scheme", "region"}, "gs": {"endpoint_override", "scheme"}}
+QUERY_KEYS = {"s3": {"endpoint_override", "scheme", "region"}, "gs": {"endpoint_override", "scheme", "anonymous"}}
 SECRET_KEYS = {"access_key", "secret_key", "session_token", "credentials", "token"}
 SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID", "GOOGLE_APPLICATION_CREDENTIALS")
 CONNECT_TIMEOUT = 5.0  # seconds: an endpoint that does not answer fails the command quickly, with its name
@@ -192,6 +193,7 @@ class Remote:
             endpoint = query.get("endpoint_override")
             try:
                 fs = pafs.GcsFileSystem(
+                    anonymous=query.get("anonymous", "").lower() in ("1", "true", "yes"),  # emulators, public buckets
                     endpoint_override=endpoint, scheme=query.get("scheme") or None,
                     retry_time_limit=timedelta(seconds=REQUEST_TIMEOUT),  # bounded: an unreachable endpoint fails
                 )
