@@ -71,10 +71,6 @@ def redact(text: str) -> str:
     return text
 
 
-def is_remote(store) -> bool:
-    return isinstance(locate(store), Remote)
-
-
 def locate(store) -> "Local | Remote":
     """The store named by a path or a URI (see the module docstring)."""
     if isinstance(store, (Local, Remote)):
@@ -281,17 +277,11 @@ class Remote:
     def rel(self, path: str) -> str:
         return path[len(self.path()) + 1 :]
 
-    # writes (parts: immutable objects under fresh keys; conditional writes: store_remote) ----------------
+    # writes (parts: immutable objects under fresh keys; conditional writes and deletes: store_remote) ---------
 
     def write_bytes(self, rel: str, data: bytes) -> None:
         with self.fs.open_output_stream(self.path(rel)) as fh:  # one PUT (or a multipart upload) completed on close
             fh.write(data)
-
-    def delete(self, rel: str) -> None:
-        try:
-            self.fs.delete_file(self.path(rel))
-        except FileNotFoundError:
-            pass
 
     def failure(self, exc: BaseException, doing: str) -> str:
         """One line for a failed request: what was being done, why, and the fix."""

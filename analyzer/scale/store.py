@@ -38,9 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import stat
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
