@@ -236,10 +236,10 @@ def _undecrypted(codes) -> int:
     return sum(1 for c in codes if c in UNDECRYPTED)
 
 
-def _stored_undecrypted(store: Path, row: dict) -> int:
+def _stored_undecrypted(loc: Local | Remote, row: dict) -> int:
     """TLS connections the stored copy could not decrypt (rows of its anomalies part; 0 when unreadable)."""
     try:
-        return _undecrypted(pq.read_table(store / row["anomalies_file"], columns=["code"]).column("code").to_pylist())
+        return _undecrypted(loc.read_table(row["anomalies_file"]).column("code").to_pylist())
     except (OSError, pa.ArrowException, KeyError):
         return 0
 
@@ -425,7 +425,7 @@ def _ingest_locked(paths, ops, fmt, redact_secrets, ports, progress, drop_unrepa
         except OSError:
             return True  # let the reader report it, with its reason
         if digest in known and keys and digest not in sha.values():
-            before = _stored_undecrypted(store, current[digest])
+            before = _stored_undecrypted(loc, current[digest])
             if before:
                 retry[path] = before
                 sha[path] = digest
