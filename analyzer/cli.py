@@ -170,7 +170,9 @@ def main() -> None:
 
 @main.command(epilog=EXAMPLES)
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, dir_okay=True, readable=True, allow_dash=True))
-@click.option("--store", "store_dir", type=click.Path(file_okay=False), help="Analyze the Parquet store made by `mcp-sse-audit ingest` (instead of, or before, PATHs: new PATHs are ingested into it first).")
+@click.option("--store", "store_dir", metavar="DIR|URI", help="Analyze the Parquet store made by `mcp-sse-audit ingest` (instead of, or before, PATHs: new PATHs are ingested into it first). "
+              "A folder, file:///abs/dir, s3://bucket/prefix (endpoint from AWS_ENDPOINT_URL or ?endpoint_override=host:port&scheme=http; "
+              "credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) or gs://bucket/prefix. Example: --store s3://audit/store")
 @click.option("--since", type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S"]), help="With --store: only exchanges that started at or after this UTC time.")
 @click.option("--until", type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S"]), help="With --store: only exchanges that started before this UTC time.")
 @click.option("--session", "sessions", multiple=True, metavar="ID", help="With --store: only this Mcp-Session-Id (repeatable).")
@@ -272,7 +274,7 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
                     else:
                         tables, rows = store_mod.load(store_dir, utc(since), utc(until), tuple(sessions))
                         # a filter that kept no input read the store all the same: that is "nothing matched", not "unreadable"
-                        readable = len(rows) or (store_mod.manifest(Path(store_dir)).height if (since or until or sessions) else 0)
+                        readable = len(rows) or (store_mod.manifest(store_dir).height if (since or until or sessions) else 0)
                         result = pipeline.analyze_tables(tables, rows, [], [], readable)
             else:
                 result = pipeline.run(
@@ -323,6 +325,7 @@ Examples:
   mcp-sse-audit ingest /archive/2026-11/ --store /var/lib/mcp-audit/store
   mcp-sse-audit analyze --store /var/lib/mcp-audit/store --since 2026-11-30 --json -
   mcp-sse-audit analyze --store /var/lib/mcp-audit/store --partitions 16 --json-lines out.ndjson
+  AWS_ENDPOINT_URL=http://127.0.0.1:9000 mcp-sse-audit ingest /archive/ --store s3://audit/store
 \b
 A file already in the store (same bytes, whatever its name) is not parsed again,
 so a nightly run over a growing archive parses only the new files.
@@ -332,7 +335,10 @@ lock, nothing readable, a write failed (full disk) or a damaged input could not
 be repaired; 3 internal error (--debug shows the traceback).
 """)
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=True, readable=True))
-@click.option("--store", "store_dir", required=True, type=click.Path(file_okay=False), help="The store folder (created if missing).")
+@click.option("--store", "store_dir", required=True, metavar="DIR|URI",
+              help="The store: a folder (created if missing), file:///abs/dir, or s3://bucket/prefix (the bucket must exist; endpoint "
+              "from AWS_ENDPOINT_URL or ?endpoint_override=host:port&scheme=http; credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY; "
+              "gs:// is read-only). Example: --store s3://audit/store")
 @click.option("--format", "fmt", type=click.Choice(["auto", "jsonl", "har", "pcap"]), default="auto", show_default=True)
 @click.option("--port", "ports", type=click.IntRange(1, 65535), multiple=True, metavar="PORT", help="pcap only: these server ports.")
 @click.option("--no-redact", is_flag=True, help="Keep secrets in the stored tables.")
@@ -404,9 +410,11 @@ def _analyze_spark(paths, store_dir, since, until, sessions, master, fmt, no_red
             rep = store_mod.ingest(list(paths), where, fmt, not no_redact, frozenset(ports) or None, progress)
             for path in rep.unreadable:
                 click.echo(f"error: {path}: could not be read (run analyze without --engine spark on it for the reason)", err=True)
-            if not store_mod.manifest(Path(where)).height:
+            if not store_mod.manifest(where).height:
                 return pipeline.Result({"summary": {}}, 0)  # nothing readable: the caller says so, exit 2
-        with store_mod.reading(where) as notes:  # Spark lists the folders itself: check every part first
+        # Spark lists a local store's folders itself: check every part first; over an object store its
+        # tasks read the parts the manifest lists, and check each one where they read it
+        with store_mod.reading(where, check_parts=not store_mod.locate(where).remote) as notes:
             for note in notes:
                 click.echo(f"warning: {note}", err=True)
             return engine_spark.analyze(where, master, utc(since), utc(until), tuple(sessions), progress)

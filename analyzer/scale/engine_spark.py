@@ -16,7 +16,11 @@ Data flow::
     --groupBy("group").applyInArrow--> partitions.analyze_group (the function the local engine calls)
     --toArrow--> driver: partitions.partials_from_rows --> partitions.merge --> the document
 
-The document is byte-identical to the local engine's (tests/test_spark.py).  Spark is optional:
+A store on an object store (``s3://``) is not read by ``spark.read`` (that needs Hadoop's S3 connector,
+``s3a://`` and its jars): the driver sends each group its inputs' manifest rows and the task reads and
+checks their parts through pyarrow.fs (``_run_remote``), narrowed as ``store.load`` narrows.
+
+The document is byte-identical to the local engine's (tests/test_spark.py, tests/test_store_s3.py).  Spark is optional:
 ``pip install 'mcp-sse-audit[spark]'`` and a Java 17+ runtime.
 """
 from __future__ import annotations
@@ -161,7 +165,7 @@ def analyze(
     ``spark``: a running SparkSession to use (it is left running); else one is started on ``master``
     (with ``conf``) and stopped at the end."""
     check()
-    store = Path(store)
+    store = store_mod.locate(store)
     store_mod.input_rows(store)  # no store here: fail before starting a JVM
     comps = partitions.components(store)
     groups = comps["label"].n_unique()
@@ -180,11 +184,14 @@ def analyze(
             spark.stop()
 
 
-def _run(spark, store: Path, comps, since, until, sessions, progress) -> pipeline.Result:
+def _run(spark, store, comps, since, until, sessions, progress) -> pipeline.Result:
     from pyspark.sql import functions as F
 
     groups = comps["label"].n_unique()
     spark.conf.set("spark.sql.shuffle.partitions", str(max(1, min(groups, 200))))
+    if store.remote:
+        return _run_remote(spark, store, comps, since, until, sessions, progress)
+    store = store.root
     mapping = spark.createDataFrame(comps.select("input", group="label").rows(), "input string, group string")
 
     def read(name: str):
@@ -224,3 +231,65 @@ def _run(spark, store: Path, comps, since, until, sessions, progress) -> pipelin
     # narrowed: the inputs whose exchanges remain (each group's order keys name every exchange's source)
     used = {src for pt in partials for src in pt.keys["source"].to_list()} if narrowed else None
     return partitions.document_of(partials, store, used)
+
+
+# --- a store on an object store: the tasks read their parts through pyarrow.fs ------------------------
+#
+# Spark's own reader would need ``s3a://`` and the hadoop-aws jars (from Maven), and it lists folders,
+# where the store must be read through its manifest.  So the driver sends each group its inputs'
+# manifest rows (a few hundred bytes each), and the task opens the group's parts with the same code as
+# the local engine (store._load over a Snapshot of those rows): every part is checked against its size,
+# sha256 and row count where it is read, and narrowed there.  The task reaches the object store with
+# the store's URI (its ?endpoint_override=...) and the credentials of its own environment: on a cluster,
+# give the executors AWS_* (spark.executorEnv.*) or an instance role.
+
+ERROR = "error"  # a group's task could not read its parts: the rows carry the message, the driver raises it
+
+
+def _run_remote(spark, where, comps, since, until, sessions, progress) -> pipeline.Result:
+    import json
+
+    snap = store_mod._snapshot(where)  # the caller's pinned snapshot (store.reading), or a fresh one
+    group_of = dict(comps.select("input", "label").iter_rows())
+    rows = [(group_of[r["sha256"]], json.dumps(r)) for r in sorted(snap.rows, key=lambda r: r["sha256"])]
+    uri = where.uri
+
+    def group_fn(table: pa.Table) -> pa.Table:  # runs on the executors
+        return _remote_group(uri, since, until, sessions, table)
+
+    df = spark.createDataFrame(rows, "group string, row string")
+    out = df.groupBy("group").applyInArrow(group_fn, OUT_SCHEMA).toArrow()
+    import pyarrow.compute as pc
+
+    failed = out.filter(pc.equal(out.column("kind"), ERROR))
+    if failed.num_rows:
+        messages = sorted(set(failed.column("json").to_pylist()))
+        more = f" (and {len(messages) - 1} more group(s) with damage)" if len(messages) > 1 else ""
+        from analyzer.errors import StoreError
+
+        raise StoreError(messages[0] + more)
+    if progress:
+        progress(f"Spark returned {out.num_rows} rows from {len(set(out.column('group').to_pylist()))} group(s); merging")
+    partials = partitions.partials_from_rows(out)
+    narrowed = bool(since or until or sessions)
+    used = {src for pt in partials for src in pt.keys["source"].to_list()} if narrowed else None
+    return partitions.document_of(partials, where, used)
+
+
+def _remote_group(uri: str, since, until, sessions, table: pa.Table) -> pa.Table:
+    """One group on an executor: its manifest rows → its parts read, checked and narrowed → analyze_group."""
+    import json
+
+    from analyzer.errors import StoreError
+    from analyzer.scale import partitions as parts, store as st
+
+    group = table.column("group")[0].as_py()
+    rows = [json.loads(t) for t in table.column("row").to_pylist()]
+    where = st.locate(uri)
+    snap = st.Snapshot(where, rows)
+    try:
+        with st._pin(snap):
+            tables, _ = st._load(where, snap, since, until, tuple(sessions), [r["sha256"] for r in rows])
+    except StoreError as exc:
+        return pa.table({"group": [group], "kind": [ERROR], "seq": [0], "json": [str(exc)]}, schema=parts.GROUP_SCHEMA)
+    return parts.analyze_group(group, tables)

@@ -48,7 +48,12 @@ class Plan:
     components: int
 
 
-def _input_bytes(store: Path) -> dict[str, int]:
+def _input_bytes(store) -> dict[str, int]:
+    """Bytes of Parquet per input: from the manifest on an object store (no folder walk there)."""
+    where = store_mod.locate(store)
+    if where.remote:
+        return {r["sha256"]: sum(r[f"{t}_bytes"] or 0 for t in store_mod.TABLES) for r in store_mod.manifest(where).iter_rows(named=True)}
+    store = where.root
     sizes: dict[str, int] = {}
     for table in store_mod.TABLES:
         base = store / table
@@ -67,7 +72,7 @@ def components(store: str | Path) -> pl.DataFrame:
     Components of the graph "input -- session id", by label propagation on the driver (Polars): an
     input's label is the least label of the inputs it shares a session id with, until nothing changes.
     The distributed engine groups by this label; :func:`plan` packs the labels into partitions."""
-    store = Path(store)
+    store = store_mod.locate(store)
     man = store_mod.manifest(store)
     shas = sorted(man["sha256"].to_list())
     pairs = (
@@ -207,7 +212,7 @@ def partials_from_rows(rows: pa.Table) -> list[Partial]:
     return partials
 
 
-def document_of(partials: list[Partial], store: Path, used: set[str] | None) -> pipeline.Result:
+def document_of(partials: list[Partial], store, used: set[str] | None) -> pipeline.Result:
     """The merged document; ``used``: the paths that still contribute after narrowing (None: all)."""
     rows = store_mod.input_rows(store, used)
     man = store_mod.manifest(store)
@@ -224,7 +229,7 @@ def analyze(
     progress: Callable[[str], None] | None = None,
 ) -> pipeline.Result:
     """The findings document of the store, analyzed in ``n`` partitions one after another."""
-    store = Path(store)
+    store = store_mod.locate(store)
     p = plan(store, n)
     if progress:
         mb = [s / 1e6 for s in p.sizes]

@@ -65,7 +65,7 @@ def write(
     progress: Callable[[str], None] | None = None,
     spill_dir: str | None = None,
 ) -> Written:
-    store = Path(store)
+    store = store_mod.locate(store)
     p = plan(store, n)
     store_mod.input_rows(store)  # no store here: fail before reading anything
     with tempfile.TemporaryDirectory(prefix="mcp-sse-audit-spill-", dir=spill_dir) as tmp:

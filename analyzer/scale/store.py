@@ -27,14 +27,18 @@ the manifest (never by globbing folders), so parts of an interrupted commit are 
 every part against its size, sha256 and row count before reading.  Writers take ``STORE/.lock``;
 under it, ``ingest`` removes leftovers of dead writers and parts no row lists, and re-reads damaged
 inputs from their source files.  The writer and its commit protocol: :mod:`analyzer.scale.store_commit`.
+
+Where.  ``store`` is a folder or an object store URI (:mod:`analyzer.scale.storage`): the paths above
+are then object keys under ``s3://bucket/prefix`` and every read goes through pyarrow's filesystem
+(Snapshot.store is a :class:`~analyzer.scale.storage.Local` or :class:`~analyzer.scale.storage.Remote`).
+On S3 there is no ``.staging`` and no rename: the commit is the manifest's compare-and-swap and the lock
+a lease (:mod:`analyzer.scale.store_remote`).
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import stat
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -49,6 +53,7 @@ import pyarrow.parquet as pq
 from analyzer import anomalies as anomaly_catalog
 from analyzer import tables
 from analyzer.errors import AuditError, StoreError
+from analyzer.scale.storage import Local, Remote, file_sha256, locate  # noqa: F401 (file_sha256: re-exported)
 
 TABLES = {
     "exchanges": tables.EXCHANGES,
@@ -72,16 +77,6 @@ PART_COLUMNS = [(f"{t}_{c}", typ) for t in TABLES for c, typ in (("file", pa.str
 MANIFEST_SCHEMA = pa.schema(BASE_COLUMNS + PART_COLUMNS, metadata={"mcp_sse_audit_store": VERSION})
 
 
-def file_sha256(path: str | Path) -> str:
-    """sha256 of a regular file's bytes (a FIFO or a device would block or never end: refused)."""
-    if not stat.S_ISREG(os.stat(path).st_mode):
-        raise StoreError(f"{path}: not a regular file; only regular files are stored")
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
 
 # --- the manifest, read once per analysis ----------------------------------------------------------
 
@@ -90,7 +85,7 @@ def file_sha256(path: str | Path) -> str:
 class Snapshot:
     """One reading of the manifest: every read of an analysis uses the same one (see :func:`reading`)."""
 
-    store: Path
+    store: Local | Remote
     rows: list[dict]  # one per input, deduplicated by sha256, all MANIFEST_SCHEMA columns
     legacy: bool = False  # written by version 1: no checksums (part files derived from the layout)
     duplicates: int = 0  # rows dropped because their sha256 was listed already (version 1's races)
@@ -100,18 +95,31 @@ class Snapshot:
         return pl.from_arrow(pa.Table.from_pylist(self.rows, schema=MANIFEST_SCHEMA))
 
     def exists(self) -> bool:
-        return (self.store / MANIFEST).exists()
+        return self.store.exists(MANIFEST)
 
 
-_pinned: ContextVar[dict[Path, Snapshot]] = ContextVar("store_snapshots", default={})
+_pinned: ContextVar[dict[object, Snapshot]] = ContextVar("store_snapshots", default={})
 
 
-def read_manifest(store: Path) -> Snapshot:
-    p = store / MANIFEST
-    if not p.exists():
-        return Snapshot(store, [])
+def read_manifest(store, raw: bytes | None = None) -> Snapshot:
+    """The manifest of ``store``; ``raw``: its bytes, already fetched (the remote writer reads them with
+    their ETag, so that what it parses is the version its compare-and-swap names)."""
+    store = locate(store)
+    if raw is None:
+        if isinstance(store, Remote):
+            store.check()  # no bucket, refused credentials, no endpoint: say so, not "no store here"
+            try:
+                if not store.exists(MANIFEST):
+                    return Snapshot(store, [])
+                raw = store.read_bytes(MANIFEST)
+            except FileNotFoundError:
+                return Snapshot(store, [])
+            except (OSError, pa.ArrowException) as exc:
+                raise StoreError(store.failure(exc, f"cannot read {MANIFEST}")) from None
+        elif not store.exists(MANIFEST):
+            return Snapshot(store, [])
     try:
-        table = pq.read_table(p)
+        table = store.read_table(MANIFEST) if raw is None else pq.read_table(pa.BufferReader(raw))
     except (OSError, pa.ArrowException) as exc:
         raise StoreError(_bad_manifest(store, f"not a readable Parquet file: {exc}")) from None
     missing = [c for c, _ in BASE_COLUMNS if c not in table.column_names]
@@ -140,31 +148,34 @@ def read_manifest(store: Path) -> Snapshot:
     return Snapshot(store, rows, legacy, table.num_rows - len(rows))
 
 
-def _bad_manifest(store: Path, why: str) -> str:
-    p, prev = store / MANIFEST, store / PREVIOUS
+def _bad_manifest(store: Local | Remote, why: str) -> str:
+    p, prev = store.show(MANIFEST), store.show(PREVIOUS)
+    cp = f"aws s3 cp {prev} {p}" if isinstance(store, Remote) and store.scheme == "s3" else f"cp {prev} {p}"
     fix = (
-        f"restore the previous one (cp {prev} {p}) and run `mcp-sse-audit ingest` again over your captures (it adds back what the last commit had)"
-        if prev.exists()
+        f"restore the previous one ({cp}) and run `mcp-sse-audit ingest` again over your captures (it adds back what the last commit had)"
+        if store.exists(PREVIOUS)
         else f"move the store aside and run `mcp-sse-audit ingest` again over your captures into a new store"
     )
     return f"{p}: the store's manifest is damaged ({why}); {fix}"
 
 
-def _snapshot(store: str | Path) -> Snapshot:
-    store = Path(store)
-    return _pinned.get().get(store.resolve()) or read_manifest(store)
+def _snapshot(store) -> Snapshot:
+    store = locate(store)
+    return _pinned.get().get(store.key) or read_manifest(store)
 
 
 @contextmanager
-def reading(store: str | Path) -> Iterator[list[str]]:
+def reading(store, check_parts: bool = True) -> Iterator[list[str]]:
     """Pin one manifest snapshot for every read of the store in this block, after checking all its parts.
 
     An ingest running meanwhile commits atomically and never changes a committed part, so the
-    analysis sees the inputs committed when it started, whole.  Yields warnings for the user."""
-    store = Path(store)
+    analysis sees the inputs committed when it started, whole.  Yields warnings for the user.
+    ``check_parts=False``: whoever reads the parts checks them (Spark's tasks over an object store)."""
+    store = locate(store)
     snap = read_manifest(store)
     _manifest_or_fail(store, snap)
-    verify(snap)
+    if check_parts:
+        verify(snap)
     notes = []
     if snap.legacy:
         notes.append(
@@ -177,14 +188,14 @@ def reading(store: str | Path) -> Iterator[list[str]]:
 
 @contextmanager
 def _pin(snap: Snapshot) -> Iterator[Snapshot]:
-    token = _pinned.set({**_pinned.get(), snap.store.resolve(): snap})
+    token = _pinned.set({**_pinned.get(), snap.store.key: snap})
     try:
         yield snap
     finally:
         _pinned.reset(token)
 
 
-def manifest(store: Path) -> pl.DataFrame:
+def manifest(store) -> pl.DataFrame:
     return _snapshot(store).frame()
 
 
@@ -193,23 +204,31 @@ def manifest(store: Path) -> pl.DataFrame:
 
 def _part_problem(snap: Snapshot, row: dict, table: str) -> str | None:
     """What is wrong with one part of one input, or None when it is as committed."""
-    path = snap.store / row[f"{table}_file"]
+    where, rel = snap.store, row[f"{table}_file"]
     try:
-        st = path.stat()
+        size, identity = where.stat(rel)
     except FileNotFoundError:
         return "is missing"
     except OSError as exc:
         return f"cannot be read ({exc.strerror})"
-    key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino, row[f"{table}_sha256"])
+    key = (where.show(rel), size, *identity, row[f"{table}_sha256"])
     if key in snap.verified:
         return None
     want = row[f"{table}_bytes"]
-    if want is not None and st.st_size != want:
-        return f"has {st.st_size} bytes instead of {want} (truncated or overwritten)"
+    if want is not None and size != want:
+        return f"has {size} bytes instead of {want} (truncated or overwritten)"
     try:
-        if row[f"{table}_sha256"] is not None and file_sha256(path) != row[f"{table}_sha256"]:
-            return "does not match its sha256 (its bytes changed since the commit)"
-        rows = pq.read_metadata(path).num_rows
+        if isinstance(where, Remote):  # one GET: its bytes give both the sha256 and the footer's row count
+            data = where.read_bytes(rel)
+            if row[f"{table}_sha256"] is not None and hashlib.sha256(data).hexdigest() != row[f"{table}_sha256"]:
+                return "does not match its sha256 (its bytes changed since the commit)"
+            rows = pq.read_metadata(pa.BufferReader(data)).num_rows
+        else:
+            if row[f"{table}_sha256"] is not None and where.sha256(rel) != row[f"{table}_sha256"]:
+                return "does not match its sha256 (its bytes changed since the commit)"
+            rows = where.num_rows(rel)
+    except FileNotFoundError:
+        return "is missing"
     except OSError as exc:
         return f"cannot be read ({exc.strerror or exc})"
     except pa.ArrowException:
@@ -225,7 +244,7 @@ class Damage:
     sha: str
     path: str  # the input's original path
     table: str
-    file: Path
+    file: str  # the part, as the store shows it (a path or a URI)
     problem: str
 
     def __str__(self) -> str:
@@ -234,7 +253,7 @@ class Damage:
 
 def damage(snap: Snapshot, shas: set[str] | None = None, names=tuple(TABLES)) -> list[Damage]:
     return [
-        Damage(r["sha256"], r["path"], t, snap.store / r[f"{t}_file"], problem)
+        Damage(r["sha256"], r["path"], t, snap.store.show(r[f"{t}_file"]), problem)
         for r in sorted(snap.rows, key=lambda r: r["sha256"])
         if shas is None or r["sha256"] in shas
         for t in names
@@ -269,20 +288,20 @@ def ingest(*args, **kwargs):
 # --- reading ---------------------------------------------------------------------------------------------
 
 
-def scan(store: Path, name: str, inputs: list[str] | set[str] | None = None) -> pl.LazyFrame:
+def scan(store, name: str, inputs: list[str] | set[str] | None = None) -> pl.LazyFrame:
     """One canonical table of the store (only these inputs, when given), lazily, with the ``input``
     (sha256) column of its folder.  Reads only the committed parts the manifest lists, checked first."""
     snap = _snapshot(store)
     want = None if inputs is None else set(inputs)
     verify(snap, want, (name,))
-    files = [str(snap.store / r[f"{name}_file"]) for r in sorted(snap.rows, key=lambda r: r["sha256"]) if want is None or r["sha256"] in want]
+    files = [r[f"{name}_file"] for r in sorted(snap.rows, key=lambda r: r["sha256"]) if want is None or r["sha256"] in want]
     schema = pl.from_arrow(TABLES[name].empty_table()).schema | {"input": pl.String}
     if not files:
         return pl.DataFrame(schema=schema).lazy()
-    return pl.scan_parquet(files, hive_partitioning=True, schema=schema)
+    return snap.store.scan(files, schema)
 
 
-def _manifest_or_fail(store: Path, snap: Snapshot | None = None) -> Snapshot:
+def _manifest_or_fail(store, snap: Snapshot | None = None) -> Snapshot:
     snap = snap or _snapshot(store)
     if not snap.rows:
         raise AuditError(f"{store}: no mcp-sse-audit store here (no {MANIFEST}); fill it with: mcp-sse-audit ingest PATH... --store {store}")
@@ -291,7 +310,7 @@ def _manifest_or_fail(store: Path, snap: Snapshot | None = None) -> Snapshot:
 
 def input_rows(store: str | Path, used: set[str] | None = None) -> list[dict]:
     """The document's ``inputs`` rows for the stored inputs (only those in ``used``, when given), by path."""
-    snap = _manifest_or_fail(Path(store))
+    snap = _manifest_or_fail(locate(store))
     return [
         {"path": r["path"], "format": r["format"], "records": r["records"], "rejected": r["rejected"], "error": None,
          "notes": json.loads(r["notes"] or "[]")}
@@ -310,14 +329,14 @@ def load(
     """The canonical tables held by the store, narrowed lazily; and the inputs they came from.
 
     ``inputs``: only these stored inputs (sha256s; their parts are the only files read)."""
-    store = Path(store)
+    store = locate(store)
     snap = _manifest_or_fail(store)
     verify(snap, None if inputs is None else set(inputs))  # every damaged part named at once
     with _pin(snap):  # every table from this one manifest
         return _load(store, snap, since, until, sessions, inputs)
 
 
-def _load(store: Path, snap: Snapshot, since, until, sessions, inputs) -> tuple[dict[str, pa.Table], list[dict]]:
+def _load(store, snap: Snapshot, since, until, sessions, inputs) -> tuple[dict[str, pa.Table], list[dict]]:
     def scan_(name: str) -> pl.LazyFrame:
         return scan(store, name, inputs)
 

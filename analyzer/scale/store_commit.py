@@ -36,7 +36,8 @@ import pyarrow.parquet as pq
 from analyzer.decode import tls
 from analyzer.errors import StoreError
 from analyzer.pipeline import read_inputs
-from analyzer.scale.store import MANIFEST, MANIFEST_SCHEMA, PREVIOUS, TABLES, damage, file_sha256, read_manifest
+from analyzer.scale.store import MANIFEST, MANIFEST_SCHEMA, PREVIOUS, TABLES, Snapshot, damage, file_sha256, read_manifest
+from analyzer.scale.storage import Local, Remote, locate
 
 LOCK = ".lock"
 STAGING = ".staging"
@@ -235,10 +236,10 @@ def _undecrypted(codes) -> int:
     return sum(1 for c in codes if c in UNDECRYPTED)
 
 
-def _stored_undecrypted(store: Path, row: dict) -> int:
+def _stored_undecrypted(loc: Local | Remote, row: dict) -> int:
     """TLS connections the stored copy could not decrypt (rows of its anomalies part; 0 when unreadable)."""
     try:
-        return _undecrypted(pq.read_table(store / row["anomalies_file"], columns=["code"]).column("code").to_pylist())
+        return _undecrypted(loc.read_table(row["anomalies_file"]).column("code").to_pylist())
     except (OSError, pa.ArrowException, KeyError):
         return 0
 
@@ -275,101 +276,42 @@ def _remove_orphans(store: Path, rows: list[dict]) -> list[str]:
     return removed
 
 
-def ingest(
-    paths: list[str],
-    store: str | Path,
-    fmt: str = "auto",
-    redact_secrets: bool = True,
-    ports: frozenset[int] | None = None,
-    progress: Callable[[str], None] | None = None,
-    lock_timeout: float = 0.0,
-    drop_unrepairable: bool = False,
-) -> IngestReport:
-    """Parse the inputs the store does not hold yet and add their tables, one atomic commit per input.
+class LocalCommit:
+    """The writer's operations on a local folder (the protocol of this module's docstring); the object
+    store's are :class:`analyzer.scale.store_remote.RemoteCommit`, and :func:`_ingest_locked` drives either."""
 
-    Holds the writer lock throughout (waits up to ``lock_timeout`` seconds for it).  Before adding
-    anything it cleans dead writers' leftovers, adds checksums to a version-1 store, and re-reads the
-    inputs whose parts are damaged from their source files (``drop_unrepairable``: removes those it
-    cannot, rows and parts, so that the store can be analyzed without them)."""
-    store = Path(store)
-    try:
-        store.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StoreError(f"{store}: cannot create the store folder: {describe(exc)}") from None
-    with writer_lock(store, lock_timeout):
+    def __init__(self, store: Path) -> None:
+        self.store = store
+        self.loc = Local(store)
+        self.published = False
+
+    def describe(self, exc: OSError) -> str:
+        return describe(exc)
+
+    def read(self) -> Snapshot:
+        return read_manifest(self.store)
+
+    def clean(self) -> list[str]:
+        return clean_staging(self.store)
+
+    def commit_rows(self, rows: list[dict]) -> None:
+        staging = new_staging(self.store)
         try:
-            return _ingest_locked(paths, store, fmt, redact_secrets, ports, progress, drop_unrepairable)
-        except OSError as exc:  # outside an input's commit: cleaning, migrating
-            raise StoreError(f"{store}: cannot update the store: {describe(exc)}; no input was half-committed") from None
-
-
-def _ingest_locked(paths, store: Path, fmt, redact_secrets, ports, progress, drop_unrepairable=False) -> IngestReport:
-    report = IngestReport([], [], [], [])
-    report.cleaned = clean_staging(store)
-    snap = read_manifest(store)
-    current: dict[str, dict] = {r["sha256"]: r for r in snap.rows}
-    broken = {d.sha: d for d in reversed(damage(snap))}  # the first damaged part of each input
-    if snap.legacy or snap.duplicates:  # migrate: record the parts as found (damaged ones stay unchecked)
-        for r in current.values():
-            if r["sha256"] in broken:
-                continue
-            for t in TABLES:
-                f = store / r[f"{t}_file"]
-                r |= {f"{t}_bytes": f.stat().st_size, f"{t}_sha256": file_sha256(f), f"{t}_rows": pq.read_metadata(f).num_rows}
-        staging = new_staging(store)
-        try:
-            _commit_manifest(store, list(current.values()), staging)
+            _commit_manifest(self.store, rows, staging)
         finally:
             remove_staging(staging)
-        report.migrated = len(current) - len(broken) if snap.legacy else 0
-        report.duplicates = snap.duplicates
-    report.orphans = _remove_orphans(store, list(current.values()))
-    given = set(paths)
-    extra = []
-    for sha, d in broken.items():  # re-read from the source path, when it still has these bytes
-        try:
-            same = os.path.isfile(d.path) and file_sha256(d.path) == sha
-        except OSError:
-            same = False
-        if same and d.path not in given:
-            extra.append(d.path)
-    known = set(current) - set(broken)
-    sha: dict[str, str] = {}
-    fixed: set[str] = set()
-    keys = len(tls.current_keys()) > 0
-    retry: dict[str, int] = {}  # path -> TLS connections its stored copy could not decrypt
 
-    def new(path: str) -> bool:
-        try:
-            digest = file_sha256(path)
-        except OSError:
-            return True  # let the reader report it, with its reason
-        if digest in known and keys and digest not in sha.values():
-            before = _stored_undecrypted(store, current[digest])
-            if before:
-                retry[path] = before
-                sha[path] = digest
-                return True
-        if digest in known or digest in sha.values():
-            report.already.append(path)
-            return False
-        sha[path] = digest
-        return True
+    def remove_orphans(self, rows: list[dict]) -> list[str]:
+        return _remove_orphans(self.store, rows)
 
-    def write(part, row: dict) -> None:
+    def publish(self, digest: str, part, got: dict, old: dict | None, others: list[dict]) -> dict:
         """One input committed: parts aside, renamed in, then the manifest; a crash loses at most this input."""
-        digest = sha[part.source]
-        if part.source in retry and _undecrypted(part.anomalies.column("code").to_pylist()) >= retry[part.source]:
-            report.already.append(row["path"])  # the key log decrypts nothing more of it: the stored copy stays
-            return
-        old = current.get(digest)
+        store = self.store
+        self.published = False
         staging = new_staging(store)
         placed: list[Path] = []
-        published = False
         try:
             gen = secrets.token_hex(6)
-            got = {"sha256": digest, "path": row["path"], "format": row["format"], "records": row["records"],
-                   "rejected": row["rejected"], "notes": json.dumps(row["notes"])}
             for name, schema in TABLES.items():
                 table = getattr(part, name).cast(schema)
                 tmp = staging / f"{name}.parquet"
@@ -391,18 +333,125 @@ def _ingest_locked(paths, store: Path, fmt, redact_secrets, ports, progress, dro
                 fsync_dir(store / name / f"input={digest}")
                 fsync_dir(store / name)
             hook("after_parts")
-            rows = [r for s, r in current.items() if s != digest] + [got]
-            _commit_manifest(store, rows, staging)
-            published = True
-        except OSError as exc:
-            if not published:
+            _commit_manifest(store, others + [got], staging)
+            self.published = True
+        except OSError:
+            if not self.published:
                 for p in placed:  # not listed: invisible anyway, but leave no orphans behind
                     p.unlink(missing_ok=True)
-            state = "was committed but not flushed to disk" if published else "was not committed (nothing of it is in the store)"
-            done = len(report.added) + len(report.repaired)
-            raise StoreError(f"{store}: cannot store {row['path']}: {describe(exc)}; it {state}; the {done} input(s) stored before it in this run are complete") from None
+            raise
         finally:
             remove_staging(staging)
+        return got
+
+
+def ingest(
+    paths: list[str],
+    store,
+    fmt: str = "auto",
+    redact_secrets: bool = True,
+    ports: frozenset[int] | None = None,
+    progress: Callable[[str], None] | None = None,
+    lock_timeout: float = 0.0,
+    drop_unrepairable: bool = False,
+) -> IngestReport:
+    """Parse the inputs the store does not hold yet and add their tables, one atomic commit per input.
+
+    Holds the writer lock throughout (waits up to ``lock_timeout`` seconds for it).  Before adding
+    anything it cleans dead writers' leftovers, adds checksums to a version-1 store, and re-reads the
+    inputs whose parts are damaged from their source files (``drop_unrepairable``: removes those it
+    cannot, rows and parts, so that the store can be analyzed without them).  ``store``: a folder, or
+    an object store URI (:mod:`analyzer.scale.storage`; the commit there: :mod:`analyzer.scale.store_remote`)."""
+    where = locate(store)
+    if isinstance(where, Remote):
+        from analyzer.scale import store_remote
+
+        ops = store_remote.open_writer(where, lock_timeout, LOCK_POLL, hook)
+        try:
+            return _ingest_locked(paths, ops, fmt, redact_secrets, ports, progress, drop_unrepairable)
+        except OSError as exc:  # outside an input's commit: cleaning, migrating
+            raise StoreError(f"{where.show()}: cannot update the store: {ops.describe(exc)}; no input was half-committed") from None
+        finally:
+            ops.lease.release()
+    store = where.root
+    try:
+        store.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"{store}: cannot create the store folder: {describe(exc)}") from None
+    with writer_lock(store, lock_timeout):
+        try:
+            return _ingest_locked(paths, LocalCommit(store), fmt, redact_secrets, ports, progress, drop_unrepairable)
+        except OSError as exc:  # outside an input's commit: cleaning, migrating
+            raise StoreError(f"{store}: cannot update the store: {describe(exc)}; no input was half-committed") from None
+
+
+def _ingest_locked(paths, ops, fmt, redact_secrets, ports, progress, drop_unrepairable=False) -> IngestReport:
+    """The ingest under the lock, on either backend (``ops``: LocalCommit or RemoteCommit)."""
+    loc = ops.loc
+    report = IngestReport([], [], [], [])
+    report.cleaned = ops.clean()
+    snap = ops.read()
+    current: dict[str, dict] = {r["sha256"]: r for r in snap.rows}
+    broken = {d.sha: d for d in reversed(damage(snap))}  # the first damaged part of each input
+    if snap.legacy or snap.duplicates:  # migrate: record the parts as found (damaged ones stay unchecked)
+        for r in current.values():
+            if r["sha256"] in broken:
+                continue
+            for t in TABLES:
+                rel = r[f"{t}_file"]
+                r |= {f"{t}_bytes": loc.stat(rel)[0], f"{t}_sha256": loc.sha256(rel), f"{t}_rows": loc.num_rows(rel)}
+        ops.commit_rows(list(current.values()))
+        report.migrated = len(current) - len(broken) if snap.legacy else 0
+        report.duplicates = snap.duplicates
+    report.orphans = ops.remove_orphans(list(current.values()))
+    given = set(paths)
+    extra = []
+    for sha, d in broken.items():  # re-read from the source path, when it still has these bytes
+        try:
+            same = os.path.isfile(d.path) and file_sha256(d.path) == sha
+        except OSError:
+            same = False
+        if same and d.path not in given:
+            extra.append(d.path)
+    known = set(current) - set(broken)
+    sha: dict[str, str] = {}
+    fixed: set[str] = set()
+    keys = len(tls.current_keys()) > 0
+    retry: dict[str, int] = {}  # path -> TLS connections its stored copy could not decrypt
+
+    def new(path: str) -> bool:
+        try:
+            digest = file_sha256(path)
+        except OSError:
+            return True  # let the reader report it, with its reason
+        if digest in known and keys and digest not in sha.values():
+            before = _stored_undecrypted(loc, current[digest])
+            if before:
+                retry[path] = before
+                sha[path] = digest
+                return True
+        if digest in known or digest in sha.values():
+            report.already.append(path)
+            return False
+        sha[path] = digest
+        return True
+
+    def write(part, row: dict) -> None:
+        """One input committed (``ops.publish``); a crash loses at most this input."""
+        digest = sha[part.source]
+        if part.source in retry and _undecrypted(part.anomalies.column("code").to_pylist()) >= retry[part.source]:
+            report.already.append(row["path"])  # the key log decrypts nothing more of it: the stored copy stays
+            return
+        old = current.get(digest)
+        got = {"sha256": digest, "path": row["path"], "format": row["format"], "records": row["records"],
+               "rejected": row["rejected"], "notes": json.dumps(row["notes"])}
+        try:
+            got = ops.publish(digest, part, got, old, [r for s, r in current.items() if s != digest])
+        except OSError as exc:
+            published = ops.published
+            state = "was committed but not flushed to disk" if published else "was not committed (nothing of it is in the store)"
+            done = len(report.added) + len(report.repaired)
+            raise StoreError(f"{loc.show()}: cannot store {row['path']}: {ops.describe(exc)}; it {state}; the {done} input(s) stored before it in this run are complete") from None
         current.pop(digest, None)
         current[digest] = got
         if digest in broken:
@@ -428,12 +477,6 @@ def _ingest_locked(paths, store: Path, fmt, redact_secrets, ports, progress, dro
             report.unrepairable.append(f"{d}; cannot repair it: {why} (give a copy with the same bytes to ingest, or drop it with --drop-unrepairable)")
     gone = [current.pop(digest) for digest in broken if digest not in fixed] if drop_unrepairable else []
     if gone:
-        staging = new_staging(store)
-        try:
-            _commit_manifest(store, list(current.values()), staging)
-        finally:
-            remove_staging(staging)
-        _remove_orphans(store, list(current.values()))  # their parts, now listed by no row
+        ops.commit_rows(list(current.values()))
+        ops.remove_orphans(list(current.values()))  # their parts, now listed by no row
     return report
-
-
