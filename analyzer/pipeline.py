@@ -150,8 +150,8 @@ def analyze_tables(
     ``consume``: the caller hands the tables over; the events table is let go once the frames are built
     from it (the frames carry what the rules need), instead of staying beside them for the whole run."""
     n_events = len(tables["events"])
-    if consume:  # the hex digests go before the frames are built beside the table, not after
-        tables["events"] = streams.compact_digest(tables["events"])
+    if consume:
+        tables["events"] = streams.owned_events(tables["events"])
     frames, links = streams.build(tables)
     if consume:
         tables["events"] = None

@@ -199,6 +199,15 @@ def compact_digest(events: pl.DataFrame) -> pl.DataFrame:
     return events.with_columns(pl.col("digest").str.slice(0, 16).str.to_integer(base=16, dtype=pl.UInt64))
 
 
+def owned_events(events) -> pl.DataFrame:
+    """The events table of a caller that hands it over (the single pass), made ready for :func:`build`
+    while nothing else is held beside it: digests compacted, and one chunk per column.  A frame of several
+    chunks (several inputs, or a reader's batches) would otherwise be rechunked inside ``build`` when the
+    first column is added -- a copy of every column made beside the frames' own new columns."""
+    events = compact_digest(events)
+    return events.rechunk() if events.n_chunks("all") and max(events.n_chunks("all")) > 1 else events
+
+
 def _by_gx(x: pl.DataFrame, *names: str) -> list[pl.Expr]:
     """Columns of the exchanges, one value per event, gathered by the event's ``gx`` (gx numbers the
     exchanges 0..n-1): new columns beside the events' own, where a join would copy every column."""
