@@ -179,6 +179,17 @@ SCHEMA = pa.schema(
 EXAMPLES_PER_KIND = 100  # rows kept per anomaly kind and input; the rest are counted in one summary row
 
 
+def occurrences(rows: list[dict], code: str) -> int:
+    """How many anomalies of ``code`` the rows stand for: one each, and N for a counting row (``"+N more"``,
+    :meth:`AnomalyLog.table`), so the figure stays exact past the examples kept."""
+    n = 0
+    for r in rows:
+        if r["code"] == code:
+            loc = r["location"]
+            n += int(loc[1:].split(" ", 1)[0]) if loc.startswith("+") and loc.endswith(" more") else 1
+    return n
+
+
 class AnomalyLog:
     """Collects anomaly rows for one input; checked against the catalog.
 

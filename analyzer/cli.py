@@ -17,6 +17,7 @@ from analyzer import __version__, document, limits, pipeline, report
 from analyzer.decode import tls
 from analyzer.document import build as findings
 from analyzer.ingest import inputs
+from analyzer.anomalies import occurrences
 from analyzer.errors import AuditError
 
 class Failure(click.ClickException):
@@ -310,7 +311,7 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
                    "from it (drop --port to analyze every flow that looks like MCP)", err=True)
     if not quiet:
         click.echo(summary_text(doc, tuple(written)), err=bool(to_stdout))
-    encrypted = sum(1 for a in doc["anomalies"] if a["code"] == "tls_not_decrypted")
+    encrypted = occurrences(doc["anomalies"], "tls_not_decrypted")
     if doc["summary"]["exchanges"] == 0 and encrypted:
         # every connection that could be MCP was encrypted: that is "cannot tell", never a clean run
         click.echo(f"error: nothing to judge: the capture's HTTP is encrypted ({encrypted} TLS connection(s) without a key log); "

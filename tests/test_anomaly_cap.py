@@ -66,3 +66,16 @@ def test_add_many_leaves_the_log_as_add_one_by_one_would():
         bulk.add_many("jsonl_bad_line", count, locs[: anomalies.EXAMPLES_PER_KIND], locs[-1] if locs else None, "x")
         assert bulk.table().to_pylist() == one.table().to_pylist()
         assert (bulk.rejected, bulk.counts) == (one.rejected, one.counts)
+
+
+def test_occurrences_counts_what_the_capped_rows_stand_for():
+    """The CLI's "nothing to judge: N TLS connection(s)" reads this: exact past the examples kept."""
+    log = anomalies.AnomalyLog("x.pcap")
+    for i in range(anomalies.EXAMPLES_PER_KIND + 37):
+        log.add("tls_not_decrypted", f"packet {i}")
+    log.add("tcp_seq_gap", "packet 1")
+    rows = log.table().to_pylist()
+    assert len([r for r in rows if r["code"] == "tls_not_decrypted"]) == anomalies.EXAMPLES_PER_KIND + 1
+    assert anomalies.occurrences(rows, "tls_not_decrypted") == anomalies.EXAMPLES_PER_KIND + 37
+    assert anomalies.occurrences(rows, "tcp_seq_gap") == 1
+    assert anomalies.occurrences(rows, "tls_no_key") == 0

@@ -204,8 +204,7 @@ def owned_events(events) -> pl.DataFrame:
     while nothing else is held beside it: digests compacted, and one chunk per column.  A frame of several
     chunks (several inputs, or a reader's batches) would otherwise be rechunked inside ``build`` when the
     first column is added -- a copy of every column made beside the frames' own new columns."""
-    events = compact_digest(events)
-    return events.rechunk() if events.n_chunks("all") and max(events.n_chunks("all")) > 1 else events
+    return compact_digest(events).rechunk()  # (a column already in one chunk is kept as it is, not copied)
 
 
 def _by_gx(x: pl.DataFrame, *names: str) -> list[pl.Expr]:
