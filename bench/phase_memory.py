@@ -4,14 +4,13 @@
     _RJEM_MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0 python bench/phase_memory.py FILE   # freed pages returned at once
 
 Runs the single pass the CLI runs (``pipeline.run``'s steps, the canonical events let go once the frames
-exist, then ``json.dumps(indent=2)`` of the document) in this process, with a thread that reads
+exist, then the JSON text ``--json`` writes (``cli.document_json``)) in this process, with a thread that reads
 ``/proc/self/statm`` every 3 ms.  "at rest" is the resident size when the phase returned; "peak" the
 largest the thread saw during it.  Polars allocates with jemalloc, which keeps freed pages for 10 s by
 default: "at rest" then includes pages already freed (the environment variable above shows the live size).
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
@@ -47,6 +46,7 @@ def main() -> int:
         peak[0], last[0] = rss, now
 
     from analyzer import pipeline
+    from analyzer.cli import document_json
     from analyzer.document import assemble
     from analyzer.document import build as findings
     from analyzer.ingest import inputs
@@ -69,7 +69,7 @@ def main() -> int:
     body = findings.build_document(frames, b, rev)
     mark("findings document")
     doc = assemble(got.input_rows, got.errors, got.skipped, body, n_events, int(tables["messages"].num_rows), [])
-    text = json.dumps(doc, indent=2, ensure_ascii=False)
+    text = document_json(doc)  # what --json writes (compact past cli.PRETTY_UP_TO exchanges)
     mark("JSON text")
     done.set()
     size = os.path.getsize(path) / 2**20

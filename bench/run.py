@@ -8,8 +8,8 @@ For every size it generates (once; cached under bench/out/ by generator source h
 HAR of the same synthetic traffic with ``bench/generate.py``, then runs each measured step in a
 **fresh subprocess**, so its peak RSS is its own (``os.wait4`` → ``ru_maxrss``):
 
-* ``full``          ``analyzer.pipeline.run([jsonl])`` + ``json.dumps(doc, indent=2, ensure_ascii=False)``
-                    written to a file — what ``mcp-sse-audit analyze X --json F`` does; per-phase times
+* ``full``          ``analyzer.pipeline.run([jsonl])`` + the JSON text ``mcp-sse-audit analyze X --json F`` writes
+                    (``cli.document_json``: indented up to 20,000 exchanges, compact past that) written to a file; per-phase times
                     by wrapping the pipeline's module functions (ingest, streams, eras, verdicts, findings)
 * ``read_ndjson``   bare ``polars.read_ndjson(jsonl)`` (default schema inference, as a user calls it)
 * ``read_ndjson_all`` the same with ``infer_schema_length=None`` (every field of every line kept)
@@ -83,6 +83,7 @@ def _step(args: argparse.Namespace) -> None:
         from analyzer.rules import history, verdicts
         from analyzer.ingest import inputs
         from analyzer import pipeline
+        from analyzer.cli import document_json
 
         phases: dict[str, float] = {}
 
@@ -114,7 +115,7 @@ def _step(args: argparse.Namespace) -> None:
         doc = pipeline.run([args.path]).document
         t_run = time.perf_counter() - t
         t1 = time.perf_counter()
-        text = json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+        text = document_json(doc)  # the CLI's own writer: compact past cli.PRETTY_UP_TO exchanges, as --json writes it
         with open(args.out, "w", encoding="utf-8") as f:
             f.write(text)
         t_json = time.perf_counter() - t1
