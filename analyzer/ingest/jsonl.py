@@ -27,6 +27,7 @@ import base64
 import binascii
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import BinaryIO
 
@@ -364,6 +365,23 @@ def _batches(blocks):
             at = end
 
 
+def _with_columns(batches):
+    """Each batch with its column-wise ``sse`` rows; the next batch's are decoded in a worker thread while
+    the caller reads this one per line.  ``sse_rows`` depends on the lines alone (not on the reader's
+    state), and Polars releases the GIL while it decodes: on two cores the per-line reader (Python) and
+    the column-wise decoding (Polars) of the next batch run at the same time.  At most one batch is
+    ahead; an error in the worker is raised here, at its batch."""
+    with ThreadPoolExecutor(1, thread_name_prefix="jsonl-columns") as pool:
+        ahead = None
+        for batch in batches:
+            job = pool.submit(jsonl_columns.sse_rows, batch)
+            if ahead is not None:
+                yield ahead[0], ahead[1].result()
+            ahead = (batch, job)
+        if ahead is not None:
+            yield ahead[0], ahead[1].result()
+
+
 def _read_batches(r: _Reader, blocks) -> None:
     """The log in batches: its plain ``sse`` records column-wise (:mod:`analyzer.ingest.jsonl_columns`), the rest per line.
 
@@ -374,8 +392,7 @@ def _read_batches(r: _Reader, blocks) -> None:
     that the per-line reader takes it after all."""
     b, current, suspect = r.b, r.current, r.suspect
     first = 1
-    for batch in _batches(blocks):
-        fast = jsonl_columns.sse_rows(batch)
+    for batch, fast in _with_columns(_batches(blocks)):
         conn_at = [None] * len(batch)
         for p, c in zip(fast["pos"].to_list(), fast["conn"].to_list()):
             conn_at[p] = c
