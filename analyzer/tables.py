@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -343,7 +344,13 @@ class Builder:
 
     def finish(self, fmt: str, records: int, notes: list[str] | None = None) -> Ingested:
         events = self._events()
-        sse, invalid = jsonrpc.sse_messages(events)
+        # the events' JSON-RPC messages are Polars work (it releases the GIL) and the exchange and body rows
+        # are Python objects turned into Arrow: the two at the same time, one in a worker thread
+        with ThreadPoolExecutor(1, thread_name_prefix="sse-messages") as pool:
+            job = pool.submit(jsonrpc.sse_messages, events)
+            exchanges = pa.Table.from_pylist(self.exchanges, schema=EXCHANGES)
+            bodies = pa.Table.from_pydict(self.messages, schema=MESSAGES)
+            sse, invalid = job.result()
         if invalid.height:  # (a million events of plain text are a million rows: located in bulk, not one call each)
             shown = invalid["row"].head(EXAMPLES_PER_KIND).append(invalid["row"].tail(1))
             at = events["location"].gather(shown).to_list()
@@ -354,7 +361,6 @@ class Builder:
         if self.redact:
             events = events.with_columns(redact.column(events["data"]))
         events = events.cast(_EVENTS_POLARS)  # the Arrow table's types (EVENTS), in Polars
-        bodies = pa.Table.from_pydict(self.messages, schema=MESSAGES)
         messages = pa.concat_tables([bodies, sse.to_arrow().cast(MESSAGES)])
         if self.redact:
             errors = redact.column(pl.from_arrow(messages["error_message"]))
@@ -364,7 +370,7 @@ class Builder:
             source=self.source,
             format=fmt,
             records=records,
-            exchanges=pa.Table.from_pylist(self.exchanges, schema=EXCHANGES),
+            exchanges=exchanges,
             events_frame=events,
             messages=messages,
             anomalies=self.log.table(),
