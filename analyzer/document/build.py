@@ -6,6 +6,7 @@ never inside a rule.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import polars as pl
 
@@ -179,38 +180,8 @@ def _boundary_rows(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     return rows.with_columns(pl.col("events_before", "events_after", "cut_off_before").fill_null([]))
 
 
-def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool = False) -> dict:
-    rows = _boundary_rows(f, b)
-    # every rule is a lazy plan over the same tables: collected here, once, together
-    lf, lb, lrev = f.lazy(), b.lazy(), rev.lazy()
-    hist_plan = pl.concat(
-        [history.id_order(lf), history.digest_conflicts(lf, lb), history.cursor_claims(lb), history.cross_session(lf, lb),
-         history.ts_get_stream(lb), rpc_rules.findings(lf), era_rules.findings(lf, lrev), reissue.findings(lf, lrev)],
-        how="vertical_relaxed",
-    ).sort("pos")
-    per_reconnect, hist = pl.collect_all([reconnects.findings(rows.lazy()), history.once_per_capture(lf, hist_plan)])
-    findings = per_reconnect.to_dicts()
-    for fnd in findings:  # the attempts are told only for a reconnect retried
-        if fnd["attempts"] == 1:
-            del fnd["attempts"], fnd["attempts_span"]
-    findings += hist.to_dicts()
-    boundaries = rows.drop("next_use", "_hist_refs", "_pos").to_dicts()
-    # worst first, then in the order the capture shows them; the whole record breaks ties, so the order
-    # never depends on the order the rules produced rows in (audit jobs diff two runs)
-    keyed = []
-    for r in findings:
-        pos = r.pop("pos")
-        keyed.append((finding_key(r, pos), pos, r))
-    keyed.sort(key=lambda t: t[0])
-    findings = [r for _, _, r in keyed]
-    positions = [p for _, p, _ in keyed]
-    for i, (r, p) in enumerate(zip(findings, positions), start=1):
-        r["exchange"] = f"x{p + 1}" if p is not None and p >= 0 else None  # where in history: the exchange it is found at
-        r["id"] = f"f{i}"
-    if keep_pos:  # the sort key above popped it: analyzer.scale.partitions needs it back to merge partitions
-        for r, p in zip(findings, positions):
-            r["_pos"] = p
-
+def _sessions_and_exchanges(f: Frames, b: pl.DataFrame, rev: pl.DataFrame) -> tuple[list[dict], list[dict], dict]:
+    """The document's sessions and exchanges, and the key ("S<n>") of every session."""
     x = f.exchanges
     sess = (
         x.group_by("session")
@@ -259,8 +230,6 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
     # by its first session in history; the report gives the Mcp-Session-Ids of one incident one section
     first_of = dict(sess.group_by("incident").agg(pl.col("session").sort_by("first_pos").first()).iter_rows())
     incident = {k: key[first_of[i]] for k, i in sess.select("session", "incident").iter_rows()}
-    for rec in boundaries + findings:
-        rec["session"] = key.get(rec["session"])
     sessions = sess.select(
         session=pl.format("S{}", pl.int_range(1, pl.len() + 1)),
         incident=pl.col("session").replace_strict(incident, return_dtype=pl.String),
@@ -309,6 +278,47 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
         "event_offsets_ms",
         "cut_off_offsets_ms",
     ).to_dicts()
+    return sessions, exchanges, key
+
+
+def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool = False) -> dict:
+    rows = _boundary_rows(f, b)
+    # every rule is a lazy plan over the same tables: collected here, once, together
+    lf, lb, lrev = f.lazy(), b.lazy(), rev.lazy()
+    hist_plan = pl.concat(
+        [history.id_order(lf), history.digest_conflicts(lf, lb), history.cursor_claims(lb), history.cross_session(lf, lb),
+         history.ts_get_stream(lb), rpc_rules.findings(lf), era_rules.findings(lf, lrev), reissue.findings(lf, lrev)],
+        how="vertical_relaxed",
+    ).sort("pos")
+    # the rules' plans are Polars work, which releases the GIL: collected in a worker thread while this one
+    # turns the boundary, session and exchange rows into Python objects
+    with ThreadPoolExecutor(1, thread_name_prefix="findings") as pool:
+        job = pool.submit(pl.collect_all, [reconnects.findings(rows.lazy()), history.once_per_capture(lf, hist_plan)])
+        boundaries = rows.drop("next_use", "_hist_refs", "_pos").to_dicts()
+        sessions, exchanges, key = _sessions_and_exchanges(f, b, rev)
+        per_reconnect, hist = job.result()
+    findings = per_reconnect.to_dicts()
+    for fnd in findings:  # the attempts are told only for a reconnect retried
+        if fnd["attempts"] == 1:
+            del fnd["attempts"], fnd["attempts_span"]
+    findings += hist.to_dicts()
+    # worst first, then in the order the capture shows them; the whole record breaks ties, so the order
+    # never depends on the order the rules produced rows in (audit jobs diff two runs)
+    keyed = []
+    for r in findings:
+        pos = r.pop("pos")
+        keyed.append((finding_key(r, pos), pos, r))
+    keyed.sort(key=lambda t: t[0])
+    findings = [r for _, _, r in keyed]
+    positions = [p for _, p, _ in keyed]
+    for i, (r, p) in enumerate(zip(findings, positions), start=1):
+        r["exchange"] = f"x{p + 1}" if p is not None and p >= 0 else None  # where in history: the exchange it is found at
+        r["id"] = f"f{i}"
+    if keep_pos:  # the sort key above popped it: analyzer.scale.partitions needs it back to merge partitions
+        for r, p in zip(findings, positions):
+            r["_pos"] = p
+    for rec in boundaries + findings:
+        rec["session"] = key.get(rec["session"])
     return {"sessions": sessions, "exchanges": exchanges, "boundaries": boundaries, "findings": findings}
 
 
