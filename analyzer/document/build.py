@@ -31,7 +31,10 @@ def _hex16(bits: pl.Expr) -> pl.Expr:
     return pl.concat_str([digit.str.slice(((bits // (1 << (60 - 4 * k))) % 16).cast(pl.Int64), 1) for k in range(16)])
 
 
-def _event_preview(events: pl.DataFrame) -> pl.DataFrame:
+PREVIEW_COLUMNS = ("gx", "ordinal", "id", "event", "data", "digest", "fate", "ts", "source", "location")
+
+
+def _event_preview(events: pl.LazyFrame) -> pl.LazyFrame:
     return events.select(
         "gx",
         "ordinal",
@@ -83,28 +86,24 @@ def _event_offsets(f: Frames) -> pl.DataFrame:
     )
 
 
+def _evidence_events(f: Frames, gxs: pl.DataFrame, where: pl.Expr, keep: str | None) -> pl.DataFrame:
+    """Per connection of ``gxs`` (a ``gx`` column), its events matching ``where`` as previews in stream
+    order: all of them, or the ``head`` or ``tail`` EVIDENCE_EVENTS.  The few events kept are chosen
+    first and only they are made previews (a resumed connection may carry most of a capture's events)."""
+    q = f.events.lazy().join(gxs.lazy(), on="gx").filter(where).select(PREVIEW_COLUMNS).sort("gx", "ordinal")
+    n, i = pl.len().over("gx"), pl.int_range(pl.len()).over("gx")
+    if keep == "head":
+        q = q.filter(i < EVIDENCE_EVENTS)
+    elif keep == "tail":
+        q = q.filter(i >= n - EVIDENCE_EVENTS)
+    return _event_preview(q).group_by("gx").agg(pl.col("ev").sort_by("ordinal")).collect()
+
+
 def _boundary_evidence(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
-    prev = _event_preview(f.events.join(b.select(pl.col("resumed_gx").alias("gx")).unique(), on="gx").filter(pl.col("visible")))
-    before = (
-        prev.sort(["gx", "ordinal"])
-        .group_by("gx")
-        .agg(pl.col("ev").tail(EVIDENCE_EVENTS))
-        .rename({"gx": "resumed_gx", "ev": "events_before"})
-    )
-    cut = (
-        _event_preview(f.events.join(b.select(pl.col("resumed_gx").alias("gx")).unique(), on="gx").filter(~pl.col("visible")))
-        .sort(["gx", "ordinal"])
-        .group_by("gx")
-        .agg(pl.col("ev"))
-        .rename({"gx": "resumed_gx", "ev": "cut_off_before"})
-    )
-    after = (
-        _event_preview(f.events.join(b.select("gx"), on="gx"))
-        .sort(["gx", "ordinal"])
-        .group_by("gx")
-        .agg(pl.col("ev").head(EVIDENCE_EVENTS))
-        .rename({"ev": "events_after"})
-    )
+    resumed = b.select(pl.col("resumed_gx").alias("gx")).unique()
+    before = _evidence_events(f, resumed, pl.col("visible"), "tail").rename({"gx": "resumed_gx", "ev": "events_before"})
+    cut = _evidence_events(f, resumed, ~pl.col("visible"), None).rename({"gx": "resumed_gx", "ev": "cut_off_before"})
+    after = _evidence_events(f, b.select("gx"), pl.lit(True), "head").rename({"ev": "events_after"})
     x = f.exchanges.select(
         pl.col("gx").alias("resumed_gx"),
         pl.struct(pl.col("source"), pl.col("location")).alias("resumed_ref"),
