@@ -40,10 +40,15 @@ def test_the_decision_chain_gives_exactly_the_catalog_verdicts():
 
 
 def test_every_rule_the_code_names_is_in_the_catalog_with_its_severity():
-    """Each `_frame(frame, "rule", "severity")` call in the analyzer names a catalog rule and one of its severities."""
+    """Each `_frame(frame, "rule", "severity")` call in the analyzer, and each (rule, severity) pair of an
+    `_either(frame, condition, ("rule", "severity"), ("rule", "severity"))` call, names a catalog rule and one
+    of its severities."""
     calls = []
     for path in (ROOT / "analyzer").rglob("*.py"):
-        calls += re.findall(r'_frame\(.*?,\s*"(\w+)",\s*"(\w+)"\)', path.read_text())
+        text = path.read_text()
+        calls += re.findall(r'_frame\(.*?,\s*"(\w+)",\s*"(\w+)"\)', text)
+        for a, b, c, d in re.findall(r'_either\(.*?\(\s*"(\w+)",\s*"(\w+)"\),\s*\(\s*"(\w+)",\s*"(\w+)"\)\)', text):
+            calls += [(a, b), (c, d)]
     assert len(calls) >= len(catalog.FINDING_RULES)
     named = set()
     for rule, severity in calls:

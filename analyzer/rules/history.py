@@ -18,14 +18,23 @@ FINDING_COLS = ["rule", "severity", "session", "session_id", "boundary", "messag
 
 def _frame(df: pl.LazyFrame, rule: str, severity: str) -> pl.LazyFrame:
     """Findings of ``rule``: its severity checked against the catalog, its effect the catalog's."""
+    return _either(df, pl.lit(True), (rule, severity), (rule, severity))
+
+
+def _either(df: pl.LazyFrame, cond: pl.Expr, yes: tuple[str, str], no: tuple[str, str]) -> pl.LazyFrame:
+    """Findings of one plan under two (rule, severity) pairs, row by row: ``yes`` where ``cond`` holds,
+    else ``no``.  One plan, not two filters of it (Polars would run a shared plan once per filter)."""
+    def pick(a, b):
+        return pl.when(cond).then(pl.lit(a)).otherwise(pl.lit(b)) if a != b else pl.lit(a)
+
     return df.select(
-        pl.lit(rule).alias("rule"),
-        pl.lit(catalog.finding_severity(rule, severity)).alias("severity"),
+        pick(yes[0], no[0]).alias("rule"),
+        pick(catalog.finding_severity(*yes), catalog.finding_severity(*no)).alias("severity"),
         pl.col("session"),
         pl.col("session_id"),
         pl.lit(None, dtype=pl.String).alias("boundary"),
         pl.col("message"),
-        pl.lit(catalog.FINDING[rule].effect).alias("effect"),
+        pick(catalog.FINDING[yes[0]].effect, catalog.FINDING[no[0]].effect).alias("effect"),
         pl.col("evidence"),
         pl.col("pos"),
     )
@@ -130,32 +139,36 @@ def digest_conflicts(f: Frames, b: pl.LazyFrame) -> pl.LazyFrame:
         .join(per_stream, on=["session", "_epoch", "id"], maintain_order="left")
         .sort("pos", "id")
     )
-    # one finding per session and kind (a restarted counter conflicts on every id it reuses)
-    def per_session(df: pl.LazyFrame, one: str, many: str) -> pl.LazyFrame:
+    # one finding per session and kind (a restarted counter conflicts on every id it reuses): the kinds are one
+    # grouping, so the events are gone through once for both
+    def said(one: str, many: str) -> pl.Expr:
         return (
-            df.group_by("session")
-            .agg(
-                session_id=pl.col("session_id").first(),
-                n_ids=pl.col("id").n_unique(),
-                first=pl.col("id").first(),
-                ids=pl.col("id").unique(maintain_order=True).head(5).str.join(", "),
-                pos=pl.col("pos").min(),
-                evidence=pl.col("evidence").first(),
-            )
-            .with_columns(
-                message=pl.when(pl.col("n_ids") == 1)
-                .then(pl.format("event id {} {}", pl.col("first"), pl.lit(one)))
-                .otherwise(pl.format("{} event ids ({}{}) {}", pl.col("n_ids"), pl.col("ids"),
-                                     pl.when(pl.col("n_ids") > 5).then(pl.lit(", …")).otherwise(pl.lit("")), pl.lit(many)))
-            )
-            .sort("pos")
+            pl.when(pl.col("n_ids") == 1)
+            .then(pl.format("event id {} {}", pl.col("first"), pl.lit(one)))
+            .otherwise(pl.format("{} event ids ({}{}) {}", pl.col("n_ids"), pl.col("ids"),
+                                 pl.when(pl.col("n_ids") > 5).then(pl.lit(", …")).otherwise(pl.lit("")), pl.lit(many)))
         )
 
-    same = per_session(grouped.filter(pl.col("in_stream") > 1), "carried different payloads on one stream",
-                       "each carried different payloads on one stream")
-    across = per_session(grouped.filter(pl.col("in_stream") == 1), "was used on several streams of the session for different events",
-                         "were each used on several streams of the session for different events")
-    return pl.concat([_frame(same, "digest_conflict", "error"), _frame(across, "id_reused_across_streams", "warning")])
+    per_session = (
+        grouped.with_columns(_same=pl.col("in_stream") > 1)
+        .group_by("session", "_same")
+        .agg(
+            session_id=pl.col("session_id").first(),
+            n_ids=pl.col("id").n_unique(),
+            first=pl.col("id").first(),
+            ids=pl.col("id").unique(maintain_order=True).head(5).str.join(", "),
+            pos=pl.col("pos").min(),
+            evidence=pl.col("evidence").first(),
+        )
+        .with_columns(
+            message=pl.when(pl.col("_same"))
+            .then(said("carried different payloads on one stream", "each carried different payloads on one stream"))
+            .otherwise(said("was used on several streams of the session for different events",
+                            "were each used on several streams of the session for different events"))
+        )
+        .sort("pos")
+    )
+    return _either(per_session, pl.col("_same"), ("digest_conflict", "error"), ("id_reused_across_streams", "warning"))
 
 
 def cursor_claims(b: pl.LazyFrame) -> pl.LazyFrame:

@@ -57,7 +57,7 @@ def _ref(source: str, location: str) -> pl.Expr:
 
 def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
     """``reissued_after_break`` findings (history.FINDING_COLS shape)."""
-    from analyzer.rules.history import _frame
+    from analyzer.rules.history import _either
 
     x = f.exchanges
     m = f.messages.join(x.select("gx", "stream", "started", "location", "request_body"), on="gx", how="left", maintain_order="left")
@@ -177,8 +177,4 @@ def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
             _ref("source_b", "location_b"),
         ).list.unique(maintain_order=True),
     ).sort("pos", "rpc_id")
-    return pl.concat(
-        [_frame(out.filter(pl.col("critical")), "reissued_after_break", "critical"),
-         _frame(out.filter(~pl.col("critical")), "reissued_after_break", "error")],
-        how="vertical_relaxed",
-    )
+    return _either(out, pl.col("critical"), ("reissued_after_break", "critical"), ("reissued_after_break", "error"))
