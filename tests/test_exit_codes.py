@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import jsonschema
+import pytest
 from click.testing import CliRunner
 
 from analyzer import pipeline
@@ -50,6 +51,35 @@ def test_debug_prints_the_traceback_and_still_exits_3(monkeypatch):
         r = run(*args)
         assert r.exit_code == 3, r.output
         assert "Traceback (most recent call last)" in r.stderr and "_boom" in r.stderr
+
+
+@pytest.mark.parametrize("where", ["jsonl_columns.sse_rows", "jsonrpc.sse_messages", "polars.collect_all"])
+def test_an_error_in_a_worker_thread_exits_3_and_writes_no_json(tmp_path, monkeypatch, where):
+    """The JSONL reader, Builder.finish and the findings document each run Polars work in a worker thread
+    (ingest/jsonl._with_columns, tables.Builder.finish, document/build.build_document): a failure there is
+    raised in the main thread, at its place, and ends the run as an internal error: not a hang, not a
+    document with part of the input."""
+    import polars
+
+    from analyzer.decode import jsonrpc
+    from analyzer.ingest import jsonl_columns
+
+    calls = []
+
+    def boom(*_a, **_k):
+        import threading
+
+        calls.append(threading.current_thread().name)
+        raise KeyError("no such column")
+
+    owner = {"jsonl_columns": jsonl_columns, "jsonrpc": jsonrpc, "polars": polars}[where.split(".")[0]]
+    monkeypatch.setattr(owner, where.split(".")[1], boom)
+    out = tmp_path / "f.json"
+    r = run("analyze", str(SYN / "continuous.jsonl"), "--json", str(out))
+    assert r.exit_code == 3, r.output
+    assert r.stderr.count("\n") == 1 and "internal error" in r.stderr and "no such column" in r.stderr
+    assert calls and all(name != "MainThread" for name in calls), calls  # it did fail in the worker
+    assert not out.exists()
 
 
 def test_internal_error_in_ingest_exits_3(tmp_path, monkeypatch):
