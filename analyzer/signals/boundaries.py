@@ -64,22 +64,32 @@ def boundaries(f: Frames, links: pl.DataFrame) -> pl.DataFrame:
     ).sort("pos")
 
 
+# what the checks read of the events after each cursor (sequence_checks, opaque_checks, foreign, facts,
+# views.boundary_history)
+AFTER_COLUMNS = ("gx", "ordinal", "id", "digest", "seq", "sprefix", "id_scheme", "session", "stream", "b_pos", "cursor_seq", "cursor_prefix",
+                 "overlap", "foreign")
+
+
 def after_events(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     """Id-bearing events the client saw on each boundary's connection, with the overlap flag."""
+    # the digest of the cursor's event on the resumed connection: only the events with the cursor's id are
+    # looked at (the resumed connections carry most of a capture's events)
     before_digest = (
         f.pick(pl.col("visible") & pl.col("has_id"), pl.col("gx").alias("resumed_gx"), pl.col("id").alias("cursor_str"), pl.col("digest").alias("before_digest"),
-               among=b.select(pl.col("resumed_gx").alias("gx")))
+               among=b.select(pl.col("resumed_gx").alias("gx"), pl.col("cursor_str").alias("id")))
         .unique(["resumed_gx", "cursor_str"], keep="last")
     )
     ev = (
         # the reconnects' own events first (a join with the few boundaries), then the filter: the events
-        # of every other connection are never copied
-        f.events.join(
-            b.select("gx", "resumed_gx", "cursor_str", "cursor_seq", "cursor_prefix", pl.col("pos").alias("b_pos"), "stream"),
+        # of every other connection are never copied, and of the reconnects' events only the columns the
+        # checks read (AFTER_COLUMNS: one plan, so the join carries those, not all two dozen)
+        f.events.lazy()
+        .join(
+            b.lazy().select("gx", "resumed_gx", "cursor_str", "cursor_seq", "cursor_prefix", pl.col("pos").alias("b_pos")),
             on="gx",
         )
         .filter(pl.col("visible") & pl.col("has_id"))
-        .join(before_digest, on=["resumed_gx", "cursor_str"], how="left")
+        .join(before_digest.lazy(), on=["resumed_gx", "cursor_str"], how="left")
         .sort(["gx", "ordinal"])
         .with_columns(k=pl.int_range(pl.len()).over("gx"))
         .with_columns(
@@ -88,8 +98,10 @@ def after_events(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
             # an id that names another stream than the cursor's (go, csharp, typescript ids carry their stream)
             foreign=pl.col("cursor_prefix").is_not_null() & pl.col("sprefix").is_not_null() & (pl.col("sprefix") != pl.col("cursor_prefix")),
         )
+        .select(AFTER_COLUMNS)
+        .collect()
     )
-    return ev.join(_prior(f, b, ev.select("gx", "id")), on=["gx", "id"], how="left").sort(["gx", "ordinal"])
+    return ev.join(_prior(f, b, ev.select("gx", "id")), on=["gx", "id"], how="left", maintain_order="left")  # (still by gx, ordinal)
 
 
 def _prior(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.DataFrame:
@@ -314,26 +326,34 @@ def replayed_across_sessions(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     """
     keys = b.select("gx", pl.col("pos").alias("b_pos"), pl.col("session").alias("b_session"), "session_id")
     after = (
-        f.events.select("gx", "ordinal", "source", "id", "digest", "sprefix", "location", "visible", "has_id")
-        .join(keys, on="gx")
+        f.events.lazy()
         .filter(pl.col("visible") & pl.col("has_id"))
-        .drop("visible", "has_id")
+        .select("gx", "ordinal", "source", "id", "digest", "sprefix", "location")
+        .join(keys.lazy(), on="gx")
+        .collect()
     )
     # only the events that share an id and payload with an event of a reconnect can matter: the
-    # rest of history (millions of events on streams that never broke) is neither copied nor grouped
+    # rest of history (millions of events on streams that never broke) is neither copied nor grouped;
+    # those are collected once, for both uses below
     wanted = after.lazy().select("source", "id", "digest").unique()
-    same_key = f.events.lazy().filter(pl.col("visible") & pl.col("has_id")).join(wanted, on=["source", "id", "digest"], how="semi")
+    same_key = (
+        f.events.lazy()
+        .filter(pl.col("visible") & pl.col("has_id"))
+        .join(wanted, on=["source", "id", "digest"], how="semi")
+        .select("source", "session_id", "id", "digest", "pos", "location", _has_data=pl.col("data") != "")
+        .collect()
+    )
     delivered = same_key.select(
         "source", pl.col("session_id").alias("o_session_id"), "id", "digest", pl.col("pos").alias("o_pos"), pl.col("location").alias("o_location"),
-    ).collect()
+    )
     distinctive = (
-        same_key.filter(pl.col("data") != "")
+        same_key.filter(pl.col("_has_data"))
         .group_by("source", "id", "digest")
         .agg(pl.col("session_id").n_unique().alias("n"))
         .filter(pl.col("n") <= 2)
         .select("source", "id", "digest")
-        .collect()
     )
+    del same_key
     # an event this session had itself been delivered before the reconnect is explained by its own history
     own_before = (
         after.select("gx", "b_pos", "session_id", "source")
