@@ -18,9 +18,9 @@ input's anomaly rows say which, where, and which option raises it:
   decoding stops there (the work, not only the memory) with a ``body_decoded_over_limit`` row.
 
 Counts are never limited: a million tiny SSE events in one connection are a million rows, read in
-one linear pass (``tests/test_limits.py``).  A JSONL log is held two batches at a time (at most
-``jsonl.BATCH_LINES`` lines and about ``jsonl.BATCH_BYTES`` each, or one line of ``line_bytes``): the
-next batch is decoded column-wise in a worker thread while this one is read line by line.
+one linear pass (``tests/test_limits.py``).  A JSONL log is held at most three batches at a time (at
+most ``jsonl.BATCH_LINES`` lines and about ``jsonl.BATCH_BYTES`` each, or one line of ``line_bytes``):
+the next ones are read and decoded column-wise in a worker thread while this one is read line by line.
 """
 from __future__ import annotations
 

@@ -369,8 +369,9 @@ def _with_columns(batches):
     """Each batch with its column-wise ``sse`` rows; the next batch's are decoded in a worker thread while
     the caller reads this one per line.  ``sse_rows`` depends on the lines alone (not on the reader's
     state), and Polars releases the GIL while it decodes: on two cores the per-line reader (Python) and
-    the column-wise decoding (Polars) of the next batch run at the same time.  At most one batch is
-    ahead; an error in the worker is raised here, at its batch."""
+    the column-wise decoding (Polars) of the next batch run at the same time.  One batch is decoded ahead,
+    and the one after it is read meanwhile (so at most three are held: the caller's, the one in the
+    worker, the one read); an error in the worker is raised here, at its batch."""
     with ThreadPoolExecutor(1, thread_name_prefix="jsonl-columns") as pool:
         ahead = None
         for batch in batches:
