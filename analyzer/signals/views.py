@@ -189,10 +189,13 @@ def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.Data
     )
     emitted_other = emitted_other.with_columns(e_kind=pl.lit("other"))
     emitted = pl.concat([emitted_other, emitted_own])
-    # delivered: on the reconnect or any later connection of the same stream, in this input
+    # delivered: on the reconnect or any later connection of the same stream, in this input.  Only the ids
+    # some view emitted matter (``lost`` below is emitted minus delivered): a stream resumed k times would
+    # otherwise be joined k times with all its later events
+    asked = emitted.select("gx", "id").unique().join(keys.select("gx", "stream"), on="gx").select("stream", "id")
     delivered = (
         keys.join(
-            f.pick(pl.col("has_id") & pl.col("visible"), pl.col("stream"), pl.col("pos").alias("d_pos"), "id", "digest", among=keys.select("stream")),
+            f.pick(pl.col("has_id") & pl.col("visible"), pl.col("stream"), pl.col("pos").alias("d_pos"), "id", "digest", among=asked),
             on="stream",
         )
         .filter(pl.col("d_pos") >= pl.col("b_pos"))
