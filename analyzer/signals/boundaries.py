@@ -350,7 +350,9 @@ def replayed_across_sessions(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
         same_key.filter(pl.col("_has_data"))
         .group_by("source", "id", "digest")
         .agg(pl.col("session_id").n_unique().alias("n"))
-        .filter(pl.col("n") <= 2)
+        # at most two sessions share it, and (exactly two) another session than the reconnect's own had it:
+        # a payload one session alone was delivered is the reconnect's own, and no replay from elsewhere
+        .filter(pl.col("n") == 2)
         .select("source", "id", "digest")
     )
     del same_key
