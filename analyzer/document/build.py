@@ -90,13 +90,11 @@ def _evidence_events(f: Frames, gxs: pl.DataFrame, where: pl.Expr, keep: str | N
     """Per connection of ``gxs`` (a ``gx`` column), its events matching ``where`` as previews in stream
     order: all of them, or the ``head`` or ``tail`` EVIDENCE_EVENTS.  The few events kept are chosen
     first and only they are made previews (a resumed connection may carry most of a capture's events)."""
-    q = f.events.lazy().join(gxs.lazy(), on="gx").filter(where).select(PREVIEW_COLUMNS).sort("gx", "ordinal")
-    n, i = pl.len().over("gx"), pl.int_range(pl.len()).over("gx")
-    if keep == "head":
-        q = q.filter(i < EVIDENCE_EVENTS)
-    elif keep == "tail":
-        q = q.filter(i >= n - EVIDENCE_EVENTS)
-    return _event_preview(q).group_by("gx").agg(pl.col("ev").sort_by("ordinal")).collect()
+    q = f.events.lazy().with_row_index("_r").join(gxs.lazy(), on="gx").filter(where).select("_r", "gx", "ordinal")
+    if keep is not None:  # (an exchange's ordinals are 0..n-1, each once: the rank is the place in the stream)
+        q = q.filter(pl.col("ordinal").rank("ordinal", descending=keep == "tail").over("gx") <= EVIDENCE_EVENTS)
+    kept = f.events.select(PREVIEW_COLUMNS)[q.collect()["_r"]]
+    return _event_preview(kept.lazy()).group_by("gx").agg(pl.col("ev").sort_by("ordinal")).collect()
 
 
 def _boundary_evidence(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
