@@ -92,22 +92,26 @@ def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
             resumes=pl.len() - 1,
         )
     )
-    delivered = (
-        f.events.filter(pl.col("visible") & (pl.col("data").str.strip_chars() != ""))
-        .sort("pos", "ordinal")
-        .group_by("stream")
-        .agg(n_events=pl.len(), ev_source=pl.col("source").last(), ev_location=pl.col("location").last())
-    )
     progress = (
         m.filter(s2c & (pl.col("origin") == "sse") & (pl.col("method") == "notifications/progress"))
         .group_by("stream")
         .agg(n_progress=pl.len())
     )
-    first = (
+    unanswered = (
         calls.join(answers.select("session", "rpc_id", "stream"), on=["session", "rpc_id", "stream"], how="anti", maintain_order="left")
         .join(last_conn, on="stream", maintain_order="left")
         .filter(~pl.col("end_reason").is_in(ENDED_OPEN))
-        .join(delivered, on="stream", maintain_order="left")
+    )
+    # what the streams of those calls delivered (only theirs: the rest of history is neither sorted nor grouped)
+    delivered = (
+        f.events.join(unanswered.select("stream").unique(), on="stream", how="semi")
+        .filter(pl.col("visible") & (pl.col("data").str.strip_chars() != ""))
+        .sort("pos", "ordinal")
+        .group_by("stream")
+        .agg(n_events=pl.len(), ev_source=pl.col("source").last(), ev_location=pl.col("location").last())
+    )
+    first = (
+        unanswered.join(delivered, on="stream", maintain_order="left")
         .join(progress, on="stream", how="left", maintain_order="left")
         .with_columns(pl.col("n_progress").fill_null(0))
     )
@@ -131,6 +135,9 @@ def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
             # started after the break by the clock too, when both times are known (same input: one clock)
             & (pl.col("end_ended").is_null() | pl.col("started_b").is_null() | (pl.col("started_b") >= pl.col("end_ended")))
         )
+        # (collected here, once: the plan below reads the pairs three times, and Polars would run them once per read)
+        .collect()
+        .lazy()
     )
     # no answer to the first id anywhere in the session before the re-issue; answered later is "ran twice"
     a_first = pairs.select("session", "rpc_id", "pos_b").join(answers.select("session", "rpc_id", pl.col("pos").alias("a_pos"), "kind"), on=["session", "rpc_id"], maintain_order="left")
