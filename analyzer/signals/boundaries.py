@@ -356,6 +356,8 @@ def replayed_across_sessions(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
         .select("source", "id", "digest")
     )
     del same_key
+    # only deliveries of those payloads can show a replay: the rest is neither looked up nor joined
+    delivered = delivered.join(distinctive, on=["source", "id", "digest"], how="semi")
     # an event this session had itself been delivered before the reconnect is explained by its own history
     own_before = (
         after.select("gx", "b_pos", "session_id", "source")
