@@ -117,8 +117,7 @@ def digest_conflicts(f: Frames, b: pl.LazyFrame) -> pl.LazyFrame:
     # First the (session, id) keys with two digests, from four narrow columns; only their events are then
     # gathered for evidence.  Grouping every event with its evidence list first cost a list per id: on
     # one stream of 2M events, 2M lists (+800 MiB) to keep none of them.
-    # (collected here, once: the plan below reads it twice, and Polars would run it once per read)
-    keys = ev.select("session", "_epoch", "stream", "id", "digest").unique().collect().lazy()
+    keys = ev.select("session", "_epoch", "stream", "id", "digest").unique()
     conflicted = keys.group_by("session", "_epoch", "id").agg(n=pl.col("digest").n_unique()).filter(pl.col("n") > 1)
     per_stream = (
         keys.join(conflicted.select("session", "_epoch", "id"), on=["session", "_epoch", "id"], how="semi")
