@@ -61,14 +61,51 @@ def test_har_has_no_event_times():
     assert any(x["events"] for x in d["exchanges"])
 
 
+def _offsets(events: dict, started: dict) -> dict:
+    """build._event_offsets of a few events (gx, visible, ts as ms after 0) and their requests' starts."""
+    from datetime import datetime, timedelta, timezone
+
+    from analyzer.signals.streams import Frames
+
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    at = [None if ms is None else t0 + timedelta(milliseconds=ms) for ms in events["ts"]]
+    ev = pl.DataFrame({"gx": events["gx"], "visible": events["visible"], "ts": at}, schema_overrides={"ts": pl.Datetime("us", "UTC")})
+    x = pl.DataFrame({"gx": list(started), "started": [t0 + timedelta(milliseconds=ms) for ms in started.values()]},
+                     schema_overrides={"started": pl.Datetime("us", "UTC")})
+    got = build._event_offsets(Frames(x, ev, None))
+    return {gx: (vis, cut) for gx, vis, cut in got.iter_rows()}
+
+
 def test_sampling_keeps_the_first_of_each_equal_run():
     n = 100
-    ev = pl.DataFrame({"gx": [7] * n, "ordinal": list(range(n))[::-1], "ms": [10 * (n - 1 - i) for i in range(n)]})
-    got = build._sampled_offsets(ev, "o")["o"][0].to_list()
+    got = _offsets({"gx": [7] * n, "visible": [True] * n, "ts": [10 * i + 5 for i in range(n)]}, {7: 5})[7][0]
     want = [10 * i for i in range(n) if i == 0 or (i * build.EVENT_TIMES) // n != ((i - 1) * build.EVENT_TIMES) // n]
     assert len(got) == build.EVENT_TIMES and got == want and got[0] == 0
-    few = pl.DataFrame({"gx": [1, 1, 2], "ordinal": [1, 0, 0], "ms": [5, 3, 9]})
-    assert dict(build._sampled_offsets(few, "o").sort("gx").iter_rows()) == {1: [3, 5], 2: [9]}
+    # the rows' order is the stream's (Frames): kept as it is, per connection and part
+    few = _offsets({"gx": [1, 1, 2, 2, 3, 3], "visible": [True, True, True, False, True, True], "ts": [5, 3, 9, 12, 1, None]},
+                   {1: 0, 2: 0, 3: 0, 4: 0})
+    # connection 3 has an event without a time: no times at all (a partly timed list would misplace the rest);
+    # connection 4 has no events
+    assert few == {1: ([5, 3], None), 2: ([9], [12]), 3: (None, None), 4: (None, None)}
+
+
+def test_sampling_when_seen_and_cut_off_events_alternate():
+    """A part that is several runs of rows (seen and cut-off events interleaved): each part is sampled
+    over its own events, in stream order, as the rule says (checked against the rule applied one event
+    at a time)."""
+    def rule(times):
+        n = len(times)
+        return [t for i, t in enumerate(times) if n <= build.EVENT_TIMES or i == 0
+                or (i * build.EVENT_TIMES) // n != ((i - 1) * build.EVENT_TIMES) // n] or None
+
+    visible = [i % 3 != 1 for i in range(250)] + [True, False, False, True]  # connection 8, then connection 9
+    gx = [8] * 250 + [9] * 4
+    ts = list(range(250)) + [1000, 1001, 1002, 1003]
+    got = _offsets({"gx": gx, "visible": visible, "ts": ts}, {8: 0, 9: 1000})
+    seen8 = [t for g, v, t in zip(gx, visible, ts) if g == 8 and v]
+    cut8 = [t for g, v, t in zip(gx, visible, ts) if g == 8 and not v]
+    assert got[8] == (rule(seen8), rule(cut8)) and len(got[8][0]) == build.EVENT_TIMES
+    assert got[9] == ([0, 3], [1, 2])
 
 
 def test_captures_of_one_run_are_one_incident_and_one_report_section():
