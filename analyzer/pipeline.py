@@ -151,7 +151,7 @@ def analyze_tables(
     from it (the frames carry what the rules need), instead of staying beside them for the whole run."""
     n_events = len(tables["events"])
     if consume:
-        tables["events"] = streams.owned_events(tables["events"])
+        tables["events"] = streams.owned_events(tables)
     frames, links = streams.build(tables)
     if consume:
         tables["events"] = None

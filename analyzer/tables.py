@@ -281,8 +281,16 @@ class Builder:
         self.flush_values()
         frames, self.event_frames = self.event_frames, []
         schema = {name: _EVENTS_POLARS[name] for name in FRAME_COLUMNS}
-        frame = pl.concat([f.drop("_line").cast(schema) for f in frames], rechunk=False) if frames else pl.DataFrame(schema=schema)
+        # one chunk per column, made a column at a time: each column's batches are let go as soon as its
+        # copy is made.  (Concatenated as chunks, the columns the plan below derives came in one chunk and
+        # the others in the batches', and the cast in ``finish`` then aligned them: a copy of every column
+        # beside the frame, +237 MiB on 2M tiny events.)
+        columns = []
+        for name, dtype in schema.items():
+            columns.append(pl.concat([f.get_column(name).cast(dtype) for f in frames], rechunk=True) if frames else pl.Series(name, [], dtype))
+            frames = [f.drop(name) for f in frames]
         del frames
+        frame = pl.DataFrame(columns)
         # events in exchange order, each stream's in its own order (a log interleaves concurrent streams line
         # by line): the analysis reads them in this order, and for one input it then needs no sort of its own
         if not frame.get_column("xid").is_sorted():

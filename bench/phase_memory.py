@@ -59,7 +59,7 @@ def main() -> int:
     tables = inputs.concat(got.parts)
     got.parts = []
     n_events = len(tables["events"])
-    tables["events"] = streams.owned_events(tables["events"])
+    tables["events"] = streams.owned_events(tables)
     frames, links = streams.build(tables)
     tables["events"] = None
     mark("streams.build (frames)")

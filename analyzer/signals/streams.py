@@ -81,7 +81,9 @@ def _resume_links(x: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
     # Several connections may have delivered the named id (per-stream counters repeat values):
     # prefer one whose stream was still owed something (a GET stream, or a POST stream whose
     # response had not come), then the latest.
-    deliveries = ev.filter(pl.col("visible") & pl.col("has_id")).join(x.select("gx", "finished"), on="gx").select(
+    # only events whose id some request named can be the delivery it names: the rest are never copied
+    named = x.get_column("last_event_id").drop_nulls().unique()
+    deliveries = ev.filter(pl.col("visible") & pl.col("has_id") & pl.col("id").is_in(named.implode())).join(x.select("gx", "finished"), on="gx").select(
         "session", pl.col("id").alias("last_event_id"), pl.col("gx").alias("by_id_gx"), pl.col("pos").alias("by_id_pos"),
         (~pl.col("finished")).alias("unfinished"),
     )
@@ -98,7 +100,7 @@ def _resume_links(x: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
     # views of one exchange delivered it: the one nearest the client (fewest events) is
     # the connection the client resumed; between exchanges, as above.
     views_of = x.select("gx", x_pos=pl.col("pos").min().over(pl.coalesce(pl.col("fp"), pl.format("gx#{}", pl.col("gx")))))
-    nvis = ev.filter(pl.col("visible")).group_by("gx").agg(_nv=pl.len())
+    nvis = ev.lazy().filter(pl.col("visible")).group_by("gx").agg(_nv=pl.len()).collect()
     joined = x.select("session", "incident").unique().filter(pl.col("incident").is_duplicated()).select("session")
     cross = (
         with_header.join(joined, on="session", how="semi")
@@ -199,12 +201,22 @@ def compact_digest(events: pl.DataFrame) -> pl.DataFrame:
     return events.with_columns(pl.col("digest").str.slice(0, 16).str.to_integer(base=16, dtype=pl.UInt64))
 
 
-def owned_events(events) -> pl.DataFrame:
-    """The events table of a caller that hands it over (the single pass), made ready for :func:`build`
-    while nothing else is held beside it: digests compacted, and one chunk per column.  A frame of several
-    chunks (several inputs, or a reader's batches) would otherwise be rechunked inside ``build`` when the
-    first column is added -- a copy of every column made beside the frames' own new columns."""
-    return compact_digest(events).rechunk()  # (a column already in one chunk is kept as it is, not copied)
+def owned_events(tables: dict) -> pl.DataFrame:
+    """The events table, taken out of ``tables`` (the single pass hands it over), made ready for
+    :func:`build`: digests compacted, and one chunk per column.  A frame of several chunks (several
+    inputs, or the pieces a lazy plan's parallel run gives) would otherwise be rechunked inside ``build``
+    when the first column is added -- a copy of every column made beside the frames' own new columns.
+    Here it is rechunked one column at a time, each old column let go as soon as its copy is made:
+    the table is held once and one column twice (2M tiny events: +30 MiB, not +250 MiB), and a column
+    already in one chunk is not copied at all."""
+    frame = compact_digest(tables.pop("events"))
+    columns = []
+    for name in frame.columns:
+        column = frame.get_column(name)
+        frame = frame.drop(name)
+        columns.append(column.rechunk())
+        del column
+    return pl.DataFrame(columns)
 
 
 def _by_gx(x: pl.DataFrame, *names: str) -> list[pl.Expr]:
@@ -213,6 +225,33 @@ def _by_gx(x: pl.DataFrame, *names: str) -> list[pl.Expr]:
     at = x.sort("gx")
     assert at.is_empty() or at.item(-1, "gx") == at.height - 1, "gx numbers the exchanges 0..n-1"
     return [pl.lit(at.get_column(n)).gather(pl.col("gx")).alias(n) for n in names]
+
+
+def _event_gx(ev: pl.DataFrame, x: pl.DataFrame) -> pl.Series:
+    """The ``gx`` of every event: its exchange's (source, xid), looked up as one integer.
+
+    An input's events are one run of rows (or a few), so the source is coded per run of equal values,
+    not per event, and (source code, xid) becomes one Int64 key.  (The join on the source string and
+    xid hashed the path of every event: 2M events, +240 MiB.)  Where an xid is outside 0..2^32 (a store
+    written by hand, say) the two columns are joined as they are."""
+    xids = ev.get_column("xid")
+
+    def in_range(s: pl.Series) -> bool:
+        return s.null_count() == 0 and (s.is_empty() or (0 <= s.min() and s.max() < 2**32))
+
+    if not (in_range(xids) and in_range(x.get_column("xid")) and x.get_column("source").null_count() == 0):
+        return ev.select("source", "xid").join(x.select("source", "xid", "gx"), on=["source", "xid"], how="left",
+                                               maintain_order="left").get_column("gx")
+    codes = x.select("source").unique().sort("source").with_row_index("code").with_columns(pl.col("code").cast(pl.Int64))
+    runs = (
+        ev.select(pl.col("source").rle().alias("r"))
+        .unnest("r")
+        .join(codes, left_on="value", right_on="source", how="left", maintain_order="left")
+        .select(pl.col("code").fill_null(-1).repeat_by("len").explode())
+    )
+    key = (runs.get_column("code") * 2**32 + xids).alias("_k")
+    wanted = x.join(codes, on="source").select((pl.col("code") * 2**32 + pl.col("xid")).alias("_k"), "gx")
+    return key.to_frame().join(wanted, on="_k", how="left", maintain_order="left").get_column("gx")
 
 
 def build(tables: dict) -> tuple[Frames, pl.DataFrame]:
@@ -224,9 +263,8 @@ def build(tables: dict) -> tuple[Frames, pl.DataFrame]:
     when the events already are in it (one input whose exchanges start in their own order)."""
     x = _ordered_exchanges(pl.from_arrow(tables["exchanges"]))
     base = compact_digest(tables["events"])
-    gx = base.select("source", "xid").join(x.select("source", "xid", "gx"), on=["source", "xid"], how="left", maintain_order="left")
-    ev = base.with_columns(gx.get_column("gx"))
-    del base, gx
+    ev = base.with_columns(_event_gx(base, x))
+    del base
     if ev.get_column("gx").null_count():  # events of exchanges that are not in the table (narrowed away)
         ev = ev.filter(pl.col("gx").is_not_null())
     ev = ev.with_columns(

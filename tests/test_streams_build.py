@@ -1,0 +1,40 @@
+"""streams.build's lookups that stand in for a join of the events table: each gives what the join gives."""
+from __future__ import annotations
+
+import polars as pl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analyzer.signals import streams
+
+SOURCES = ["b.jsonl", "a.har", "/archive/2026-11/c.pcap"]
+
+
+@st.composite
+def events_and_exchanges(draw):
+    """Exchanges (source, xid, gx numbered in (source, xid) order) and events in runs of one source, some
+    of whose exchanges are missing (narrowed away), with xids near the 2^32 limit or past it now and then."""
+    big = draw(st.sampled_from([0, 2**32 - 5, 2**32]))
+    xs = draw(st.lists(st.tuples(st.sampled_from(SOURCES), st.integers(0, 6).map(lambda i: i + big)), unique=True, max_size=12))
+    x = pl.DataFrame({"source": [s for s, _ in xs], "xid": [i for _, i in xs]}, schema={"source": pl.String, "xid": pl.Int64})
+    x = x.sort("source", "xid").with_row_index("gx").with_columns(pl.col("gx").cast(pl.Int64))
+    runs = draw(st.lists(st.tuples(st.sampled_from(SOURCES), st.lists(st.integers(0, 8).map(lambda i: i + big), max_size=5)), max_size=6))
+    rows = [(s, i) for s, ids in runs for i in ids]
+    ev = pl.DataFrame({"source": [s for s, _ in rows], "xid": [i for _, i in rows]}, schema={"source": pl.String, "xid": pl.Int64})
+    return ev, x
+
+
+@settings(max_examples=300, deadline=None)
+@given(events_and_exchanges())
+def test_event_gx_is_the_join_on_source_and_xid(case):
+    ev, x = case
+    want = ev.join(x, on=["source", "xid"], how="left", maintain_order="left").get_column("gx")
+    got = streams._event_gx(ev, x)
+    assert got.to_list() == want.to_list()
+
+
+def test_event_gx_codes_runs_of_one_source():
+    """Interleaved runs of two inputs (as a concatenation of stores gives), an exchange missing."""
+    x = pl.DataFrame({"source": ["a", "a", "b", "b"], "xid": [0, 1, 0, 1]}).with_row_index("gx").with_columns(pl.col("gx").cast(pl.Int64))
+    ev = pl.DataFrame({"source": ["b", "b", "a", "a", "b", "c", "a"], "xid": [1, 0, 0, 1, 1, 0, 2]})
+    assert streams._event_gx(ev, x).to_list() == [3, 2, 0, 1, 3, None, None]
