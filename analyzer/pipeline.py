@@ -14,6 +14,7 @@ from analyzer.rules import verdicts
 from analyzer.anomalies import SCHEMA as ANOMALY_SCHEMA
 from analyzer.document import SEVERITIES, assemble
 from analyzer.errors import InputError
+from analyzer.tables import compact_digests
 
 FAIL_LEVELS = ["critical", "error", "warning", "never"]
 
@@ -129,7 +130,8 @@ def run(
     progress: Callable[[str], None] | None = None,
     ports: frozenset[int] | None = None,
 ) -> Result:
-    got = read_inputs(paths, fmt, redact_secrets, progress, ports)
+    with compact_digests():  # the tables go to the analysis, never to a store
+        got = read_inputs(paths, fmt, redact_secrets, progress, ports)
     readable = got.readable
     tables = inputs.concat(got.parts)
     got.parts = []  # the tables hold the parts' frames now: one owner, so the analysis can let them go

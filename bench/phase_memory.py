@@ -46,6 +46,7 @@ def main() -> int:
         peak[0], last[0] = rss, now
 
     from analyzer import pipeline
+    from analyzer import tables as tables_mod
     from analyzer.cli import document_json
     from analyzer.document import assemble
     from analyzer.document import build as findings
@@ -54,7 +55,8 @@ def main() -> int:
     from analyzer.signals import eras, streams
 
     mark("imports")
-    got = pipeline.read_inputs([path])
+    with tables_mod.compact_digests():  # as pipeline.run reads
+        got = pipeline.read_inputs([path])
     mark("read (canonical tables)")
     tables = inputs.concat(got.parts)
     got.parts = []

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from analyzer.signals import idschemes, views
+from analyzer.tables import compact_digest_expr
 
 SSE = "text/event-stream"
 MAX_CHAIN = 64  # pointer jumping halves the chain each round: 64 rounds cover any real chain
@@ -198,7 +199,7 @@ def compact_digest(events: pl.DataFrame) -> pl.DataFrame:
     events = _polars(events)
     if events.schema["digest"] == pl.UInt64:
         return events
-    return events.with_columns(pl.col("digest").str.slice(0, 16).str.to_integer(base=16, dtype=pl.UInt64))
+    return events.with_columns(compact_digest_expr(pl.col("digest")))
 
 
 def owned_events(tables: dict) -> pl.DataFrame:
