@@ -38,3 +38,18 @@ def test_event_gx_codes_runs_of_one_source():
     x = pl.DataFrame({"source": ["a", "a", "b", "b"], "xid": [0, 1, 0, 1]}).with_row_index("gx").with_columns(pl.col("gx").cast(pl.Int64))
     ev = pl.DataFrame({"source": ["b", "b", "a", "a", "b", "c", "a"], "xid": [1, 0, 0, 1, 1, 0, 2]})
     assert streams._event_gx(ev, x).to_list() == [3, 2, 0, 1, 3, None, None]
+
+
+def test_where_varies_keeps_every_row_of_a_group_with_two_values():
+    from analyzer.signals.keys import where_varies
+
+    lf = pl.LazyFrame({
+        "session": ["s", "s", "s", "s", "t", "t", "u", "u", "v", "v"],
+        "id": ["1", "1", "2", "2", "1", "1", "9", "9", "5", "5"],
+        "digest": [7, 8, 3, 3, 7, 7, None, 4, None, None],
+    }, schema={"session": pl.String, "id": pl.String, "digest": pl.UInt64})
+    got = where_varies(lf, ["session", "id"], "digest").collect()
+    # s/1 has two digests; u/9 a digest and a null (two values, as n_unique counts); s/2, t/1 and v/5 one each
+    assert got.rows() == [("s", "1", 7), ("s", "1", 8), ("u", "9", None), ("u", "9", 4)]
+    exact = lf.group_by("session", "id").agg(n=pl.col("digest").n_unique()).filter(pl.col("n") > 1).collect()
+    assert sorted(exact.select("session", "id").rows()) == sorted(set(got.select("session", "id").rows()))

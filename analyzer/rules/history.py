@@ -11,6 +11,7 @@ import polars as pl
 
 from analyzer import catalog
 from analyzer.signals import idschemes
+from analyzer.signals.keys import where_varies
 from analyzer.signals.streams import Frames
 
 REF = pl.Struct({"source": pl.String, "location": pl.String})
@@ -108,18 +109,9 @@ def digest_conflicts(f: Frames, b: pl.LazyFrame) -> pl.LazyFrame:
     """
     restart = b.filter(pl.col("verdict") == "session_resurrected").group_by("session").agg(r_pos=pl.col("pos").min())
     # a cut-off event holds only part of its data: its digest says nothing about its id
-    with_id = f.events.filter(pl.col("has_id") & pl.col("visible") & (pl.col("session_id") != ""))
-    # Only a (session, id) with two digests can conflict, and it has two digests under the hash of
-    # (session, id) too: grouped by that one integer first, the events of the few candidates go on to the
-    # exact grouping below, which drops what only a hash collision put there.  Grouped by their strings,
-    # a session's 2M distinct ids cost +390 MiB.
-    key = pl.struct("session", "id").hash()
-    candidates = (
-        with_id.select(key.alias("_k"), "digest").group_by("_k").agg(lo=pl.col("digest").min(), hi=pl.col("digest").max())
-        .filter(pl.col("lo") != pl.col("hi")).select("_k")
-    )
+    # only the events of a (session, id) that may have two digests are compared (keys.where_varies)
     ev = (
-        with_id.join(candidates, left_on=key, right_on="_k", how="semi", maintain_order="left")
+        where_varies(f.events.filter(pl.col("has_id") & pl.col("visible") & (pl.col("session_id") != "")), ["session", "id"], "digest")
         .join(restart, on="session", how="left", maintain_order="left")
         .filter(pl.col("r_pos").is_null() | (pl.col("pos") < pl.col("r_pos")))
         .with_columns(_epoch=pl.lit(False))

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from analyzer.signals.keys import where_varies
+
 INT_ID = r"^[0-9]{1,18}$"  # fits in Int64; longer digit strings are opaque
 CSHARP_ID = r"^([A-Za-z0-9+/]+={0,2}:[A-Za-z0-9+/]+={0,2}):([0-9]{1,18})$"
 TS_ID = r"^(.*)_([0-9]{12,14})_([0-9a-z]{1,16})$"
@@ -41,18 +43,10 @@ def classify(ev: pl.DataFrame) -> pl.DataFrame:
         is_go=pl.col("id").str.contains(STREAM_SEQ_ID),
         is_uuid=pl.col("id").str.contains(UUID_ID),
     )
-    # integers: one counter per stream repeats values across streams; a shared counter never does.
-    # An id on two streams is on two streams under the hash of (session, id) too: the few candidates that
-    # grouping by that one integer finds go on to the exact grouping, which drops what only a hash collision
-    # put there.  Grouped by their strings first, a session's 2M distinct ids cost +440 MiB.
-    ints = ids.lazy().filter(pl.col("is_int")).select("session", "id", "stream")
-    key = pl.struct("session", "id").hash()
-    candidates = (
-        ints.select(key.alias("_k"), "stream").group_by("_k").agg(lo=pl.col("stream").min(), hi=pl.col("stream").max())
-        .filter(pl.col("lo") != pl.col("hi")).select("_k")
-    )
+    # integers: one counter per stream repeats values across streams; a shared counter never does.  Only
+    # the ids that may be on two streams are grouped exactly (keys.where_varies)
     collisions = (
-        ints.join(candidates, left_on=key, right_on="_k", how="semi")
+        where_varies(ids.lazy().filter(pl.col("is_int")).select("session", "id", "stream"), ["session", "id"], "stream")
         .group_by("session", "id")
         .agg(pl.col("stream").n_unique().alias("n"))
         .group_by("session")
