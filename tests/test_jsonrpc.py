@@ -48,6 +48,8 @@ def both(texts):
 @pytest.mark.parametrize("sep", [(",", ":"), (", ", ": ")])  # JavaScript's JSON.stringify, Python's json.dumps
 def test_known_shapes_agree(sep):
     texts = [json.dumps(c, separators=sep, ensure_ascii=False) for c in CASES] + ["not json", "", "[1, 2]", json.dumps([CASES[0], CASES[2]])]
+    # no object: invalid before any JSON path is read; an object after white space is read as one
+    texts += ["42", '"a string"', "null", "true", "\n\t x {", " \n" + json.dumps(CASES[0], separators=sep)]
     fast, slow, inv_fast, inv_slow = both(texts)
     assert fast == slow
     assert inv_fast == inv_slow
@@ -71,4 +73,12 @@ messages = st.fixed_dictionaries(
 def test_any_message_agrees(msgs, compact):
     sep = (",", ":") if compact else (", ", ": ")
     fast, slow, inv_fast, inv_slow = both([json.dumps(m, separators=sep, ensure_ascii=False) for m in msgs])
+    assert fast == slow and inv_fast == inv_slow
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(messages.map(json.dumps), st.text(max_size=12), st.from_regex(r"\A\s{0,2}[{\[\d\"ntf]", fullmatch=False)), min_size=1, max_size=8))
+def test_messages_among_any_text_agree(texts):
+    """Plain text, numbers and broken JSON beside messages: each invalid, as the per-message reader says."""
+    fast, slow, inv_fast, inv_slow = both(texts)
     assert fast == slow and inv_fast == inv_slow
