@@ -36,30 +36,37 @@ SEPARATOR = {"integer": "", "integer_shared": "", "stream_seq": "_", "csharp": "
 
 def classify(ev: pl.DataFrame) -> pl.DataFrame:
     """One row per session: ``id_scheme``.  ``ev`` needs session, stream, id, has_id."""
-    ids = ev.filter(pl.col("has_id")).with_columns(
-        is_int=pl.col("id").str.contains(INT_ID),
-        is_cs=pl.col("id").str.contains(CSHARP_ID),
-        is_ts=pl.col("id").str.contains(TS_ID),
-        is_go=pl.col("id").str.contains(STREAM_SEQ_ID),
-        is_uuid=pl.col("id").str.contains(UUID_ID),
+    ids = ev.lazy().filter(pl.col("has_id")).select("session", "stream", "id")
+    per = (
+        ids.with_columns(
+            is_int=pl.col("id").str.contains(INT_ID),
+            is_cs=pl.col("id").str.contains(CSHARP_ID),
+            is_ts=pl.col("id").str.contains(TS_ID),
+            is_go=pl.col("id").str.contains(STREAM_SEQ_ID),
+            is_uuid=pl.col("id").str.contains(UUID_ID),
+        )
+        .group_by("session")
+        .agg(
+            all_int=pl.col("is_int").all(),
+            all_cs=pl.col("is_cs").all(),
+            all_ts=pl.col("is_ts").all(),
+            all_go=pl.col("is_go").all(),
+            all_uuid=pl.col("is_uuid").all(),
+            streams=pl.col("stream").n_unique(),
+        )
+        .collect()
     )
-    # integers: one counter per stream repeats values across streams; a shared counter never does.  Only
-    # the ids that may be on two streams are grouped exactly (keys.where_varies)
+    # integers: one counter per stream repeats values across streams; a shared counter never does.  That
+    # is asked only of a session whose ids are all integers on several streams (one stream of 2M events:
+    # nothing to group), and only the ids that may be on two streams are grouped exactly (keys.where_varies)
+    several = per.filter(pl.col("all_int") & (pl.col("streams") > 1)).select("session")
     collisions = (
-        where_varies(ids.lazy().filter(pl.col("is_int")).select("session", "id", "stream"), ["session", "id"], "stream")
+        where_varies(ids.join(several.lazy(), on="session", how="semi"), ["session", "id"], "stream")
         .group_by("session", "id")
         .agg(pl.col("stream").n_unique().alias("n"))
         .group_by("session")
         .agg(collide=(pl.col("n") > 1).any())
         .collect()
-    )
-    per = ids.group_by("session").agg(
-        all_int=pl.col("is_int").all(),
-        all_cs=pl.col("is_cs").all(),
-        all_ts=pl.col("is_ts").all(),
-        all_go=pl.col("is_go").all(),
-        all_uuid=pl.col("is_uuid").all(),
-        streams=pl.col("stream").n_unique(),
     )
     return per.join(collisions, on="session", how="left").select(
         "session",
