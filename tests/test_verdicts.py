@@ -198,6 +198,17 @@ def test_ids_backwards_inside_a_connection(capture, analyze):
     assert rules(doc) == ["id_not_monotonic"]
 
 
+def test_opaque_id_repeated_inside_a_connection(capture, analyze):
+    """Opaque ids are checked for repeats (integers against the highest id before them): one finding per
+    connection, naming the first repeat, its count and where the events are."""
+    doc = analyze(capture.initialize().stream(events=[("a1", '"x"'), ("b2", '"y"'), ("a1", '"x"'), ("c3", '"z"'), ("b2", '"y"')]))
+    assert rules(doc) == ["id_repeated"]
+    f = next(f for f in doc["findings"] if f["rule"] == "id_repeated")
+    assert f["message"] == "2 event id(s) were delivered again on the same connection (first: a1)"
+    # the event before the first repeat, then the repeats
+    assert [e["location"] for e in f["evidence"]] == ["line 8", "line 9", "line 11"]
+
+
 def test_cut_off_event_is_evidence_not_delivery(capture, analyze):
     cap = capture.initialize().stream(events=[("1", "{}"), ("2", "{}"), ("3", '{"x":1}', "cut")])
     doc = analyze(cap.stream(last="2", events=[("3", '{"x":1}'), ("4", "{}")]))

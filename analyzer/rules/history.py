@@ -57,24 +57,24 @@ def id_order(f: Frames) -> pl.LazyFrame:
     # are one run of rows in stream order: no sort, and "previous" is the previous row unless the row
     # starts its connection (shifted before the filter: the connection's previous event, not the
     # previous offence).
+    # A connection's ids all follow its session's scheme, so its events are all in one of the two parts:
+    # integers are checked against the highest id before them, other ids for repeats.  Each check runs
+    # on its own part only (both over every event: +135 MiB on 2M events).
     ev = (
         f.events.filter(pl.col("visible") & pl.col("has_id"))
         .select("gx", "ordinal", "id", "seq", "sprefix", "id_scheme", "location", "source", "session", "session_id", "pos")
         .with_columns(
             contiguous=pl.col("id_scheme").is_in(idschemes.CONTIGUOUS),
-            # per stream prefix: a go/csharp connection may legitimately carry a replay of one stream only
-            high=pl.col("seq").cum_max().shift(1).over(["gx", "sprefix"]),
             prev_loc=pl.col("location").shift(1),
             prev_id=pl.col("id").shift(1),
             first_of_gx=pl.col("gx").is_first_distinct(),
-            repeat=~pl.struct("gx", "id").is_first_distinct(),
         )
-        .with_columns(
-            pl.when(~pl.col("first_of_gx")).then(pl.col("prev_loc", "prev_id")),
-            bad=pl.when(pl.col("contiguous")).then(pl.col("seq") <= pl.col("high")).otherwise(pl.col("repeat")),
-        )
-        .filter(pl.col("bad"))
+        .with_columns(pl.when(~pl.col("first_of_gx")).then(pl.col("prev_loc", "prev_id")))
     )
+    # per stream prefix: a go/csharp connection may legitimately carry a replay of one stream only
+    backwards = ev.filter(pl.col("contiguous")).filter(pl.col("seq") <= pl.col("seq").cum_max().shift(1).over(["gx", "sprefix"]))
+    again = ev.filter(~pl.col("contiguous")).filter(~pl.struct("gx", "id").is_first_distinct())
+    ev = pl.concat([backwards, again])
     per_conn = ev.group_by("gx").agg(
         session=pl.col("session").first(),
         session_id=pl.col("session_id").first(),
