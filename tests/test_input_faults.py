@@ -297,3 +297,18 @@ def test_one_deeply_nested_har_entry_costs_only_itself(tmp_path):
     assert (inp["format"], inp["records"], inp["rejected"]) == ("har", 3, 1)
     assert len(doc["exchanges"]) == 2
     assert [(a["code"], a["location"]) for a in doc["anomalies"]] == [("har_entry_invalid", "entry 2")]
+
+
+def test_a_blank_input_beside_a_real_one_is_read_as_empty(tmp_path):
+    """A blank file read as HAR (``--format har``) has no reader's tables, only empty canonical ones; beside
+    a HAR with events it costs nothing: the analysis of both is the analysis of the HAR, plus the blank
+    input's anomaly."""
+    har = ROOT / "sample_logs" / "real-python-resume-dense.har"
+    blank = tmp_path / "blank.har"
+    blank.write_text("  \n")
+    both = pipeline.run([str(blank), str(har)], fmt="har").document
+    alone = pipeline.run([str(har)], fmt="har").document
+    assert [r["path"] for r in both["inputs"]] == [str(blank), str(har)]
+    assert [(a["location"], a["code"]) for a in both["anomalies"] if a["source"] == str(blank)] == [("file", "input_empty")]
+    for key in ("sessions", "exchanges", "boundaries", "findings"):
+        assert both[key] == alone[key], key

@@ -447,6 +447,10 @@ def concat(parts: list[Ingested]) -> dict:
         return pa.concat_tables(got) if got else schema.empty_table()
 
     frames = [p.events_polars() for p in parts]
+    if len({f.schema["digest"] for f in frames}) > 1:
+        # parts read with compact digests (tables.compact_digests) beside parts that were not (an empty
+        # input's tables, say): all compact, as the analysis compares them
+        frames = [f if f.schema["digest"] == pl.UInt64 else f.with_columns(tables.compact_digest_expr(pl.col("digest"))) for f in frames]
     return {
         "exchanges": cat("exchanges", tables.EXCHANGES),
         "events": pl.concat(frames, rechunk=False) if frames else pl.from_arrow(tables.EVENTS.empty_table()),
