@@ -276,7 +276,9 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
                         tables, rows = store_mod.load(store_dir, utc(since), utc(until), tuple(sessions))
                         # a filter that kept no input read the store all the same: that is "nothing matched", not "unreadable"
                         readable = len(rows) or (store_mod.manifest(store_dir).height if (since or until or sessions) else 0)
-                        result = pipeline.analyze_tables(tables, rows, [], [], readable)
+                        # handed over: the events are let go once the frames exist, and their hex digests sooner
+                        result = pipeline.analyze_tables(tables, rows, [], [], readable, consume=True)
+                        del tables
             else:
                 result = pipeline.run(
                     list(paths), fmt=fmt, redact_secrets=not no_redact, progress=progress, ports=frozenset(ports) or None
