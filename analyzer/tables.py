@@ -309,16 +309,9 @@ class Builder:
         self.flush_values()
         frames, self.event_frames = self.event_frames, []
         schema = {name: _EVENTS_POLARS[name] for name in FRAME_COLUMNS}
-        # one chunk per column, made a column at a time: each column's batches are let go as soon as its
-        # copy is made.  (Concatenated as chunks, the plan below gave columns in differing chunks, and the
-        # cast in ``finish`` then aligned them: a copy of every column beside the frame, +237 MiB on 2M
-        # tiny events.)
-        columns = []
-        for name, dtype in schema.items():
-            columns.append(pl.concat([f.get_column(name).cast(dtype) for f in frames], rechunk=True) if frames else pl.Series(name, [], dtype))
-            frames = [f.drop(name) for f in frames]
-        del frames
-        frame = pl.DataFrame(columns)
+        # (Concatenated as chunks, the plan below gave columns in differing chunks, and the cast in ``finish``
+        # then aligned them: a copy of every column beside the frame, +237 MiB on 2M tiny events.)
+        frame = one_chunk(frames, schema)
         # events in exchange order, each stream's in its own order (a log interleaves concurrent streams line
         # by line): the analysis reads them in this order, and for one input it then needs no sort of its own
         if not frame.get_column("xid").is_sorted():
@@ -438,6 +431,21 @@ _EVENTS_POLARS = {"source": pl.String, "xid": pl.Int64, "ordinal": pl.Int32, "lo
                   "id": pl.String, "cursor": pl.String, "event": pl.String, "data": pl.String, "retry": pl.Int64,
                   "fate": pl.String, "digest": pl.String}
 assert list(_EVENTS_POLARS) == EVENTS.names
+
+
+def one_chunk(frames: list[pl.DataFrame], schema: dict) -> pl.DataFrame:
+    """The ``frames`` (taken out of the list: the caller holds no other reference) as one frame of
+    ``schema``'s columns and types, each column in one chunk, made a column at a time: each column of
+    the frames is let go as soon as its copy is made, so the table is held once and one column twice.
+    A column already in one chunk is not copied."""
+    if not frames:
+        return pl.DataFrame(schema=schema)
+    columns = []
+    for name, dtype in schema.items():
+        columns.append(pl.concat([f.get_column(name).cast(dtype) for f in frames], rechunk=True))
+        frames[:] = [f.drop(name) for f in frames]
+    frames.clear()
+    return pl.DataFrame(columns)
 
 
 def _to_arrow(held: list[pl.DataFrame], schema: pa.Schema) -> pa.Table:

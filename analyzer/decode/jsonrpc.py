@@ -135,11 +135,12 @@ def sse_messages(events: "pl.DataFrame") -> tuple["pl.DataFrame", "pl.DataFrame"
         .filter((pl.col("fate") == "dispatched") & (d.str.strip_chars() != ""))
         .drop("fate")
     )
-    batch = d.str.strip_chars_start().str.starts_with("[")
+    text = d.str.strip_chars_start()
+    batch = text.str.starts_with("[")
     # a JSON-RPC message is an object: data that does not start as one (plain text, a number) is invalid
     # without the JSON paths below, each of which would give a column of nulls for it (2M events of plain
     # text: +120 MiB)
-    obj = d.str.strip_chars_start().str.starts_with("{")
+    obj = text.str.starts_with("{")
     one = live.filter(~batch & obj)
     rid = d.str.json_path_match("$.id")
     # json_path_match returns 5 and "5" alike: the raw text tells a string id from a number

@@ -89,7 +89,6 @@ def _event_offsets(f: Frames) -> pl.DataFrame:
         .sort("i")
         .join_asof(runs.sort("offset"), left_on="i", right_on="offset", by="part", strategy="backward", check_sortedness=False)
         .with_columns(row=pl.col("start") + pl.col("i") - pl.col("offset"))
-        .sort("part", "j")
     )
     ts = f.events["ts"].gather(wanted["row"])
     times = (

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from analyzer.signals import idschemes, views
-from analyzer.tables import compact_digest_expr
+from analyzer.tables import compact_digest_expr, one_chunk
 
 SSE = "text/event-stream"
 MAX_CHAIN = 64  # pointer jumping halves the chain each round: 64 rounds cover any real chain
@@ -210,14 +210,8 @@ def owned_events(tables: dict) -> pl.DataFrame:
     Here it is rechunked one column at a time, each old column let go as soon as its copy is made:
     the table is held once and one column twice (2M tiny events: +30 MiB, not +250 MiB), and a column
     already in one chunk is not copied at all."""
-    frame = compact_digest(tables.pop("events"))
-    columns = []
-    for name in frame.columns:
-        column = frame.get_column(name)
-        frame = frame.drop(name)
-        columns.append(column.rechunk())
-        del column
-    return pl.DataFrame(columns)
+    held = [compact_digest(tables.pop("events"))]
+    return one_chunk(held, dict(held[0].schema))
 
 
 def _by_gx(x: pl.DataFrame, *names: str) -> list[pl.Expr]:
