@@ -158,6 +158,38 @@ def test_invalid_utf8_and_too_long_lines_in_a_batch():
     assert [(a["code"], a["location"]) for a in rows(fast.anomalies) if a["code"].startswith("jsonl")] == [("jsonl_invalid_utf8", "line 4"), ("jsonl_line_too_long", "line 6")]
 
 
+def _rec(kind: str, **fields) -> bytes:
+    """A record as mitm_addon.py writes it (an sse record of this shape is a plain one)."""
+    return json.dumps({"kind": kind, "ts": "2026-01-01T00:00:00Z", **fields}, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+
+@pytest.mark.parametrize("batch_lines", [None, 2, 3, 5])
+def test_a_coded_stream_and_orphans_among_plain_records(batch_lines):
+    """The plain records are handed out after the slow lines of their batch are read (jsonl._hand_out):
+    a stream made suspect in the middle of a batch (its first record, plain, decides that it is noise)
+    and plain records with no exchange open (orphans, among other anomalies) come out as line by line."""
+    sse = lambda conn, i, data="x": _rec(kind="sse", conn=conn, id=str(i), data=data)  # noqa: E731
+    data = b"".join([
+        _rec(kind="request", conn="c1", method="GET", url="/", headers={}),
+        _rec(kind="response", conn="c1", status=200, headers={"content-type": "text/event-stream"}),
+        sse("c1", 1), sse("c3", 1),  # c3: an orphan
+        _rec(kind="request", conn="c2", method="GET", url="/", headers={}),
+        sse("c1", 2),
+        _rec(kind="response", conn="c2", status=200, headers={"content-type": "text/event-stream", "content-encoding": "gzip"}),
+        sse("c1", 3), sse("c2", 1, "\x1f\ufffd\ufffd"), sse("c1", 4), b"not json\n", sse("c2", 2, "\ufffd"), sse("c3", 2),
+        _rec(kind="close", conn="c2", reason="eof"), sse("c2", 3), sse("c1", 5),
+        _rec(kind="close", conn="c1", reason="eof"), sse("c1", 6),
+    ])
+    assert len(jsonl_columns.sse_rows(data.splitlines())) == 11  # every sse record here is a plain one
+    assert_same(data, batch_lines)
+    fast, _ = both(data, batch_lines)
+    assert [r["location"] for r in rows(fast.events)] == ["line 3", "line 6", "line 8", "line 10", "line 16"]
+    assert [(a["code"], a["location"]) for a in rows(fast.anomalies) if a["code"].startswith("jsonl")] == [
+        ("jsonl_orphan_record", "line 4"), ("jsonl_sse_not_decoded", "line 9"), ("jsonl_bad_line", "line 11"),
+        ("jsonl_sse_not_decoded", "line 12"), ("jsonl_orphan_record", "line 13"), ("jsonl_orphan_record", "line 15"),
+        ("jsonl_orphan_record", "line 18")]
+
+
 def test_the_fast_path_takes_the_recorders_records():
     """The grammar covers what mitm_addon.py writes (else the column-wise path would be dead code)."""
     lines = [json.dumps({"kind": "sse", "ts": "2026-12-03T02:15:11.567869Z", "conn": "c1.1", "id": "2", "event": "message",

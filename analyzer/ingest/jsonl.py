@@ -185,6 +185,8 @@ class _Reader:
         self.records = 0
         self.encodings: dict[int, str] = {}  # xid -> its response's Content-Encoding, for base64 body records
         self.suspect: dict[int, str] = {}  # xid -> "undecided" | "noise": a coded event stream the recorder may have parsed undecoded
+        # while set (by _read_batches), each change of ``current``: (line number, conn, xid, or -1 when it closed)
+        self.moves: list[tuple[int, str, int]] | None = None
 
     def line(self, lineno: int, raw: bytes | int) -> None:
         log, b, current, encodings, suspect = self.log, self.b, self.current, self.encodings, self.suspect
@@ -246,6 +248,8 @@ class _Reader:
                 req_headers=headers,
                 request_body=body,
             )
+            if self.moves is not None:
+                self.moves.append((lineno, conn, current[conn]["xid"]))
             return
 
         if kind not in ("response", "sse", "body", "close"):
@@ -325,6 +329,8 @@ class _Reader:
                 detail = rec.get("decoding_detail")
                 log.add(code, where, f"{detail[:200] if isinstance(detail, str) else ''} (as the recorder decoded it)".lstrip())
             current.pop(conn, None)
+            if self.moves is not None:
+                self.moves.append((lineno, conn, -1))
 
 
 def read(source: str, stream: BinaryIO, redact_secrets: bool = True, columns: bool = True) -> Ingested:
@@ -383,36 +389,125 @@ def _with_columns(batches):
             yield ahead[0], ahead[1].result()
 
 
+class _Deferred:
+    """Stands in for the anomaly log while the slow lines of a batch are read ahead of its plain ``sse``
+    lines: each call is kept with the batch position of the line that made it, and replayed into the
+    log in line order once the plain lines' own anomalies (orphans) are known, so the log gets the
+    calls the per-line reader would have made, in its order."""
+
+    __slots__ = ("at", "calls")
+
+    def __init__(self) -> None:
+        self.at = 0
+        self.calls: list[tuple[int, str, str, str]] = []
+
+    def add(self, code: str, location: str, detail: str = "") -> None:
+        self.calls.append((self.at, code, location, detail))
+
+
+_TAKEN = {"pos": pl.UInt32, "xid": pl.Int64}
+
+
+def _in_order(r: _Reader, batch: list, fast: pl.DataFrame, first: int, start: int) -> pl.DataFrame:
+    """Lines ``start``.. of the batch one at a time: each plain ``sse`` record gets its connection's
+    exchange as the per-line reader would find it there, or goes to the per-line reader (no exchange
+    open, or a stream whose first record decides whether it is noise)."""
+    current, suspect, line = r.current, r.suspect, r.line
+    conn_at = [None] * len(batch)
+    for p, c in zip(fast["pos"].to_list(), fast["conn"].to_list()):
+        conn_at[p] = c
+    take, xids = [], []
+    for i in range(start, len(batch)):
+        c = conn_at[i]
+        if c is not None:
+            row = current.get(c)
+            if row is not None and row["xid"] not in suspect:
+                take.append(i)
+                xids.append(row["xid"])
+                continue
+        line(first + i, batch[i])
+    return pl.DataFrame({"pos": take, "xid": xids}, schema=_TAKEN)
+
+
+def _hand_out(r: _Reader, batch: list, fast: pl.DataFrame, first: int) -> pl.DataFrame:
+    """Reads the batch's slow lines and says which exchange each plain ``sse`` record of ``fast`` belongs
+    to (``pos``, ``xid``): the records the per-line reader would have attached to an exchange.
+
+    The connection state only changes at slow lines (a request opens an exchange on its conn, a close
+    ends it), so the slow lines are read first, in order, with each change noted, and every plain
+    record then takes the exchange its conn had at its line by one as-of join -- not a Python step per
+    record.  What the per-line reader would have done otherwise is kept exactly: a plain record with no
+    exchange open is an orphan, its anomaly put among the slow lines' ones in line order
+    (:class:`_Deferred`); and from a slow line that makes a stream suspect (a coded event stream whose
+    first record decides whether it is noise) on, the batch is read line by line (:func:`_in_order`)."""
+    n = len(batch)
+    if r.suspect or fast.height == 0:
+        return _in_order(r, batch, fast, first, 0)
+    slow = pl.repeat(True, n, eager=True).scatter(fast["pos"], False).arg_true().to_list()
+    # the state the batch starts from, for the conns its plain records name
+    conns = fast["conn"].unique().to_list()
+    current = r.current
+    before = [(c, current[c]["xid"]) for c in conns if c in current]
+    real, deferred, suspect, line = r.log, _Deferred(), r.suspect, r.line
+    r.log = r.b.log = deferred
+    r.moves = moves = []
+    stop = n
+    try:
+        for i in slow:
+            deferred.at = i
+            line(first + i, batch[i])
+            if suspect:  # a coded event stream opened: what its records are depends on the first of them
+                stop = i + 1
+                break
+    finally:
+        r.log = r.b.log = real
+        r.moves = None
+    changes = pl.DataFrame(
+        {"pos": [-1] * len(before) + [m[0] - first for m in moves],
+         "conn": [c for c, _ in before] + [m[1] for m in moves],
+         "xid": [x for _, x in before] + [m[2] for m in moves]},
+        schema={"pos": pl.Int64, "conn": pl.String, "xid": pl.Int64},
+    )
+    got = (
+        fast.lazy()
+        .select(pl.col("pos").cast(pl.Int64), "conn")
+        .filter(pl.col("pos") < stop)
+        # (both sorted by pos: the plain records in line order; the changes as they came, after the state before)
+        .join_asof(changes.lazy(), on="pos", by="conn", strategy="backward", check_sortedness=False)
+        .collect()
+    )
+    attached = pl.col("xid").is_not_null() & (pl.col("xid") >= 0)
+    orphans = got.filter(~attached)
+    calls = deferred.calls
+    if orphans.height:  # (a log that starts inside a stream) each one as the per-line reader has it
+        calls += [(p, "jsonl_orphan_record", f"line {first + p}", f"conn {c!r}") for p, c in orphans.select("pos", "conn").iter_rows()]
+        r.records += orphans.height
+        calls.sort(key=lambda call: call[0])  # stable: a line's own anomalies keep their order
+    for _, code, location, detail in calls:
+        real.add(code, location, detail)
+    taken = got.filter(attached).select(pl.col("pos").cast(pl.UInt32), "xid")
+    if stop < n:
+        taken = pl.concat([taken, _in_order(r, batch, fast, first, stop)])
+    return taken
+
+
 def _read_batches(r: _Reader, blocks) -> None:
     """The log in batches: its plain ``sse`` records column-wise (:mod:`analyzer.ingest.jsonl_columns`), the rest per line.
 
     A plain sse record attaches to its connection's current exchange as the per-line reader would
     attach it: the state (which exchange is open on a conn, whether its stream is suspect) only
-    changes at lines the per-line reader reads, so one ordered pass decides, per plain record, either
-    its exchange or -- no exchange open, or a stream whose first record decides whether it is noise --
-    that the per-line reader takes it after all."""
-    b, current, suspect = r.b, r.current, r.suspect
+    changes at lines the per-line reader reads, so the slow lines are read first and each plain record
+    then takes, by an as-of join, either its exchange or -- no exchange open -- the per-line reader's
+    orphan anomaly (:func:`_hand_out`)."""
+    b = r.b
     first = 1
     for batch, fast in _with_columns(_batches(blocks)):
-        conn_at = [None] * len(batch)
-        for p, c in zip(fast["pos"].to_list(), fast["conn"].to_list()):
-            conn_at[p] = c
         frames_before = len(b.event_frames)
-        take, xids = [], []
-        line = r.line
-        for i, raw in enumerate(batch):
-            c = conn_at[i]
-            if c is not None:
-                row = current.get(c)
-                if row is not None and row["xid"] not in suspect:
-                    take.append(i)
-                    xids.append(row["xid"])
-                    continue
-            line(first + i, raw)
-        r.records += len(take)
-        if take:
+        taken = _hand_out(r, batch, fast, first)
+        r.records += taken.height
+        if taken.height:
             got = (
-                fast.join(pl.DataFrame({"pos": take, "xid": xids}, schema={"pos": pl.UInt32, "xid": pl.Int64}), on="pos", maintain_order="left")
+                fast.join(taken, on="pos", maintain_order="left")
                 .with_columns(_line=pl.col("pos").cast(pl.Int64) + first)
                 .with_columns(
                     location=pl.format("line {}", pl.col("_line")),
