@@ -19,6 +19,7 @@ from analyzer.document import build as findings
 from analyzer.ingest import inputs
 from analyzer.anomalies import occurrences
 from analyzer.errors import AuditError
+from analyzer.tables import keep_pandas_out
 
 class Failure(click.ClickException):
     """A library error shown as one line; exit 2, never 1 (1 means findings)."""
@@ -225,6 +226,8 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
     if not quiet and sys.stderr.isatty():
         progress = lambda msg: click.echo(_safe(msg), err=True)  # noqa: E731
         meter = TerminalMeter()
+    if engine == "local":
+        keep_pandas_out()  # (the Spark engine hands pandas objects to pyarrow; a store's pyarrow.dataset imports it anyway)
     if not paths and not store_dir:
         raise click.UsageError("give PATHs to analyze, or --store DIR")
     if engine == "spark" and partitions > 1:
