@@ -84,7 +84,9 @@ def _step(args: argparse.Namespace) -> None:
         from analyzer.ingest import inputs
         from analyzer import pipeline
         from analyzer.cli import document_json
+        from analyzer.tables import keep_pandas_out
 
+        keep_pandas_out()  # as `analyze` does (pyarrow would import pandas, when installed, for nothing)
         phases: dict[str, float] = {}
 
         def timed(mod, name, label):
