@@ -24,6 +24,9 @@ from analyzer import redact
 from analyzer.anomalies import CATALOG, EXAMPLES_PER_KIND, AnomalyLog
 
 TS = pa.timestamp("us", tz="UTC")
+# json.dumps(h, sort_keys=True, ensure_ascii=False), without the encoder json.dumps makes for every call
+# that passes options (two calls per exchange)
+_HEADERS_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
 
 
 class _NoPandas:
@@ -261,7 +264,7 @@ class Builder:
             "end_by": None,
             "body_recorded": True,
             "request_body": redact.text(request_body, self.redact),  # messages below are read from the raw text
-            "req_headers": json.dumps(redact.headers(req_headers, self.redact), sort_keys=True, ensure_ascii=False),
+            "req_headers": _HEADERS_JSON(redact.headers(req_headers, self.redact)),
             "resp_headers": None,
         }
         self.exchanges.append(row)
@@ -274,7 +277,7 @@ class Builder:
         row["resp_session_id"] = headers.get("mcp-session-id")
         row["content_type"] = media_type(headers.get("content-type"))
         row["replay_epoch"] = headers.get("x-mcp-replay-epoch")
-        row["resp_headers"] = json.dumps(redact.headers(headers, self.redact), sort_keys=True, ensure_ascii=False)
+        row["resp_headers"] = _HEADERS_JSON(redact.headers(headers, self.redact))
 
     def body(self, row: dict, text: str, location: str) -> None:
         """A non-SSE response body (JSON-RPC responses of a POST answered with application/json)."""

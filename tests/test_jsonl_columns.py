@@ -243,3 +243,19 @@ def test_block_reads_split_lines_as_readline_does(data, eol, limit, block):
     finally:
         ingest_jsonl.READ_BLOCK = old
     assert got == list(_readline_lines(io.BytesIO(data), limit))
+
+
+_DATA_RX = r',"data":(null|"(?:[^"\\]|\\.)*")'  # what jsonl_columns took data's text by before its splits
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.one_of(plain_sse(), clean_sse()), st.sampled_from([b"", b"\r"])), min_size=1, max_size=20))
+def test_the_data_text_is_the_fields_text(lines):
+    """``_data_text`` (two literal splits) gives the capture regex's text of ``data`` on every line the
+    fast path takes: with and without retry, CRLF endings, escaped quotes and braces in strings."""
+    import polars as pl
+
+    lines = [line.rstrip(b"\r\n") + eol for line, eol in lines]  # a line as _lines_in_blocks gives it: CRLF keeps its CR
+    raw = pl.DataFrame({"raw": jsonl_columns._text(lines)}).filter(pl.col("raw").str.contains(jsonl_columns.SSE_LINE))
+    got = raw.select(split=jsonl_columns._data_text(pl.col("raw")), rx=pl.col("raw").str.extract(_DATA_RX, 1))
+    assert got["split"].to_list() == got["rx"].to_list()

@@ -12,6 +12,9 @@ import re
 from dataclasses import dataclass
 
 META_VERSION = "io.modelcontextprotocol/protocolVersion"  # params._meta key of revision 2026-07-28
+# json.dumps with these options, without the encoder json.dumps makes for every call that passes options
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +35,7 @@ def id_text(rid: object) -> str | None:
         return None
     if isinstance(rid, str):
         return text_safe('"' + rid.replace("\\", "\\\\").replace('"', '\\"') + '"')
-    return text_safe(json.dumps(rid, ensure_ascii=False, separators=(",", ":")))
+    return text_safe(_COMPACT(rid))
 
 
 class NotJsonRpc(ValueError):
@@ -76,7 +79,7 @@ def _one(obj: object) -> Message:
             # context): a call re-issued under a new id carries a new progressToken
             if isinstance(params, dict) and "_meta" in params:
                 params = {k: v for k, v in params.items() if k != "_meta"}
-            canon = json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            canon = _CANONICAL(params)
             digest = hashlib.sha256(canon.encode("utf-8", "surrogatepass")).hexdigest()
         # an id of null cannot be answered: it is read as a notification, as the column-wise reader does
         version = None if version is None else text_safe(version)

@@ -63,12 +63,8 @@ def _headers(value: object) -> dict[str, str] | None:
         return {}
     if not isinstance(value, dict):
         return None
-    out: dict[str, str] = {}
-    for k, v in value.items():
-        if isinstance(v, list):  # repeated headers, as some proxies write them
-            v = ", ".join(str(x) for x in v)
-        out[str(k).lower()] = str(v)
-    return out
+    # (repeated headers as a list, as some proxies write them, are joined)
+    return {str(k).lower(): (", ".join(map(str, v)) if type(v) is list else str(v)) for k, v in value.items()}
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
