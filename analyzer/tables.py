@@ -59,6 +59,7 @@ def keep_pandas_out() -> None:
     finally:
         sys.meta_path.remove(blocker)
 
+
 EXCHANGES = pa.schema(
     [
         ("source", pa.string()),  # input path as given
