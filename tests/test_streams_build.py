@@ -53,3 +53,32 @@ def test_where_varies_keeps_every_row_of_a_group_with_two_values():
     assert got.rows() == [("s", "1", 7), ("s", "1", 8), ("u", "9", None), ("u", "9", 4)]
     exact = lf.group_by("session", "id").agg(n=pl.col("digest").n_unique()).filter(pl.col("n") > 1).collect()
     assert sorted(exact.select("session", "id").rows()) == sorted(set(got.select("session", "id").rows()))
+
+
+def _sample_parts(compact: bool):
+    from pathlib import Path
+
+    from analyzer import tables
+    from analyzer.ingest import inputs
+
+    root = Path(__file__).resolve().parent.parent / "sample_logs"
+    paths = [root / "real-python-resume-dense.jsonl", root / "real-python-resume-dense.har", root / "real-python-server-restart.pcap"]
+    if not compact:
+        return [inputs.read_one(str(p)) for p in paths]
+    with tables.compact_digests():
+        return [inputs.read_one(str(p)) for p in paths]
+
+
+def test_compact_events_hold_the_canonical_values():
+    """The single pass's events (tables.compact_digests) are the canonical table's with three columns in a
+    smaller form: the digest's first 64 bits, the fate as an Enum and the event type as a Categorical."""
+    from analyzer import tables
+
+    for full, small in zip(_sample_parts(False), _sample_parts(True)):
+        canon = full.events_polars()
+        got = small.events_polars()
+        assert canon.height > 0 and list(got.schema) == list(tables.COMPACT_EVENTS)
+        assert [got.schema[c] for c in ("digest", "fate", "event")] == [pl.UInt64, pl.Enum(tables.FATES), pl.Categorical()]
+        assert got.select(pl.col("fate").cast(pl.String), pl.col("event").cast(pl.String)).equals(canon.select("fate", "event"))
+        assert got["digest"].equals(canon.select(tables.compact_digest_expr(pl.col("digest"))).to_series())
+        assert got.drop("fate", "event", "digest").equals(canon.drop("fate", "event", "digest"))

@@ -447,10 +447,12 @@ def concat(parts: list[Ingested]) -> dict:
         return pa.concat_tables(got) if got else schema.empty_table()
 
     frames = [p.events_polars() for p in parts]
-    if len({f.schema["digest"] for f in frames}) > 1:
-        # parts read with compact digests (tables.compact_digests) beside parts that were not (an empty
-        # input's tables, say): all compact, as the analysis compares them
-        frames = [f if f.schema["digest"] == pl.UInt64 else f.with_columns(tables.compact_digest_expr(pl.col("digest"))) for f in frames]
+    compact = [f.schema["digest"] == pl.UInt64 for f in frames]
+    if any(compact) and not all(compact):
+        # parts read compact (tables.compact_digests) beside parts that were not (an empty input's tables,
+        # say): all compact, as the analysis compares them
+        frames = [f if c else f.with_columns(tables.compact_digest_expr(pl.col("digest"))).cast(tables.COMPACT_EVENTS)
+                  for f, c in zip(frames, compact)]
     return {
         "exchanges": cat("exchanges", tables.EXCHANGES),
         "events": pl.concat(frames, rechunk=False) if frames else pl.from_arrow(tables.EVENTS.empty_table()),
