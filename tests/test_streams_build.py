@@ -55,6 +55,23 @@ def test_where_varies_keeps_every_row_of_a_group_with_two_values():
     assert sorted(exact.select("session", "id").rows()) == sorted(set(got.select("session", "id").rows()))
 
 
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["s", "t"]), st.sampled_from(["1", "2", "3", "4"]), st.one_of(st.none(), st.integers(0, 2))),
+                max_size=30))
+def test_where_varies_matches_an_exact_grouping(rows):
+    """Against n_unique per (session, id), with the rows of a key anywhere in the frame (not side by side)
+    and nulls: the rows kept are exactly those of the keys with two values (no two of these few keys share
+    a hash), in their order."""
+    from analyzer.signals.keys import where_varies
+
+    lf = pl.LazyFrame(rows, schema={"session": pl.String, "id": pl.String, "digest": pl.UInt64}, orient="row")
+    got = where_varies(lf, ["session", "id"], "digest").collect()
+    varied = set(lf.group_by("session", "id").agg(n=pl.col("digest").n_unique()).filter(pl.col("n") > 1).select("session", "id").collect().rows())
+    assert got.columns == ["session", "id", "digest"]
+    assert got.rows() == [r for r in rows if (r[0], r[1]) in varied]
+
+
 def _sample_parts(compact: bool):
     from pathlib import Path
 

@@ -12,15 +12,23 @@ def where_varies(lf: pl.LazyFrame, keys: list[str], value: str) -> pl.LazyFrame:
 
     A group with two values has two values under the hash of its keys too, so grouping by that one
     integer misses none.  Grouped by their strings instead, a session's 2M distinct ids cost +390 MiB
-    (2M tiny events)."""
-    key = pl.struct(*keys).hash()
+    (2M tiny events).
+
+    Only a key seen on two rows can have two values, and most keys are seen once (a session's ids): the
+    keys seen again are found by sorting the one column of hashes (a copy of it, no hash table), and only
+    their rows are grouped.  Grouping every row's hash instead: ``history.digest_conflicts`` +155 MiB
+    (this: +77 MiB) on 2M tiny events, and 0.41 s (this: 0.23 s) on 1M events."""
     v = pl.col(value)
+    lf = lf.with_columns(pl.struct(*keys).hash().alias("_wv_key")).cache()  # the hash once, for the three uses below
+    k = pl.col("_wv_key").sort()
+    again = lf.select(k.filter(k == k.shift(1))).unique()  # each key seen on two rows or more, once
     varied = (
-        lf.select(key.alias("_k"), value)
-        .group_by("_k")
+        lf.select("_wv_key", value)
+        .join(again, on="_wv_key", how="semi")
+        .group_by("_wv_key")
         .agg(lo=v.min(), hi=v.max(), nulls=v.null_count(), n=pl.len())
         # as n_unique counts: a null beside a value is a second value
         .filter((pl.col("lo") != pl.col("hi")) | ((pl.col("nulls") > 0) & (pl.col("nulls") < pl.col("n"))))
-        .select("_k")
+        .select("_wv_key")
     )
-    return lf.join(varied, left_on=key, right_on="_k", how="semi", maintain_order="left")
+    return lf.join(varied, on="_wv_key", how="semi", maintain_order="left").drop("_wv_key")
