@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import SID, SID2
 
 
@@ -196,6 +198,20 @@ def test_chained_resumptions_share_one_stream(capture, analyze):
 def test_ids_backwards_inside_a_connection(capture, analyze):
     doc = analyze(capture.initialize().stream(events=[("1", "{}"), ("2", "{}"), ("1", "{}")]))
     assert rules(doc) == ["id_not_monotonic"]
+
+
+
+@pytest.mark.parametrize(("second_b", "want"), [("7", []), ("3", ["id_not_monotonic"])])
+def test_ids_of_two_stream_prefixes_on_one_connection_rise_per_prefix(capture, analyze, second_b, want):
+    """go-sdk ids (<stream>_<n>) of two streams interleaved on one connection: each prefix is its own
+    counter (A_2 after B_5 is not backwards; B_3 after B_5 is)."""
+    ids = ["KAAAAAAAAAAA_1", "KBBBBBBBBBBB_5", "KAAAAAAAAAAA_2", f"KBBBBBBBBBBB_{second_b}", "KAAAAAAAAAAA_3"]
+    doc = analyze(capture.initialize().stream(events=[(i, "{}") for i in ids]))
+    assert {s["id_scheme"] for s in doc["sessions"]} == {"stream_seq"}
+    assert rules(doc) == want
+    if want:
+        f = next(f for f in doc["findings"] if f["rule"] == "id_not_monotonic")
+        assert f["message"] == "1 event id(s) on one connection were not above an earlier id (first: KBBBBBBBBBBB_3 after KAAAAAAAAAAA_2)"
 
 
 def test_opaque_id_repeated_inside_a_connection(capture, analyze):

@@ -71,8 +71,19 @@ def id_order(f: Frames) -> pl.LazyFrame:
         )
         .with_columns(pl.when(~pl.col("first_of_gx")).then(pl.col("prev_loc", "prev_id")))
     )
-    # per stream prefix: a go/csharp connection may legitimately carry a replay of one stream only
-    backwards = ev.filter(pl.col("contiguous")).filter(pl.col("seq") <= pl.col("seq").cum_max().shift(1).over(["gx", "sprefix"]))
+    # per stream prefix: a go/csharp connection may legitimately carry a replay of one stream only.  Most
+    # connections carry one prefix (or none): theirs are checked by connection alone, a window over one
+    # sorted integer key (``pos``, one per connection: +44 MiB on 2M events, against +88 MiB by connection
+    # and prefix); only the connections whose prefix changes are checked by both.
+    seq_before = pl.col("seq").cum_max().shift(1)
+    changes = pl.col("sprefix").ne_missing(pl.col("sprefix").shift(1)) & ~pl.col("first_of_gx")
+    cont = ev.filter(pl.col("contiguous")).with_columns(
+        _mixed=pl.col("pos").is_in(pl.col("pos").filter(changes).implode())  # not any().over(): +100 MiB
+    ).cache()  # for both parts
+    backwards = pl.concat([
+        cont.filter(~pl.col("_mixed")).filter(pl.col("seq") <= seq_before.over("pos")),
+        cont.filter(pl.col("_mixed")).filter(pl.col("seq") <= seq_before.over(["gx", "sprefix"])),
+    ]).drop("_mixed")
     again = ev.filter(~pl.col("contiguous")).filter(~pl.struct("gx", "id").is_first_distinct())
     ev = pl.concat([backwards, again])
     per_conn = ev.group_by("gx").agg(
@@ -115,6 +126,7 @@ def digest_conflicts(f: Frames, b: pl.LazyFrame) -> pl.LazyFrame:
         .join(restart, on="session", how="left", maintain_order="left")
         .filter(pl.col("r_pos").is_null() | (pl.col("pos") < pl.col("r_pos")))
         .with_columns(_epoch=pl.lit(False))
+        .cache()  # few rows, used twice below
     )
     # First the (session, id) keys with two digests, from four narrow columns; only their events are then
     # gathered for evidence.  Grouping every event with its evidence list first cost a list per id: on
