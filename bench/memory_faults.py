@@ -101,7 +101,7 @@ def main() -> int:
     for name in ("bad-4mb", "bad-10mb", "tiny-160mb", "gzip-bomb", "pcapng-corrupt"):
         path = make(name)
         size_mib = path.stat().st_size / 2**20
-        ours = run([sys.executable, "-c", "import sys; from analyzer.cli import main; sys.exit(main())", "analyze", str(path), "--json", str(OUT / f"{name}.findings.json"), "-q"])
+        ours = run([sys.executable, "-c", "import sys; from analyzer.__main__ import main; sys.exit(main())", "analyze", str(path), "--json", str(OUT / f"{name}.findings.json"), "-q"])
         base = run([sys.executable, "-c", f"f = open({str(path)!r}, 'rb')\nfor line in f: pass"])  # the bytes as they are on disk
         rows.append({"input": name, "size_mib": round(size_mib, 1), "ours": ours, "baseline_read_lines": base,
                      "peak_x_input": round(ours["peak_mib"] / size_mib, 2), "peak_x_baseline": round(ours["peak_mib"] / base["peak_mib"], 1),

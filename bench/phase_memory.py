@@ -6,8 +6,9 @@
 Runs the single pass the CLI runs (``pipeline.run``'s steps, the canonical events let go once the frames
 exist, then the JSON text ``--json`` writes (``cli.document_json``)) in this process, with a thread that reads
 ``/proc/self/statm`` every 3 ms.  "at rest" is the resident size when the phase returned; "peak" the
-largest the thread saw during it.  Polars allocates with jemalloc, which keeps freed pages for 10 s by
-default: "at rest" then includes pages already freed (the environment variable above shows the live size).
+largest the thread saw during it.  Polars allocates with jemalloc, which Polars 2.1 tells to keep freed pages
+for 0.5-1.5 s: "at rest" then includes pages already freed (the environment variable above shows the live size).
+Polars' allocator runs with one arena, as in the command (``analyzer.__main__``).
 """
 from __future__ import annotations
 
@@ -45,6 +46,9 @@ def main() -> int:
         rows.append((phase, rss, max(peak[0], rss), now - last[0]))
         peak[0], last[0] = rss, now
 
+    from analyzer.__main__ import tune_allocator
+
+    tune_allocator()  # as the command does, before Polars loads
     from analyzer import pipeline
     from analyzer import tables as tables_mod
     from analyzer.cli import document_json

@@ -78,6 +78,9 @@ def _step(args: argparse.Namespace) -> None:
         res.update(format=got.format, records=got.records, rejected=got.rejected, exchanges=got.exchanges.num_rows,
                    events=got.events.num_rows, messages=got.messages.num_rows)
     elif args.step in ("full", "profile"):
+        from analyzer.__main__ import tune_allocator
+
+        tune_allocator()  # as the command does, before Polars loads (one jemalloc arena)
         from analyzer.signals import eras, streams
         from analyzer.document import build as findings
         from analyzer.rules import history, verdicts

@@ -157,3 +157,46 @@ def test_the_analysis_does_not_import_pandas(tmp_path):
     if not got["installed"]:
         pytest.skip("pandas is not installed here (the spark extra installs it)")
     assert got == {"installed": True, "loaded": False, "to_pandas": [1, 2]}
+
+
+_ALLOCATOR_PROBE = """
+import json, os, sys
+from analyzer.__main__ import JEMALLOC_VARIABLE, tune_allocator
+if sys.argv[1] == "polars-first":
+    import polars  # noqa: F401
+tune_allocator()
+print(json.dumps(os.environ.get(JEMALLOC_VARIABLE)))
+"""
+
+
+@pytest.mark.parametrize(("env", "order", "want"), [
+    (None, "command-first", "narenas:1"),  # the command's default, set before Polars loads
+    ("dirty_decay_ms:0,narenas:4", "command-first", "narenas:1,dirty_decay_ms:0,narenas:4"),  # the user's after ours: theirs win
+    (None, "polars-first", "narenas"),  # too late to take effect: Polars' own options, not ours
+])
+def test_the_command_sets_the_allocator_defaults_before_polars_loads(env, order, want):
+    import os
+    import subprocess
+    import sys
+
+    from analyzer.__main__ import JEMALLOC_VARIABLE
+
+    environ = {k: v for k, v in os.environ.items() if k != JEMALLOC_VARIABLE}
+    if env is not None:
+        environ[JEMALLOC_VARIABLE] = env
+    out = subprocess.run([sys.executable, "-c", _ALLOCATOR_PROBE, order], capture_output=True, text=True, timeout=60, check=True, env=environ)
+    # Polars (2.1) sets the variable when it loads: its own decay options, then the user's
+    got = json.loads(out.stdout)
+    assert (want not in got) if order == "polars-first" else got == want
+
+
+def test_the_installed_command_runs_through_the_allocator_entry():
+    """pyproject's script is analyzer.__main__:main (which runs analyzer.cli.main), and it exits as the CLI does."""
+    import subprocess
+    import sys
+    import tomllib
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["mcp-sse-audit"] == "analyzer.__main__:main"
+    out = subprocess.run([sys.executable, "-m", "analyzer", "analyze", str(SYN / "nope.jsonl")], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "nope.jsonl" in out.stderr
