@@ -295,7 +295,7 @@ def main() -> None:
     OUT.mkdir(exist_ok=True)
     sizes = [parse_size(s) for s in a.sizes.split(",") if s]
     pcap_size = parse_size(a.pcap_size) if a.pcap_size else None
-    har_full = set() if a.har_full == "none" else (set(sizes) if a.har_full == "all" else {parse_size(s) for s in a.har_full.split(",")})
+    har_full = set() if a.har_full in ("none", "") else (set(sizes) if a.har_full == "all" else {parse_size(s) for s in a.har_full.split(",")})
     results = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "machine": machine(), "sizes": []}
     print(f"# machine: {results['machine']}", flush=True)
     idle = measure(py("bench/run.py", "--step", "idle"), "idle")
