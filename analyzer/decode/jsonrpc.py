@@ -125,7 +125,7 @@ def sse_messages(events: "pl.DataFrame") -> tuple["pl.DataFrame", "pl.DataFrame"
     array: allowed in POST bodies by 2025-03-26, never seen in SSE) go through
     :func:`extract` one by one.
 
-    One lazy plan over the four columns it needs: the events table is never copied
+    Lazy plans over the three columns they need: the events table is never copied
     whole (a filter of an eager frame copies every column, the digests and the
     locations too), and the text is carried on only for requests."""
     import polars as pl
