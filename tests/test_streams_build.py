@@ -55,7 +55,6 @@ def test_where_varies_keeps_every_row_of_a_group_with_two_values():
     assert sorted(exact.select("session", "id").rows()) == sorted(set(got.select("session", "id").rows()))
 
 
-
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["s", "t"]), st.sampled_from(["1", "2", "3", "4"]), st.one_of(st.none(), st.integers(0, 2))),
                 max_size=30))
