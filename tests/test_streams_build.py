@@ -86,15 +86,34 @@ def _sample_parts(compact: bool):
 
 
 def test_compact_events_hold_the_canonical_values():
-    """The single pass's events (tables.compact_digests) are the canonical table's with three columns in a
-    smaller form: the digest's first 64 bits, the fate as an Enum and the event type as a Categorical."""
+    """The single pass's events (tables.compact_digests) are the canonical table's in a smaller form: the
+    digest's first 64 bits, the fate as an Enum, the event type as a Categorical, retry as a flag (true
+    where the field was sent, else null) and no cursor (streams.build takes it from the ids)."""
     from analyzer import tables
 
+    retries = 0
     for full, small in zip(_sample_parts(False), _sample_parts(True)):
         canon = full.events_polars()
         got = small.events_polars()
         assert canon.height > 0 and list(got.schema) == list(tables.COMPACT_EVENTS)
-        assert [got.schema[c] for c in ("digest", "fate", "event")] == [pl.UInt64, pl.Enum(tables.FATES), pl.Categorical()]
+        assert "cursor" not in got.columns
+        assert [got.schema[c] for c in ("digest", "fate", "event", "retry")] == [pl.UInt64, pl.Enum(tables.FATES), pl.Categorical(), pl.Boolean]
         assert got.select(pl.col("fate").cast(pl.String), pl.col("event").cast(pl.String)).equals(canon.select("fate", "event"))
         assert got["digest"].equals(canon.select(tables.compact_digest_expr(pl.col("digest"))).to_series())
-        assert got.drop("fate", "event", "digest").equals(canon.drop("fate", "event", "digest"))
+        assert got["retry"].is_not_null().equals(canon["retry"].is_not_null()) and got["retry"].drop_nulls().all()
+        retries += got["retry"].sum()
+        assert got.drop("fate", "event", "digest", "retry").equals(canon.drop("fate", "event", "digest", "retry", "cursor"))
+        # the canonical table as a store hands it over (Arrow, cursor and all) and the compact one build the
+        # same connections: each one's last cursor from the cursor column's rule, applied to the ids
+        frames = [streams.build({"exchanges": p.exchanges, "events": e, "messages": p.messages})[0].exchanges
+                  for p, e in ((full, full.events), (small, small.events_polars()))]
+        wanted = ["gx", "last_cursor", "sent_retry"]
+        assert frames[0].select(wanted).equals(frames[1].select(wanted))
+        # and that rule is the one the cursor column was made by: the last visible event's cursor
+        last = (pl.from_arrow(full.events).with_columns(visible=pl.col("fate") != "cut_off").group_by("xid")
+                .agg(c=pl.col("cursor").filter("visible").last()))
+        x = frames[0].join(last, on="xid", how="left")
+        seen = x.filter(pl.col("body_recorded") & pl.col("c").is_not_null())
+        assert seen.height and seen["last_cursor"].equals(seen["c"], check_names=False)
+    assert retries > 0  # a sample sends a retry field: the flag is tested on one
+

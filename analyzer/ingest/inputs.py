@@ -451,7 +451,7 @@ def concat(parts: list[Ingested]) -> dict:
     if any(compact) and not all(compact):
         # parts read compact (tables.compact_digests) beside parts that were not (an empty input's tables,
         # say): all compact, as the analysis compares them
-        frames = [f if c else f.with_columns(tables.compact_digest_expr(pl.col("digest"))).cast(tables.COMPACT_EVENTS)
+        frames = [f if c else f.select(tables.compact_events_expr())
                   for f, c in zip(frames, compact)]
     return {
         "exchanges": cat("exchanges", tables.EXCHANGES),

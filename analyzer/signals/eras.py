@@ -70,7 +70,7 @@ def revisions(f: Frames) -> pl.DataFrame:
 def polling(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     """Boundaries that are 2025-11-25 polling: the resumed connection sent ``retry`` and the
     server closed it; the reconnect brought only priming events (or nothing)."""
-    retry_sent = f.pick(pl.col("retry").is_not_null(), pl.col("gx").alias("resumed_gx")).unique()
+    retry_sent = f.exchanges.filter(pl.col("sent_retry")).select(pl.col("gx").alias("resumed_gx"))
     only_priming = (
         f.events.lazy()
         .filter(pl.col("visible"))

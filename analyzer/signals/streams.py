@@ -33,8 +33,8 @@ MAX_CHAIN = 64  # pointer jumping halves the chain each round: 64 rounds cover a
 
 @dataclass(frozen=True)
 class Frames:
-    exchanges: pl.DataFrame  # + gx, pos, session, stream, n_events, first_id, last_cursor
-    events: pl.DataFrame  # + gx, pos, session, stream, visible, has_id, id_scheme, seq, sprefix; sorted by pos, ordinal
+    exchanges: pl.DataFrame  # + gx, pos, session, stream, n_events, first_id, last_cursor, sent_retry
+    events: pl.DataFrame  # + gx, pos, session, stream, visible, has_id, id_scheme, seq, sprefix; - xid, cursor, retry; sorted by pos, ordinal
     messages: pl.DataFrame  # + gx, pos, session
 
     def pick(self, where: pl.Expr, *columns: str | pl.Expr, among: pl.DataFrame | None = None, **named: pl.Expr) -> pl.DataFrame:
@@ -286,19 +286,30 @@ def build(tables: dict) -> tuple[Frames, pl.DataFrame]:
         n_visible=pl.col("visible").sum(),
         first_id=pl.col("id").filter(pl.col("visible") & pl.col("has_id")).first(),
         last_id=pl.col("id").filter(pl.col("visible") & pl.col("has_id")).last(),
-        last_cursor=pl.col("cursor").filter(pl.col("visible")).last(),
+        # the last id field up to the last visible event (the client's last-event-ID buffer then, which
+        # persists from block to block); from the ids, so a table without the cursor column serves too
+        last_id_field=pl.col("id").filter(pl.col("id").is_not_null() & (pl.col("ordinal") <= pl.col("ordinal").filter(pl.col("visible")).max())).last(),
         n_cut_off=(~pl.col("visible")).sum(),
+        sent_retry=pl.col("retry").is_not_null().any(),
     )
     x = (
         x.join(per_x, on="gx", how="left")
         .with_columns(
             pl.col("n_events", "n_visible", "n_cut_off").fill_null(0),
+            pl.col("sent_retry").fill_null(False),
             # what the client had processed when this connection ended; unknown when the body was not recorded
-            pl.when(pl.col("body_recorded")).then(pl.coalesce(pl.col("last_cursor"), pl.col("last_event_id"))).alias("last_cursor"),
+            pl.when(pl.col("body_recorded"))
+            .then(pl.when(pl.col("n_visible") > 0)
+                  .then(pl.coalesce(pl.col("last_id_field"), pl.col("last_event_id"), pl.lit("")))
+                  .otherwise(pl.col("last_event_id")))
+            .alias("last_cursor"),
         )
+        .drop("last_id_field")
         .sort("pos")
     )
-    ev = ev.with_columns(_by_gx(x, "stream"))
+    # the rules read the exchange as gx, the cursor as its last_cursor and a retry field as its sent_retry:
+    # the single pass's read never made a cursor; a store's events lose three columns here
+    ev = ev.drop("xid", "cursor", "retry", strict=False).with_columns(_by_gx(x, "stream"))
     schemes = idschemes.classify(ev.select("session", "stream", "id", "has_id"))
     x = x.join(schemes, on="session", how="left").with_columns(pl.col("id_scheme").fill_null("none"))
     ev = ev.with_columns(_by_gx(x, "id_scheme")).with_columns(
