@@ -117,3 +117,56 @@ def test_compact_events_hold_the_canonical_values():
         assert seen.height and seen["last_cursor"].equals(seen["c"], check_names=False)
     assert retries > 0  # a sample sends a retry field: the flag is tested on one
 
+
+@st.composite
+def connections_of_integer_ids(draw):
+    """Connections (one prefix each) of integer ids, some missing (an id the scheme could not read: a null
+    seq), in history order: the events ``history.id_order`` reads."""
+    rows = []
+    for gx in range(draw(st.integers(1, 5))):
+        seqs = draw(st.lists(st.one_of(st.none(), st.integers(0, 12)), min_size=1, max_size=12))
+        for ordinal, s in enumerate(seqs):
+            rows.append({"gx": gx, "pos": gx, "ordinal": ordinal, "seq": s, "id": "x" if s is None else str(s),
+                         "location": f"line {len(rows) + 1}"})
+    return rows
+
+
+def _backwards_reference(rows: list[dict]) -> dict[int, tuple[int, str, str | None]]:
+    """Per connection: how many ids were not above every earlier one, the first such id and the id before
+    it.  A row whose previous row has no readable id is not compared (the running maximum is unknown there,
+    as Polars' cum_max gives null on a null), a row without a readable id neither."""
+    out: dict[int, tuple[int, str, str | None]] = {}
+    by_gx: dict[int, list[dict]] = {}
+    for r in rows:
+        by_gx.setdefault(r["gx"], []).append(r)
+    for gx, conn in by_gx.items():
+        top, n, first = None, 0, None
+        for i, r in enumerate(conn):
+            prev = conn[i - 1] if i else None
+            if r["seq"] is not None and prev is not None and prev["seq"] is not None and r["seq"] <= top:
+                n += 1
+                first = first or (r["id"], prev["id"])
+            if r["seq"] is not None:
+                top = r["seq"] if top is None else max(top, r["seq"])
+        if n:
+            out[gx] = (n, *first)
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(connections_of_integer_ids())
+def test_id_order_flags_what_a_window_over_every_connection_flags(rows):
+    """``id_order`` looks only at connections whose ids somewhere fail to rise: it finds what the check over
+    every connection finds, nulls included."""
+    from analyzer.rules import history
+
+    events = pl.DataFrame(rows, schema={"gx": pl.Int64, "pos": pl.Int64, "ordinal": pl.Int32, "seq": pl.Int64, "id": pl.String,
+                                        "location": pl.String}).with_columns(
+        visible=pl.lit(True), has_id=pl.lit(True), sprefix=pl.lit(""), id_scheme=pl.lit("integer"), source=pl.lit("a.jsonl"),
+        session=pl.lit(0, pl.Int64), session_id=pl.lit("s"))
+    got = history.id_order(streams.Frames(pl.DataFrame(), events, pl.DataFrame()).lazy()).collect()
+    assert set(got["rule"]) <= {"id_not_monotonic"}
+    found = {int(p): m for p, m in zip(got["pos"], got["message"])}
+    want = {gx: f"{n} event id(s) on one connection were not above an earlier id (first: {first} after {after})"
+            for gx, (n, first, after) in _backwards_reference(rows).items()}
+    assert found == want
