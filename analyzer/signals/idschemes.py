@@ -86,31 +86,39 @@ def classify(ev: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def seq(id_col: pl.Expr, scheme: pl.Expr) -> pl.Expr:
-    """The comparable sequence number of an id under a contiguous scheme, else null."""
-    return (
-        pl.when(scheme.is_in(["integer", "integer_shared"]))
-        .then(id_col.str.extract(r"^([0-9]{1,18})$", 1))
-        .when(scheme == "csharp")
-        .then(id_col.str.extract(CSHARP_ID, 2))
-        .when(scheme == "stream_seq")
-        .then(id_col.str.extract(STREAM_SEQ_ID, 2))
-        .cast(pl.Int64, strict=False)
-    )
+def _chain(branches: list[tuple[list[str], pl.Expr]], scheme: pl.Expr, present, dtype) -> pl.Expr:
+    """``when(scheme in names).then(value)...`` over the branches whose schemes are ``present`` (all when
+    None): Polars computes every branch's value for every row, so a branch no session uses would make
+    a column for nothing (2M events: a 32 MiB string column each)."""
+    kept = [(names, value) for names, value in branches if present is None or set(names) & set(present)]
+    if not kept:
+        return pl.lit(None, dtype)
+    expr = pl.when(scheme.is_in(kept[0][0])).then(kept[0][1])
+    for names, value in kept[1:]:
+        expr = expr.when(scheme.is_in(names)).then(value)
+    return expr.otherwise(pl.lit(None, dtype))
 
 
-def prefix(id_col: pl.Expr, scheme: pl.Expr) -> pl.Expr:
-    """The stream an id names, when the scheme encodes one ("" for plain integers)."""
-    return (
-        pl.when(scheme.is_in(["integer", "integer_shared"]))
-        .then(pl.when(id_col.str.contains(INT_ID)).then(pl.lit("")))
-        .when(scheme == "csharp")
-        .then(id_col.str.extract(CSHARP_ID, 1))
-        .when(scheme == "stream_seq")
-        .then(id_col.str.extract(STREAM_SEQ_ID, 1))
-        .when(scheme == "ts_stream_ms")
-        .then(id_col.str.extract(TS_ID, 1))
-    )
+def seq(id_col: pl.Expr, scheme: pl.Expr, present=None) -> pl.Expr:
+    """The comparable sequence number of an id under a contiguous scheme, else null.  ``present``: the
+    schemes that occur (None: any)."""
+    return _chain([
+        # parsed where the text is 1-18 ASCII digits: no column of the digits' text first
+        (["integer", "integer_shared"], pl.when(id_col.str.contains(INT_ID)).then(id_col.str.to_integer(strict=False))),
+        (["csharp"], id_col.str.extract(CSHARP_ID, 2).cast(pl.Int64, strict=False)),
+        (["stream_seq"], id_col.str.extract(STREAM_SEQ_ID, 2).cast(pl.Int64, strict=False)),
+    ], scheme, present, pl.Int64)
+
+
+def prefix(id_col: pl.Expr, scheme: pl.Expr, present=None) -> pl.Expr:
+    """The stream an id names, when the scheme encodes one ("" for plain integers).  ``present``: the
+    schemes that occur (None: any)."""
+    return _chain([
+        (["integer", "integer_shared"], pl.when(id_col.str.contains(INT_ID)).then(pl.lit(""))),
+        (["csharp"], id_col.str.extract(CSHARP_ID, 1)),
+        (["stream_seq"], id_col.str.extract(STREAM_SEQ_ID, 1)),
+        (["ts_stream_ms"], id_col.str.extract(TS_ID, 1)),
+    ], scheme, present, pl.String)
 
 
 def format_ids(prefix_col: pl.Expr, scheme: pl.Expr, seqs: pl.Expr) -> pl.Expr:
