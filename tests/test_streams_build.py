@@ -31,6 +31,13 @@ def test_event_gx_is_the_join_on_source_and_xid(case):
     want = ev.join(x, on=["source", "xid"], how="left", maintain_order="left").get_column("gx")
     got = streams._event_gx(ev, x)
     assert got.to_list() == want.to_list()
+    # the same by the key join, which serves where the sources come in too many runs
+    saved, streams.MAX_RUNS = streams.MAX_RUNS, -1
+    try:
+        assert streams._gathered_gx(ev, x) is None
+        assert streams._event_gx(ev, x).to_list() == want.to_list()
+    finally:
+        streams.MAX_RUNS = saved
 
 
 def test_event_gx_codes_runs_of_one_source():
@@ -170,3 +177,32 @@ def test_id_order_flags_what_a_window_over_every_connection_flags(rows):
     want = {gx: f"{n} event id(s) on one connection were not above an earlier id (first: {first} after {after})"
             for gx, (n, first, after) in _backwards_reference(rows).items()}
     assert found == want
+
+
+def test_last_cursor_counts_an_id_of_an_event_cut_off_inside_a_stream(tmp_path):
+    """A log may mark an event truncated in the middle of a stream.  The cursor after the last visible
+    event is then the cut-off event's id when no later event has one (the canonical cursor column's rule:
+    the buffer persists): the compact single pass, which has no cursor column, gives the same."""
+    import json
+
+    from analyzer import tables
+    from analyzer.ingest import inputs
+
+    recs = [
+        {"kind": "request", "ts": "2026-01-01T00:00:00Z", "conn": "c1", "method": "GET", "url": "http://127.0.0.1/mcp",
+         "headers": {"mcp-session-id": "s1", "accept": "text/event-stream"}},
+        {"kind": "response", "ts": "2026-01-01T00:00:00Z", "conn": "c1", "status": 200, "headers": {"content-type": "text/event-stream"}},
+        {"kind": "sse", "ts": "2026-01-01T00:00:01Z", "conn": "c1", "id": "1", "data": "a"},
+        {"kind": "sse", "ts": "2026-01-01T00:00:02Z", "conn": "c1", "id": "2", "data": "b", "truncated": True},
+        {"kind": "sse", "ts": "2026-01-01T00:00:03Z", "conn": "c1", "data": "c"},
+        {"kind": "close", "ts": "2026-01-01T00:00:04Z", "conn": "c1", "reason": "eof", "by": "server"},
+    ]
+    path = tmp_path / "cut.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    full = inputs.read_one(str(path))
+    with tables.compact_digests():
+        small = inputs.read_one(str(path))
+    assert pl.from_arrow(full.events)["cursor"].to_list() == ["1", "2", "2"]
+    got = [streams.build({"exchanges": p.exchanges, "events": e, "messages": p.messages})[0].exchanges["last_cursor"].to_list()
+           for p, e in ((full, full.events), (small, small.events_polars()))]
+    assert got == [["2"], ["2"]]
