@@ -30,6 +30,9 @@ UUID_ID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-f
 
 # schemes whose ids can be compared by arithmetic (reference cases 2-4)
 CONTIGUOUS = ("integer", "integer_shared", "stream_seq", "csharp")
+# every scheme ``classify`` names, and "none" (a session without ids): the events carry theirs as an Enum
+# of these, one byte a row, not a 16-byte string view (2M events: 30 MiB)
+SCHEMES = ("integer", "integer_shared", "stream_seq", "csharp", "ts_stream_ms", "uuid", "opaque", "none")
 # separator between stream prefix and sequence when a lost id is written back out
 SEPARATOR = {"integer": "", "integer_shared": "", "stream_seq": "_", "csharp": ":"}
 

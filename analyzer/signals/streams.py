@@ -373,7 +373,7 @@ def build(tables: dict) -> tuple[Frames, pl.DataFrame]:
     schemes = idschemes.classify(ev.select("session", "stream", "id", "has_id"))
     x = x.join(schemes, on="session", how="left").with_columns(pl.col("id_scheme").fill_null("none"))
     present = x.get_column("id_scheme").unique().to_list()  # only their readings are made, per event
-    ev = ev.with_columns(_by_gx(x, "id_scheme")).with_columns(
+    ev = ev.with_columns(_by_gx(x.with_columns(pl.col("id_scheme").cast(pl.Enum(idschemes.SCHEMES))), "id_scheme")).with_columns(
         seq=idschemes.seq(pl.col("id"), pl.col("id_scheme"), present),
         sprefix=idschemes.prefix(pl.col("id"), pl.col("id_scheme"), present),
     )
