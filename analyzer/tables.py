@@ -345,11 +345,25 @@ class Builder:
         frames, self.event_frames = self.event_frames, []
         # compact: the fate and event type become their codes as the chunks are joined, not after the JSON-RPC
         # pass and the redaction (two 16-byte views per event held through both: 2M events, +60 MiB there)
-        schema = {name: COMPACT_EVENTS[name] if self.compact and name in ("fate", "event") else _EVENTS_POLARS[name]
-                  for name in FRAME_COLUMNS}
+        schema = {name: COMPACT_EVENTS[name] if self.compact and name in ("fate", "event", "retry") else _EVENTS_POLARS[name]
+                  for name in FRAME_COLUMNS} | {"_line": pl.Int64}
+        if self.compact:  # retry as the flag, chunk by chunk: never a 64-bit column of the whole table
+            frames[:] = [f.with_columns(retry=pl.when(pl.col("retry").is_not_null()).then(True)) for f in frames]
+        # every location left to the line (a JSONL input): none joined (2M nulls are 30 MiB of views too)
+        by_line = all(f.select(pl.col("location").null_count()).item() == f.height for f in frames)
+        if by_line:
+            del schema["location"]
         # (Concatenated as chunks, the plan below gave columns in differing chunks, and the cast in ``finish``
         # then aligned them: a copy of every column beside the frame, +237 MiB on 2M tiny events.)
         frame = one_chunk(frames, schema)
+        # "line N" where the reader left the location to the line (2M events: the 30 MiB column made once,
+        # after the chunks are joined, not joined from chunks: the read's peak -30 MiB)
+        line = pl.format("line {}", pl.col("_line"))
+        if by_line:
+            frame = frame.with_columns(location=line)
+        elif frame.get_column("location").null_count():
+            frame = frame.with_columns(location=pl.coalesce(pl.col("location"), line))
+        frame = frame.drop("_line")
         # events in exchange order, each stream's in its own order (a log interleaves concurrent streams line
         # by line): the analysis reads them in this order, and for one input it then needs no sort of its own
         if not frame.get_column("xid").is_sorted():
@@ -374,6 +388,7 @@ class Builder:
             )
             .with_columns(**derived, source=pl.lit(self.source))
             .select(list(COMPACT_EVENTS if self.compact else EVENTS.names))
+            .drop("source")  # added below, once the plan has run
             # the in-memory engine keeps each column in one chunk; the default (streaming) engine gives its
             # parallel pieces, and the events were then rechunked again, all columns at once (+250 MiB on
             # 2M tiny events, at the frames)
@@ -384,7 +399,9 @@ class Builder:
             # first (2M tiny events: +200 MiB for a 16 MB column; streaming, +34 MiB)
             digest = frame.lazy().select(compact_digest_expr(digest_expr(pl.col("id"), pl.col("data"))).alias("digest"))
             frame = frame.with_columns(digest.collect(engine="streaming").to_series().rechunk())
-        return frame
+        # one value for every event: added to the frame as it is, Polars keeps it as that value and a length
+        # (a plan's collect, a Series or a rechunk makes it a column: 2M events, +30 MiB)
+        return frame.with_columns(source=pl.lit(self.source, pl.String)).select(list(COMPACT_EVENTS if self.compact else EVENTS.names))
 
     def _messages(self, xid: int, origin: str, ordinal: int | None, direction: str, text: str, location: str) -> None:
         try:
@@ -415,8 +432,11 @@ class Builder:
         chunk = pl.DataFrame(vals, schema=VALUE_SCHEMA)
         for column in vals.values():
             column.clear()
+        # an event at a line of the input (the JSONL reader) has no location yet: "line N" is made from _line
+        # once, for the whole table (_events), not per chunk and then copied into the table with the rest
+        where = pl.col("where") if chunk.get_column("where").null_count() < chunk.height else pl.lit(None, pl.String)
         self.event_frames.append(
-            chunk.with_columns(location=pl.coalesce(pl.col("where"), pl.format("line {}", pl.col("line"))))
+            chunk.with_columns(location=where)
             # _line: the input line, which the JSONL reader orders its two paths' events by
             .select(*FRAME_COLUMNS, _line="line")
         )
@@ -496,6 +516,8 @@ def one_chunk(frames: list[pl.DataFrame], schema: dict) -> pl.DataFrame:
     A column already in one chunk is not copied."""
     if not frames:
         return pl.DataFrame(schema=schema)
+    if len(frames) == 1 and frames[0].schema == schema and all(n == 1 for n in frames[0].n_chunks("all")):
+        return frames.pop()  # as it is: a column of one repeated value (an input's source) stays one value
     columns = []
     for name, dtype in schema.items():
         columns.append(pl.concat([f.get_column(name).cast(dtype) for f in frames], rechunk=True))

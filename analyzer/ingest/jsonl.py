@@ -506,7 +506,7 @@ def _read_batches(r: _Reader, blocks) -> None:
                 fast.join(taken, on="pos", maintain_order="left")
                 .with_columns(_line=pl.col("pos").cast(pl.Int64) + first)
                 .with_columns(
-                    location=pl.format("line {}", pl.col("_line")),
+                    location=pl.lit(None, pl.String),  # "line N", from _line, made for the whole table (tables.Builder)
                     fate=pl.when(pl.col("data").is_null()).then(pl.lit("no_data")).otherwise(pl.lit("dispatched")),
                     data=pl.col("data").fill_null(""),
                 )
