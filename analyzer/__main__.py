@@ -11,7 +11,12 @@ import sys
 # Polars' jemalloc keeps a separate arena per thread group (8 on 2 cores); memory one thread freed is then
 # not reused by a thread of another arena.  One arena: peak RSS 712-718 -> 659-675 MB on the 2M tiny
 # records and 2,131-2,141 -> 2,017-2,022 MB on 1M events, wall time unchanged (bench/README.md).
-JEMALLOC_DEFAULTS = "narenas:1"
+# Freed pages: Polars 2.1 asks jemalloc to keep them 0.5 s (dirty) and then 1 s more (muzzy) before they go back
+# to the system; a phase that frees and allocates a table's worth of columns within that time (joining the
+# read's chunks into one table) then holds both.  Returned after 100 ms, muzzy not kept: 2M tiny records peak
+# 486-502 -> 403-423 MB, 250k events 696-722 -> 622-643 MB, 1M events 1,923 -> 1,834-1,859 MB, wall time within
+# the runs' spread (alternating runs, bench/SCALE.md; 0 ms costs 2.5x the system time at 1M).
+JEMALLOC_DEFAULTS = "narenas:1,dirty_decay_ms:100,muzzy_decay_ms:0"
 JEMALLOC_VARIABLE = "_RJEM_MALLOC_CONF"  # the prefixed name of the jemalloc that Polars links
 
 
