@@ -336,9 +336,12 @@ def replayed_across_sessions(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     # rest of history (millions of events on streams that never broke) is neither copied nor grouped;
     # those are collected once, for both uses below
     wanted = after.lazy().select("source", "id", "digest").unique()
+    # the digest (64 bits of the id and data's sha256) narrows history to those events by one integer
+    # set look-up; the three keys, strings included, are then joined on the few rows left, not hashed
+    # for every event
     same_key = (
         f.events.lazy()
-        .filter(pl.col("visible") & pl.col("has_id"))
+        .filter(pl.col("visible") & pl.col("has_id") & pl.col("digest").is_in(after.get_column("digest").unique().implode()))
         .join(wanted, on=["source", "id", "digest"], how="semi")
         .select("source", "session_id", "id", "digest", "pos", "location", _has_data=pl.col("data") != "")
         .collect()
