@@ -73,6 +73,7 @@ def main() -> int:
     b = verdicts.judge(frames, links, rev)
     mark("verdicts")
     body = findings.build_document(frames, b, rev)
+    del frames, links, b, rev  # as in the command: pipeline.analyze_tables returns the document alone
     mark("findings document")
     doc = assemble(got.input_rows, got.errors, got.skipped, body, n_events, int(tables["messages"].num_rows), [])
     text = document_json(doc)  # what --json writes (compact past cli.PRETTY_UP_TO exchanges)
