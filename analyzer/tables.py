@@ -348,7 +348,7 @@ class Builder:
         schema = {name: COMPACT_EVENTS[name] if self.compact and name in ("fate", "event", "retry") else _EVENTS_POLARS[name]
                   for name in FRAME_COLUMNS} | {"_line": pl.Int64}
         if self.compact:  # retry as the flag, chunk by chunk: never a 64-bit column of the whole table
-            frames[:] = [f.with_columns(retry=pl.when(pl.col("retry").is_not_null()).then(True)) for f in frames]
+            frames[:] = [f.with_columns(retry=retry_flag()) for f in frames]
         # every location left to the line (a JSONL input): none joined (2M nulls are 30 MiB of views too)
         by_line = all(f.select(pl.col("location").null_count()).item() == f.height for f in frames)
         if by_line:
@@ -370,15 +370,17 @@ class Builder:
             frame = frame.sort("xid", maintain_order=True)
         # each exchange's Last-Event-ID, by xid (xids are 0..n-1): gathered per event, no join (a join copies every column)
         assert all(r["xid"] == i for i, r in enumerate(self.exchanges)), "exchange rows are kept in xid order"
-        resumed = pl.Series("_lei", [r["last_event_id"] or "" for r in self.exchanges], dtype=pl.String)
         if self.compact:
             # the single pass has no per-event cursor (the analysis takes each connection's last one from its
-            # ids: streams.build) and keeps of a retry field only that it was there: 2M events, 46 MiB less
-            derived = {"retry": pl.when(pl.col("retry").is_not_null()).then(True), "digest": pl.lit(None, pl.UInt64)}
+            # ids: streams.build); its retry is already the flag (above) and its digest comes below
+            derived = {"digest": pl.lit(None, pl.UInt64)}
         else:
+            resumed = pl.Series("_lei", [r["last_event_id"] or "" for r in self.exchanges], dtype=pl.String)
             # the client's last-event-ID buffer: what it resumed from until a block carries an id field (WHATWG: it persists)
             derived = {"cursor": pl.coalesce(pl.col("id").forward_fill().over("xid"), pl.lit(resumed).gather(pl.col("xid")), pl.lit("")),
                        "digest": digest_expr(pl.col("id"), pl.col("data"))}
+        # the source is added last, to the frame as it is (below)
+        names = [name for name in (COMPACT_EVENTS if self.compact else EVENTS.names) if name != "source"]
         frame = (
             frame.lazy()
             .with_columns(
@@ -386,9 +388,8 @@ class Builder:
                 event=pl.col("event").fill_null("message"),
                 data=pl.col("data").fill_null(""),
             )
-            .with_columns(**derived, source=pl.lit(self.source))
-            .select(list(COMPACT_EVENTS if self.compact else EVENTS.names))
-            .drop("source")  # added below, once the plan has run
+            .with_columns(**derived)
+            .select(names)
             # the in-memory engine keeps each column in one chunk; the default (streaming) engine gives its
             # parallel pieces, and the events were then rechunked again, all columns at once (+250 MiB on
             # 2M tiny events, at the frames)
@@ -401,7 +402,7 @@ class Builder:
             frame = frame.with_columns(digest.collect(engine="streaming").to_series().rechunk())
         # one value for every event: added to the frame as it is, Polars keeps it as that value and a length
         # (a plan's collect, a Series or a rechunk makes it a column: 2M events, +30 MiB)
-        return frame.with_columns(source=pl.lit(self.source, pl.String)).select(list(COMPACT_EVENTS if self.compact else EVENTS.names))
+        return frame.with_columns(source=pl.lit(self.source, pl.String)).select("source", *names)
 
     def _messages(self, xid: int, origin: str, ordinal: int | None, direction: str, text: str, location: str) -> None:
         try:
@@ -505,8 +506,13 @@ def compact_events_expr() -> list[pl.Expr]:
     """A canonical events frame's columns as :data:`COMPACT_EVENTS` (for ``select``): the digest's
     first 64 bits, retry as a flag, no cursor."""
     return [compact_digest_expr(pl.col("digest")) if name == "digest"
-            else pl.when(pl.col("retry").is_not_null()).then(True).alias("retry") if name == "retry"
+            else retry_flag().alias("retry") if name == "retry"
             else pl.col(name).cast(dtype) for name, dtype in COMPACT_EVENTS.items()]
+
+
+def retry_flag() -> pl.Expr:
+    """A retry field as the single pass keeps it: true where the event sent one, else null."""
+    return pl.when(pl.col("retry").is_not_null()).then(True)
 
 
 def one_chunk(frames: list[pl.DataFrame], schema: dict) -> pl.DataFrame:

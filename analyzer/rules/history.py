@@ -75,8 +75,8 @@ def id_order(f: Frames) -> pl.LazyFrame:
         return (
             part.with_columns(_off=offence)
             .filter(pl.col("_off") | pl.col("_off").shift(-1).fill_null(False))
-            .with_columns(pl.when(~pl.col("first_of_gx")).then(pl.col("location", "id").shift(1)).name.prefix("prev_"))
-            .rename({"prev_location": "prev_loc"})
+            .with_columns(prev_loc=pl.when(~pl.col("first_of_gx")).then(pl.col("location").shift(1)),
+                          prev_id=pl.when(~pl.col("first_of_gx")).then(pl.col("id").shift(1)))
             .filter("_off")
             .drop("_off")
         )

@@ -264,12 +264,11 @@ def _gathered_gx(ev: pl.DataFrame, x: pl.DataFrame) -> pl.Series | None:
     runs = ev.select(pl.col("source").rle().alias("r")).unnest("r")
     if runs.height > MAX_RUNS:
         return None
-    starts = [0]
-    for n in runs.get_column("len").to_list()[:-1]:
-        starts.append(starts[-1] + n)
+    # (source, first row, rows) of each run
+    runs = runs.select("value", start=pl.col("len").cum_sum() - pl.col("len"), n="len").rows()
     xids = ev.get_column("xid")
     top: dict[str, int] = dict(x.group_by("source").agg(pl.col("xid").max()).iter_rows())
-    for source, start, n in zip(runs.get_column("value").to_list(), starts, runs.get_column("len").to_list()):
+    for source, start, n in runs:
         if source in top:
             top[source] = max(top[source], xids.slice(start, n).max())
     offset, at = 0, {}
@@ -283,7 +282,7 @@ def _gathered_gx(ev: pl.DataFrame, x: pl.DataFrame) -> pl.Series | None:
         slots = x.select(pl.col("source").replace_strict(at, return_dtype=pl.Int64) + pl.col("xid")).to_series()
         table.scatter(slots, x.get_column("gx").cast(pl.Int64))
     parts = []
-    for source, start, n in zip(runs.get_column("value").to_list(), starts, runs.get_column("len").to_list()):
+    for source, start, n in runs:
         if source not in at:  # events of an input whose exchanges are not in the table (narrowed away)
             parts.append(pl.repeat(None, n, dtype=pl.Int64, eager=True))
             continue
