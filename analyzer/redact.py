@@ -69,13 +69,49 @@ def _url_param_secret(name: str) -> bool:
 # A secret is only ever a *named* value (a JSON key, ``name=value``, ``name: value``), URL userinfo or a
 # Bearer/Basic credential: prose that merely mentions "token" or "key" (event data is full of it) is not
 # looked at closer, which keeps the pass over a large capture's event data a regex, not a JSON parse per row.
+_SECRET_WORD_RX = r"(?:token|secret|key|auth|passw|passphrase|pwd|sig|cookie|credential|jwt|session|bearer)"
 _CANDIDATE_RX = (
-    r"(?i)(?:token|secret|key|auth|passw|passphrase|pwd|sig|cookie|credential|jwt|session|bearer)"
-    r"[A-Za-z0-9_.\-]*\\?[\"']?\s*[:=]|://[^\s/@]+@|\b(?:bearer|basic)\s+[A-Za-z0-9\-._~+/]{8,}"
+    # a name (name characters, as _PAIR reads them) with a separator; a JSON key of any characters (a key
+    # is looked up whole: "api key!" is secret), its quote escaped too inside JSON in a string; userinfo;
+    # a credential after its scheme word
+    r"(?i)" + _SECRET_WORD_RX + r"[A-Za-z0-9_.\-]*\\?[\"']?\s*[:=]"
+    r"|" + _SECRET_WORD_RX + r"(?:[^\"\\\r\n]|\\[^\"\r\n]){0,1024}\\?\"\s*:"
+    r"|://[^\s/@]+@|\b(?:bearer|basic)\s+[A-Za-z0-9\-._~+/]{8,}"
 )
-# names that trigger the first look but are exempt (the bulk of SSE traffic is progress notifications)
-_EXEMPT_RX = r"(?i)\b(?:progress_?token|mcp-session-id|session_?id|last-event-id)\b"
 _CANDIDATE = re.compile(_CANDIDATE_RX)
+# every candidate starts with one of these (case aside): Python's regex engine tries each alternative at
+# each position, a substring test of the lower-cased text is C's (a 200-byte JSON body: 1 against 23 µs)
+_FIRST = ("token", "secret", "key", "auth", "passw", "passphrase", "pwd", "sig", "cookie", "credential", "jwt", "session",
+          "bearer", "basic", "://")
+
+
+def _may_be_candidate(s: str) -> bool:
+    """False when ``s`` has no candidate for sure (a cheap test before _CANDIDATE's search)."""
+    if s.isascii():
+        low = s.lower()
+    else:  # the letters an ignore-case regex takes for i, s and k that lower() leaves apart (K lowers to k)
+        low = s.replace("\u0130", "i").replace("\u0131", "i").replace("\u017f", "s").lower()
+    return any(w in low for w in _FIRST)
+
+
+# Exempt names trigger the first look too: the bulk of MCP traffic is JSON with "progressToken" in every
+# tool call and progress notification.  A second look masks each exempt name that is a whole JSON string
+# (an unescaped quote before it, its quote after it) and asks again: only text with a candidate left is
+# looked at closer.  The mask hides no candidate the closer look acts on: such a string is an exempt key
+# (its value keeps its own candidates) or a value that is a name alone, and to the pair rule it is a whole
+# name (quotes are no name characters).  A name inside a longer string ("a progressToken b" may be a key,
+# and a key is looked up whole), after an escaped quote (JSON text inside a string) or unquoted
+# ("progressToken=5") is not masked.  (The quote before it is matched, not looked behind: Polars' regex
+# engine has no look-around.)
+_EXEMPT_RX = r'(?i)(^|[^\\])"(?:progress_?token|mcp-session-id|session_?id|last-event-id)"'
+_EXEMPT = re.compile(_EXEMPT_RX)
+_MASK = '"________"'
+
+
+def _only_exempt(s: str) -> bool:
+    """Is every candidate of ``s`` (it has one) inside an exempt name?  (The second look; see _EXEMPT_RX.)"""
+    return _CANDIDATE.search(_EXEMPT.sub(r"\g<1>" + _MASK, s)) is None
+
 
 # -- text that is not JSON ------------------------------------------------------------------------
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#@\"'<>]+@")
@@ -165,8 +201,13 @@ def text(s: str | None, enabled: bool = True) -> str | None:
     """A body, an SSE data field, a header value or a message: JSON has the values of secret keys
     replaced at any depth (and secret pairs inside its strings), other text its secret pairs.
     Text without any secret comes back unchanged (the same object)."""
-    if not enabled or not s or not _CANDIDATE.search(s):
+    if not enabled or not s or not _may_be_candidate(s) or not _CANDIDATE.search(s) or _only_exempt(s):
         return s
+    return _closer(s)
+
+
+def _closer(s: str) -> str:
+    """:func:`text` of a text with a candidate for a secret (the closer look)."""
     if s.lstrip()[:1] in ("{", "["):
         try:
             obj = json.loads(s)
@@ -249,9 +290,9 @@ def column(series):
         return series
     idx = first.arg_true()
     cand = series.gather(idx)
-    second = cand.str.replace_all(_EXEMPT_RX, "").str.contains(_CANDIDATE_RX).fill_null(False)
+    second = cand.str.replace_all(_EXEMPT_RX, "${1}" + _MASK).str.contains(_CANDIDATE_RX).fill_null(False)
     if not second.any():
         return series
     idx = idx.filter(second)
-    vals = [text(v) for v in series.gather(idx).to_list()]
+    vals = [_closer(v) for v in series.gather(idx).to_list()]
     return series.clone().scatter(idx, pl.Series(vals, dtype=pl.String))  # scatter writes in place: not into the caller's

@@ -407,10 +407,80 @@ def test_prose_that_mentions_secret_words_is_not_looked_at_closer(monkeypatch):
     from analyzer import redact
 
     calls = []
-    monkeypatch.setattr(redact, "text", lambda s, enabled=True: calls.append(s) or s)
+    monkeypatch.setattr(redact, "_closer", lambda s: calls.append(s) or s)  # the closer look
     prose = pl.Series(["indexing token queue", '{"method":"notifications/message","params":{"data":"key cache session"}}',
                        '{"progressToken":2,"progress":1}'])
     assert redact.column(prose) is prose and calls == []
     named = pl.Series(['{"params":{"arguments":{"api_key":"SECRET"}}}'])
     redact.column(named)
     assert calls == ['{"params":{"arguments":{"api_key":"SECRET"}}}']
+
+
+# -- the second look (exempt names masked): it may skip the closer look only where that changes nothing --
+_KEYS = ["progressToken", "progress_token", "sessionId", "session_id", "Mcp-Session-Id", "last-event-id", "a progressToken b",
+         "my token!", "progressToken ", "api key", "x-sessionId", "ProgressTOKEN", "name", "text", "n", "signal", "pwd"]
+_STRINGS = st.lists(st.sampled_from(['a', ' ', '=', '"', '\\', ':', '/', '1', 'progressToken', 'sessionId', 'token', 'key=', 'Bearer ',
+                                      'http://u:p@h', '"progressToken"', '\u212a', "'", "12345678"]), max_size=8).map("".join)
+_values = st.recursive(
+    st.none() | st.integers(-3, 3) | _STRINGS,
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.sampled_from(_KEYS), kids, max_size=3),
+    max_leaves=10,
+)
+
+
+_SEPARATORS = ["=", ": ", '":', "'"]
+
+
+@st.composite
+def _texts(draw):
+    value = draw(_values)
+    text = json.dumps(value, ensure_ascii=draw(st.booleans()), separators=draw(st.sampled_from([None, (",", ":")])))
+    how = draw(st.sampled_from(["json", "json in a string", "json in json", "pairs"]))
+    if how == "json in a string":
+        return json.dumps(text)
+    if how == "json in json":
+        return json.dumps({"text": text, draw(st.sampled_from(_KEYS)): draw(_STRINGS)})
+    if how == "pairs":
+        return " ".join(k + draw(st.sampled_from(_SEPARATORS)) + draw(_STRINGS) for k in draw(st.lists(st.sampled_from(_KEYS), max_size=3)))
+    return text
+
+
+@settings(max_examples=600, deadline=None)
+@given(_texts())
+def test_the_exempt_mask_never_skips_a_redaction(s):
+    """text() and column() skip the closer look where only whole exempt names made a candidate: the
+    result must be the closer look's whenever the text has any candidate (and the text itself otherwise)."""
+    want = redact._closer(s) if redact._CANDIDATE.search(s) else s
+    assert redact.text(s) == want
+    assert redact.column(pl.Series([s, '{"progressToken":1}'])).to_list() == [want, '{"progressToken":1}']
+
+
+def test_the_exempt_mask_on_examples():
+    r = redact.REDACTED
+    for plain in ['{"progressToken":5,"progress":1}', '{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p","progress":1}}',
+                  '{"mcp-session-id": "x", "last-event-id": "y", "session_id": 1}']:
+        assert redact._only_exempt(plain) and redact.text(plain) == plain
+    # a key is looked up whole: an exempt name inside a longer key, or a key with characters no name has
+    assert redact.text('{"a progressToken b":1}') == f'{{"a progressToken b":"{r}"}}'
+    assert redact.text('{"progressToken":5,"my token!":"v"}') == f'{{"progressToken":5,"my token!":"{r}"}}'
+    # the value of an exempt key is still looked at; a credential after an exempt name too
+    assert redact.text('{"progressToken":"api_key=zzz"}') == f'{{"progressToken":"api_key={r}"}}'
+    assert redact.text('{"sessionId":"Bearer 12345678abc"}') == f'{{"sessionId":"Bearer {r}"}}'
+    # not masked: after an escaped quote (JSON text in a string), or unquoted
+    assert not redact._only_exempt('{"x":"{\\"progressToken\\":1}"}') and not redact._only_exempt("progressToken=5")
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(st.sampled_from(["to", "ken", "s", "\u017f", "ig", "\u0131", "\u0130", "g", "\u212a", "ey", "K", "E", "Y", "auth", "AUTH", "=", ":",
+                                 '"', "\\", " ", "bearer", "Basic ", "12345678", "://", "u@", "pwd", "PASSW", "jwt", "x"]), max_size=12).map("".join))
+def test_the_cheap_first_test_never_misses_a_candidate(s):
+    """Every text the candidate regex finds something in passes the substring test before it (the
+    ignore-case regex also takes the Kelvin sign for k, the long s for s, the dotted and dotless I for i)."""
+    if redact._CANDIDATE.search(s):
+        assert redact._may_be_candidate(s)
+
+
+def test_the_cheap_first_test_on_the_odd_letters():
+    for s in ["\u017fig=1", "s\u0130g=1", "s\u0131g=1", "\u212aey=1", "aUtH=1", "HTTP://u:p@h", "BASIC abcdefgh1"]:
+        assert redact._CANDIDATE.search(s) and redact._may_be_candidate(s), s
+    assert not redact._may_be_candidate('{"jsonrpc":"2.0","id":0,"method":"initialize"}')
