@@ -7,9 +7,12 @@ input's anomaly rows say which, where, and which option raises it:
 * ``line_bytes`` (``--max-line-mb``, 64): a JSONL line longer than this is rejected unread (skipped in
   1 MiB steps, never held whole): one record, one ``jsonl_line_too_long`` row.
 * ``document_bytes`` (``--max-har-mb``, 2048): a well-formed HAR is streamed entry by entry, so this
-  bounds what is held whole: one entry, or the document around the entries.  A HAR that is not
-  well-formed (cut short, invalid JSON) is parsed whole to salvage its entries (about ten times its
-  size in memory), so it is refused past this size.  Refusals name the option; the other inputs go on.
+  bounds what is held whole: one entry, or the document around the entries.  A HAR that breaks off
+  after a whole entry (cut short, or invalid JSON there) is streamed up to the break too, and the rest
+  of the file after its last whole entry is held.  One that breaks before its first entry, nests an
+  entry too deeply or has its entries elsewhere than at ``log.entries`` is parsed whole (about ten
+  times its size in memory), so it is refused past this size.  Refusals name the option; the other
+  inputs go on.
 * ``gunzip_ratio`` (``--max-gunzip-ratio``, 200): a ``.gz`` stops decompressing once it has produced
   more than this many times its compressed size (and at least ``GUNZIP_FLOOR``): a decompression bomb
   reads as an input cut at that point, with an ``input_unreadable`` row naming the limit.  Real logs

@@ -21,7 +21,7 @@ HARS = sorted((ROOT / "sample_logs").rglob("*.har"))
 
 def whole(data: bytes):
     entries, broken = ingest_har.load("x.har", io.BytesIO(data))
-    return ingest_har._read("x.har", iter(entries), broken, True)
+    return ingest_har._read("x.har", iter(entries), {"broken": broken}, True)
 
 
 def tables(ing) -> tuple:
@@ -83,10 +83,22 @@ def test_well_formed_documents_stream_to_what_json_loads_gives(data):
 def test_broken_documents_are_read_whole_with_the_same_result(data):
     draw = data.draw
     entries = [_entry(draw, i) for i in range(draw(st.integers(1, 3)))]
-    raw = json.dumps({"log": {"entries": entries}}).encode()
-    how = draw(st.sampled_from(["cut", "garbage", "bad_utf8", "nan", "deep", "no_entries"]))
+    kw = draw(st.sampled_from([{}, {"indent": 1}, {"separators": (",", ":")}]))
+    raw = json.dumps({"log": {"version": "1.2", "entries": entries, "pages": []}}, **kw).encode()
+    how = draw(st.sampled_from(["cut", "cut", "garbage", "bad_utf8", "nan", "deep", "no_entries", "bad_entry", "trailing_comma",
+                                "bom", "cut_after"]))
     if how == "cut":
         raw = raw[: draw(st.integers(1, len(raw) - 1))]
+    elif how == "bad_entry":  # a broken entry in the middle of the array, whole ones after it
+        raw = raw.replace(b'"startedDateTime"', b'"startedDateTime" x', 1) if len(entries) == 1 else raw.replace(
+            b'"request"', b'"request" -', draw(st.integers(1, len(entries))))
+    elif how == "trailing_comma":
+        raw = raw.replace(b"]", b",]", 1) if b'"pages": []' not in raw[raw.find(b"]") - 12 :] else raw
+        raw = raw.replace(b'}\n  ]', b'},\n  ]', 1).replace(b'}], "pages"', b'},], "pages"', 1).replace(b'}],"pages"', b'},],"pages"', 1)
+    elif how == "bom":
+        raw = b"\xef\xbb\xbf" + raw
+    elif how == "cut_after":  # the entries whole, the document cut after them
+        raw = raw[: raw.rfind(b"pages") + draw(st.integers(0, 5))]
     elif how == "garbage":
         raw += b" x"
     elif how == "bad_utf8":
@@ -99,6 +111,9 @@ def test_broken_documents_are_read_whole_with_the_same_result(data):
     else:
         raw = json.dumps({"log": {"pages": entries}}).encode()
     assert outcome(lambda: ingest_har.read("x.har", io.BytesIO(raw))) == outcome(lambda: whole(raw))
+    with pytest.MonkeyPatch.context() as m:  # reads of a few bytes: the break anywhere in the read buffer
+        m.setattr(ingest_har, "STREAM_CHUNK", draw(st.integers(1, 9)))
+        assert outcome(lambda: ingest_har.read("x.har", io.BytesIO(raw))) == outcome(lambda: whole(raw))
 
 
 def outcome(run) -> tuple:
@@ -151,3 +166,23 @@ def test_event_bodies_give_the_same_tables_in_any_batching(path, monkeypatch):
 
 def test_the_sample_hars_hold_events_to_batch():
     assert sum(ingest_har.read("x.har", io.BytesIO(p.read_bytes())).events.num_rows for p in HARS) > 100
+
+
+def test_a_document_cut_short_is_streamed_not_read_whole(monkeypatch):
+    """A HAR cut short (an exporter killed, a full disk) is read entry by entry up to the break: the
+    whole-document reader (ten times the file in memory) is never called, and the result is its."""
+    page = {"startedDateTime": "2026-01-01T00:00:0%dZ", "request": {"method": "GET", "url": "http://h/%d", "headers": []},
+            "response": {"status": 204, "headers": []}}
+    entries = [json.loads(json.dumps(page) % (i, i)) for i in range(5)]
+    for kw in ({}, {"indent": 2}):
+        raw = json.dumps({"log": {"version": "1.2", "entries": entries}}, **kw).encode()
+        second = raw.rfind(b"{", 0, raw.find(b"startedDateTime", raw.find(b"startedDateTime") + 1))  # where entry 2 starts
+        # inside an entry; after an entry's comma; after the last entry; after the array
+        for cut in (raw.rfind(b"startedDateTime"), second, raw.rfind(b"}", 0, raw.rfind(b"]")) + 1, len(raw) - 2):
+            want = tables(whole(raw[:cut]))
+            with monkeypatch.context() as m:
+                m.setattr(ingest_har, "load", lambda *a: pytest.fail("read whole"))
+                m.setattr(ingest_har, "STREAM_CHUNK", 7)
+                got = tables(ingest_har.read("x.har", io.BytesIO(raw[:cut])))
+            assert got == want
+            assert any(note.startswith("The HAR document is not complete (JSON error at line") for note in got[-1]), got[-1]

@@ -245,22 +245,33 @@ def _outside_strings(text: str, at: int) -> bool:
     return True
 
 
-def stream_entries(source: str, stream: BinaryIO):
-    """``log.entries`` of a well-formed HAR, one entry at a time, parsed by the standard library's JSON
-    decoder entry by entry: the values are those ``json.loads`` of the whole document gives, and memory
-    holds one entry (and a read buffer), not the document.  Raises :class:`_NotStreamable` for anything
-    else -- a document that breaks off, is not valid JSON, nests an entry too deeply, has no
-    ``log.entries`` list, or is valid JSON only up to its entries -- which :func:`load` then reads whole,
-    with its salvage of the entries before a break."""
+def stream_entries(source: str, stream: BinaryIO, outcome: dict | None = None):
+    """``log.entries`` of a HAR, one entry at a time, parsed by the standard library's JSON decoder entry
+    by entry: the values are those ``json.loads`` of the whole document gives, and memory holds one entry
+    (and a read buffer), not the document.
+
+    A document that breaks off -- cut short (an exporter killed, a disk that filled, a copy cut), or not
+    valid JSON after a whole entry -- is read as :func:`load` salvages it, without reading it whole: the
+    entries before the break, then ``outcome["broken"]`` is set to (the error ``json.loads`` of the whole
+    document gives, as "JSON error at line L column C: message"; whether the break fell inside an entry).
+    The error is found by parsing the document with its whole entries stood in for by one ``0``: every
+    entry parsed, so the whole document's parser fails at the same place, in the part kept; its line and
+    column are counted in the document.
+
+    Raises :class:`_NotStreamable` for the rest, which :func:`load` then reads whole: no `"entries": [`
+    (or the first one inside a string, where load's salvage would start), an entry nested too deeply,
+    an entries list that is not the document's ``log.entries``."""
     decoder = codecs.getincrementaldecoder("utf-8")("replace")  # invalid UTF-8 as load() reads it
     raw_decode = json.JSONDecoder().raw_decode
     cap = limits.current().document_bytes
     buf, eof = "", False
+    base = 0  # the document offset (characters) of buf[0]; the newlines before it, and where the last one was
+    lines_before, last_newline = 0, -1
 
-    def grow() -> None:  # at least doubles what is held: one long entry costs linear time, not quadratic
+    def grow() -> bool:  # at least doubles what is held: one long entry costs linear time, not quadratic
         nonlocal buf, eof
         if eof:
-            raise _NotStreamable
+            return False
         if len(buf) > cap:
             raise InputError(
                 source,
@@ -273,65 +284,119 @@ def stream_entries(source: str, stream: BinaryIO):
             buf += decoder.decode(b"", final=True)
         else:
             buf += decoder.decode(got)
+        return True
 
-    def ws(pos: int) -> int:  # the first non-blank at or after pos, reading on as needed
+    def ws(pos: int) -> int:  # the first non-blank at or after pos, reading on as needed (len(buf) at the end)
         while True:
             n = len(buf)
             while pos < n and buf[pos] in " \t\r\n":
                 pos += 1
-            if pos < n:
+            if pos < n or not grow():
                 return pos
-            grow()
 
     # where the entries array opens: `"entries": [` outside any string; the document's structure up to
     # there is checked at the end, with everything after the array
     search_from = 0
+    first_match = True  # the first `"entries": [` of the text (load's salvage starts at that one)
     while True:
         m = _ENTRIES.search(buf, search_from)
         if m is not None and _outside_strings(buf, m.start()):
             break
         if m is not None:
-            search_from = m.start() + 1
+            search_from, first_match = m.start() + 1, False
             continue
         search_from = max(0, len(buf) - 64)
-        grow()
+        if not grow():
+            raise _NotStreamable
     head = buf[: m.end()]
-    pos = m.end()
-    pos = ws(pos)
-    if buf[pos] != "]":
-        while True:
-            try:
-                entry, end = raw_decode(buf, pos)
-            except json.JSONDecodeError:
-                grow()  # an entry the buffer cuts (or, at the end of the file, a broken one: _NotStreamable)
-                continue
-            except RecursionError:
-                raise _NotStreamable from None
-            if end == len(buf) and not eof:
-                grow()  # a number or literal may go on in the next read
-                continue
-            yield entry
-            pos = ws(end)
-            if buf[pos] == "]":
-                break
-            if buf[pos] != ",":
+    kept = m.end()  # buf[kept:] is the document after the last whole entry (or after the array's `[`)
+    count = 0
+    inside = None  # where the array breaks off, if it does: inside an entry (True) or between two (False)
+    pos = ws(kept)
+    while True:
+        if pos >= len(buf):
+            inside = False  # the document ends between entries
+            break
+        if buf[pos] == "]":
+            if count:  # a comma before it: `[..., ]` is no JSON
+                inside = False
+            break
+        try:
+            entry, end = raw_decode(buf, pos)
+        except json.JSONDecodeError:
+            if grow():
+                continue  # an entry the buffer cuts
+            inside = True  # an entry that is cut off or broken
+            break
+        except RecursionError:
+            raise _NotStreamable from None
+        if end == len(buf) and grow():
+            continue  # a number or literal may go on in the next read
+        yield entry
+        count += 1
+        kept = end
+        pos = ws(end)
+        if pos >= len(buf):
+            inside = False
+            break
+        if buf[pos] == "]":
+            break
+        if buf[pos] != ",":
+            inside = True  # something that is no entry: reading stops there
+            break
+        if kept > STREAM_CHUNK and kept > len(buf) // 2:  # drop what was read, now and then (not per entry: a copy)
+            lines_before += buf.count("\n", 0, kept)
+            at = buf.rfind("\n", 0, kept)
+            if at >= 0:
+                last_newline = base + at
+            base += kept
+            buf, pos, kept = buf[kept:], pos - kept, 0
+        pos = ws(pos + 1)
+    while grow():  # the rest of the document
+        pass
+    if inside is None:
+        # the array read must be the document's log.entries (not an `entries` of a page, nor one that a later
+        # duplicate key overrides): the document with a marker in its place must parse, the marker there
+        marker = f"\\u0000streamed entries {uuid.uuid4()}"
+        try:
+            doc = json.loads(f'{head}"{marker}"{buf[pos:]}')
+        except json.JSONDecodeError:
+            inside = False  # the document breaks off after its entries
+        except (ValueError, RecursionError):
+            raise _NotStreamable from None
+        else:
+            if not (isinstance(doc, dict) and isinstance(doc.get("log"), dict) and doc["log"].get("entries") == [json.loads(f'"{marker}"')]):
                 raise _NotStreamable
-            pos = ws(pos + 1)
-            if pos > STREAM_CHUNK and pos > len(buf) // 2:  # drop what was read, now and then (not per entry: a copy)
-                buf, pos = buf[pos:], 0
-    rest = buf[pos + 1 :]
-    while not eof:
-        grow()
-        rest = buf[pos + 1 :]
-    # the array read must be the document's log.entries (not an `entries` of a page, nor one that a later
-    # duplicate key overrides): the document with a marker in its place must parse, the marker there
-    marker = f"\\u0000streamed entries {uuid.uuid4()}"
-    try:
-        doc = json.loads(f'{head}"{marker}"]{rest}')
-    except (ValueError, RecursionError):
-        raise _NotStreamable from None
-    if not (isinstance(doc, dict) and isinstance(doc.get("log"), dict) and doc["log"].get("entries") == [json.loads(f'"{marker}"')]):
+            return
+    if not first_match:
         raise _NotStreamable
+    # the break: the document with its whole entries stood in for by one value fails where the document does
+    stand_in = "0" if count else ""
+    try:
+        json.loads(head + stand_in + buf[kept:])
+    except json.JSONDecodeError as exc:
+        at = exc.pos - len(head) - len(stand_in)
+        if exc.pos < len(head):  # in the part before the entries (held whole)
+            line, col = head.count("\n", 0, exc.pos) + 1, exc.pos - head.rfind("\n", 0, exc.pos)
+        elif at >= 0:
+            where = base + kept + at
+            line = lines_before + buf.count("\n", 0, kept + at) + 1
+            newline = buf.rfind("\n", 0, kept + at)
+            col = where - (base + newline if newline >= 0 else last_newline)
+        else:
+            raise _NotStreamable from None
+        if not count:  # not one whole entry: nothing to read, the file is unreadable (as load() says)
+            raise InputError(
+                source,
+                f"not a complete HAR document (JSON error at line {line} column {col}: {exc.msg}); "
+                "expected a HAR 1.2 file — was it truncated while being written?",
+            ) from None
+        if outcome is not None:
+            outcome["broken"] = (f"JSON error at line {line} column {col}: {exc.msg}", inside)
+        return
+    except (ValueError, RecursionError):
+        pass
+    raise _NotStreamable
 
 
 class _EventBodies:
@@ -380,16 +445,19 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested
     whole by :func:`load` (its size capped by --max-har-mb) with the entries before a break salvaged."""
     if stream.seekable():
         start = stream.tell()
+        outcome: dict = {}
         try:
-            return _read(source, stream_entries(source, stream), None, redact_secrets)
+            return _read(source, stream_entries(source, stream, outcome), outcome, redact_secrets)
         except _NotStreamable:
             stream.seek(start)
     entries, broken = load(source, stream)
-    return _read(source, iter(entries), broken, redact_secrets)
+    return _read(source, iter(entries), {"broken": broken}, redact_secrets)
 
 
-def _read(source: str, entries, broken: tuple[str, bool] | None, redact_secrets: bool) -> Ingested:
-    """The entries in file order, each read as it comes; the exchanges are numbered by start time at the end."""
+def _read(source: str, entries, outcome: dict, redact_secrets: bool) -> Ingested:
+    """The entries in file order, each read as it comes; the exchanges are numbered by start time at the end.
+    ``outcome["broken"]``, once the entries are read: (the JSON error, whether it fell inside an entry) for
+    a document that breaks off, else missing or None."""
     log = AnomalyLog(source)
     b = Builder(source, log, redact_secrets)
     clean = _Cleaner()
@@ -487,6 +555,7 @@ def _read(source: str, entries, broken: tuple[str, bool] | None, redact_secrets:
     notes.append("HAR keeps no per-event times: SSE events are ordered by their position in the body.")
     b.renumber(sorted(range(len(order)), key=order.__getitem__))  # xid: request-start (capture) order, as the tables say
     records = n
+    broken = outcome.get("broken")
     if broken is not None:
         error, inside = broken
         if inside:  # the entry the break fell in is a record, rejected
