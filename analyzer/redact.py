@@ -72,8 +72,8 @@ def _url_param_secret(name: str) -> bool:
 _SECRET_WORD_RX = r"(?:token|secret|key|auth|passw|passphrase|pwd|sig|cookie|credential|jwt|session|bearer)"
 _CANDIDATE_RX = (
     # a name (name characters, as _PAIR reads them) with a separator; a JSON key of any characters (a key
-    # is looked up whole: "api key!" is secret), its quote escaped too inside JSON in a string; userinfo;
-    # a credential after its scheme word
+    # is looked up whole: "api key!" is secret; up to 1 KiB of it after the word, so that the regex stays
+    # linear), its quote escaped too inside JSON in a string; userinfo; a credential after its scheme word
     r"(?i)" + _SECRET_WORD_RX + r"[A-Za-z0-9_.\-]*\\?[\"']?\s*[:=]"
     r"|" + _SECRET_WORD_RX + r"(?:[^\"\\\r\n]|\\[^\"\r\n]){0,1024}\\?\"\s*:"
     r"|://[^\s/@]+@|\b(?:bearer|basic)\s+[A-Za-z0-9\-._~+/]{8,}"
