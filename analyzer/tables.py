@@ -450,16 +450,19 @@ class Builder:
             job = pool.submit(jsonrpc.sse_messages, events)
             exchanges = pa.Table.from_pylist(self.exchanges, schema=EXCHANGES)
             bodies = pa.Table.from_pydict(self.messages, schema=MESSAGES)
+            # Digests (above, in _events) and JSON-RPC messages come from the raw data; the events' text is
+            # redacted meanwhile, into a new column, which replaces the raw one only after the JSON-RPC pass:
+            # the analysis is the same with and without --no-redact (see analyzer.redact)
+            data = redact.column(events["data"]) if self.redact else None
             sse, invalid = job.result()
         if invalid.height:  # (a million events of plain text are a million rows: located in bulk, not one call each)
             shown = invalid["row"].head(EXAMPLES_PER_KIND).append(invalid["row"].tail(1))
             at = events["location"].gather(shown).to_list()
             self.log.add_many("jsonrpc_invalid", invalid.height, at[:-1], at[-1], "not a JSON-RPC message")
         del invalid
-        # Digests and JSON-RPC messages above come from the raw data; only now is the text redacted,
-        # so the analysis is the same with and without --no-redact (see analyzer.redact).
-        if self.redact:
-            events = events.with_columns(redact.column(events["data"]))
+        if data is not None:
+            events = events.with_columns(data)
+        del data
         # the Arrow table's types (EVENTS), in Polars; a compact digest stays a UInt64
         events = events.cast(COMPACT_EVENTS if self.compact else _EVENTS_POLARS)
         messages = pa.concat_tables([bodies, sse.to_arrow().cast(MESSAGES)])

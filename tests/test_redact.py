@@ -484,3 +484,24 @@ def test_the_cheap_first_test_on_the_odd_letters():
     for s in ["\u017fig=1", "s\u0130g=1", "s\u0131g=1", "\u212aey=1", "aUtH=1", "HTTP://u:p@h", "BASIC abcdefgh1"]:
         assert redact._CANDIDATE.search(s) and redact._may_be_candidate(s), s
     assert not redact._may_be_candidate('{"jsonrpc":"2.0","id":0,"method":"initialize"}')
+
+
+def test_a_server_request_on_a_stream_is_digested_before_its_secret_goes():
+    """A server-to-client request in an event stream (sampling, elicitation) is compared by the digest of
+    its params: two that differ only in a secret stay two, and the digest is the one --no-redact gives."""
+    import io
+
+    from analyzer.ingest import jsonl
+
+    def sse(i, key):
+        data = json.dumps({"jsonrpc": "2.0", "id": i, "method": "sampling/createMessage", "params": {"api_key": key, "n": 1}})
+        return {"kind": "sse", "ts": "2026-01-01T00:00:01Z", "conn": "c", "id": str(i), "event": None, "data": data, "retry": None}
+
+    lines = [{"kind": "request", "ts": "2026-01-01T00:00:00Z", "conn": "c", "method": "GET", "url": "http://h/mcp", "headers": {}, "body": None},
+             {"kind": "response", "ts": "2026-01-01T00:00:00Z", "conn": "c", "status": 200, "headers": {"content-type": "text/event-stream"}},
+             sse(1, "SECRET-A"), sse(2, "SECRET-B")]
+    raw = "\n".join(json.dumps(x, separators=(",", ":")) for x in lines).encode()
+    got = {redact_: jsonl.read("x.jsonl", io.BytesIO(raw), redact_secrets=redact_) for redact_ in (True, False)}
+    digests = {k: v.messages.column("params_digest").to_pylist() for k, v in got.items()}
+    assert digests[True] == digests[False] and len(set(digests[True])) == 2 and None not in digests[True]
+    assert "SECRET-A" not in json.dumps(got[True].events["data"].to_pylist())
