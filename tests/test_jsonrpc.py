@@ -35,9 +35,7 @@ def both(texts):
         for r in got.iter_rows(named=True)
     )
     slow, bad = [], []
-    for i, t in enumerate(texts):
-        if not t.strip():
-            continue
+    for i, t in enumerate(texts):  # (blank text: extract gives no message)
         try:
             slow += [(i, m.kind, m.rpc_id, m.method, m.error_code, m.error_message, m.protocol_version, m.params_digest) for m in jsonrpc.extract(t)]
         except jsonrpc.NotJsonRpc:
@@ -82,3 +80,22 @@ def test_messages_among_any_text_agree(texts):
     """Plain text, numbers and broken JSON beside messages: each invalid, as the per-message reader says."""
     fast, slow, inv_fast, inv_slow = both(texts)
     assert fast == slow and inv_fast == inv_slow
+
+
+def test_blank_is_the_same_character_set_on_both_paths():
+    """A text of only these characters is blank (no message, not invalid) on both paths: Unicode
+    White_Space, what the column-wise \\S test reads; Python's isspace() also takes U+001C-U+001F."""
+    import polars as pl
+
+    chars = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    column_blank = (~pl.Series(chars).str.contains(r"\S")).to_list()
+    def python_blank(c: str) -> bool:
+        try:
+            return jsonrpc.extract(c) == []
+        except jsonrpc.NotJsonRpc:
+            return False
+
+    python_blank = [python_blank(c) if c.isspace() else False for c in chars]
+    assert [hex(ord(c)) for c, a, b in zip(chars, column_blank, python_blank) if a != b] == []
+    fast, slow, inv_fast, inv_slow = both(["\x1f", " \x1c ", "\u2028", "\t"])
+    assert fast == slow == [] and inv_fast == inv_slow and len(inv_slow) == 2

@@ -102,9 +102,14 @@ def _one(obj: object) -> Message:
     raise NotJsonRpc("object has neither method, result nor error")
 
 
+# Python's str.isspace() also takes the four information separators U+001C-U+001F, which are no Unicode
+# White_Space (and no JSON whitespace): blank text is White_Space only, as the column-wise test (\S) reads it
+_SEPARATORS = re.compile("[\x1c-\x1f]")
+
+
 def extract(text: str) -> list[Message]:
     """All JSON-RPC messages in ``text``; ``[]`` for blank text (e.g. a priming event)."""
-    if not text or text.isspace():
+    if not text or (text.isspace() and _SEPARATORS.search(text) is None):
         return []
     try:
         obj = json.loads(text)
