@@ -133,6 +133,16 @@ def _is_text(data: bytes) -> bool:
 _ENTRIES = re.compile(r'"entries"\s*:\s*\[')
 
 
+def _json_error(line: int, col: int, msg: str) -> str:
+    """A JSON error as the note and the rejected entry's row quote it."""
+    return f"JSON error at line {line} column {col}: {msg}"
+
+
+def _not_a_har(source: str, error: str) -> InputError:
+    """A document that breaks off before one whole entry: nothing to read."""
+    return InputError(source, f"not a complete HAR document ({error}); expected a HAR 1.2 file — was it truncated while being written?")
+
+
 def load(source: str, stream: BinaryIO) -> tuple[list, tuple[str, bool] | None]:
     """``log.entries``, and for a document that breaks off: (the JSON error, whether an entry was cut)."""
     cap = limits.current().document_bytes
@@ -149,13 +159,10 @@ def load(source: str, stream: BinaryIO) -> tuple[list, tuple[str, bool] | None]:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         salvaged = _salvage(text)
+        error = _json_error(exc.lineno, exc.colno, exc.msg)
         if salvaged is None or not salvaged[0]:  # not one whole entry: nothing to read, the file is unreadable
-            raise InputError(
-                source,
-                f"not a complete HAR document (JSON error at line {exc.lineno} column {exc.colno}: {exc.msg}); "
-                "expected a HAR 1.2 file — was it truncated while being written?",
-            ) from None
-        return salvaged[0], (f"JSON error at line {exc.lineno} column {exc.colno}: {exc.msg}", salvaged[1])
+            raise _not_a_har(source, error) from None
+        return salvaged[0], (error, salvaged[1])
     except RecursionError:
         # One entry nested deeper than the parser's stack (hostile, or a tool that recursed) must not
         # cost the others: read entry by entry, the deep one becomes an invalid entry.
@@ -370,30 +377,34 @@ def stream_entries(source: str, stream: BinaryIO, outcome: dict | None = None):
             return
     if not first_match:
         raise _NotStreamable
-    # the break: the document with its whole entries stood in for by one value fails where the document does
-    stand_in = "0" if count else ""
+    error = _break_error(head, count > 0, buf, kept, base, lines_before, last_newline)
+    if not count:  # not one whole entry: nothing to read, the file is unreadable (as load() says)
+        raise _not_a_har(source, error)
+    if outcome is not None:
+        outcome["broken"] = (error, inside)
+
+
+def _break_error(head: str, entries: bool, buf: str, kept: int, base: int, lines_before: int, last_newline: int) -> str:
+    """The JSON error ``json.loads`` gives for a streamed document that breaks off (:func:`stream_entries`).
+
+    The document is ``head`` (up to its entries array's ``[``), the whole entries read (if ``entries``),
+    and ``buf[kept:]``, the rest after them, which starts at document offset ``base + kept``; the document
+    before ``base`` held ``lines_before`` newlines, the last at ``last_newline`` (-1: none).  Parsed with
+    the entries stood in for by one ``0``, it fails where the whole document does (every entry parsed);
+    the line and column are counted in the document.  Raises :class:`_NotStreamable` when it does not fail
+    as a JSON error there."""
+    stand_in = "0" if entries else ""
     try:
         json.loads(head + stand_in + buf[kept:])
     except json.JSONDecodeError as exc:
-        at = exc.pos - len(head) - len(stand_in)
         if exc.pos < len(head):  # in the part before the entries (held whole)
-            line, col = head.count("\n", 0, exc.pos) + 1, exc.pos - head.rfind("\n", 0, exc.pos)
-        elif at >= 0:
-            where = base + kept + at
-            line = lines_before + buf.count("\n", 0, kept + at) + 1
-            newline = buf.rfind("\n", 0, kept + at)
-            col = where - (base + newline if newline >= 0 else last_newline)
-        else:
+            return _json_error(head.count("\n", 0, exc.pos) + 1, exc.pos - head.rfind("\n", 0, exc.pos), exc.msg)
+        at = kept + exc.pos - len(head) - len(stand_in)  # in buf
+        if at < kept:
             raise _NotStreamable from None
-        if not count:  # not one whole entry: nothing to read, the file is unreadable (as load() says)
-            raise InputError(
-                source,
-                f"not a complete HAR document (JSON error at line {line} column {col}: {exc.msg}); "
-                "expected a HAR 1.2 file — was it truncated while being written?",
-            ) from None
-        if outcome is not None:
-            outcome["broken"] = (f"JSON error at line {line} column {col}: {exc.msg}", inside)
-        return
+        newline = buf.rfind("\n", 0, at)
+        line = lines_before + buf.count("\n", 0, at) + 1
+        return _json_error(line, base + at - (base + newline if newline >= 0 else last_newline), exc.msg)
     except (ValueError, RecursionError):
         pass
     raise _NotStreamable
