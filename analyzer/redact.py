@@ -265,6 +265,10 @@ def url(u: str | None, enabled: bool = True) -> str | None:
     """Userinfo, and values of secret query and fragment parameters, replaced by the marker."""
     if not enabled or not u:
         return u
+    if u.isascii() and "@" not in u and "=" not in u and "[" not in u and "]" not in u:
+        # no userinfo, no parameter, and one urlsplit takes (no IPv6 brackets; nothing NFKC could turn into a
+        # delimiter): nothing below would change it (4 of a JSONL request line's 26 µs went to the split)
+        return u
     try:
         parts = urlsplit(u)
     except ValueError:  # not a URL urllib can split (a bad IPv6 literal): redact it as text
