@@ -15,7 +15,7 @@ import click
 
 from analyzer import __version__, document, limits, pipeline, report
 from analyzer.decode import tls
-from analyzer.document import build as findings
+from analyzer.document import build as findings, records
 from analyzer.ingest import inputs
 from analyzer.anomalies import occurrences
 from analyzer.errors import AuditError
@@ -280,11 +280,11 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
                         # a filter that kept no input read the store all the same: that is "nothing matched", not "unreadable"
                         readable = len(rows) or (store_mod.manifest(store_dir).height if (since or until or sessions) else 0)
                         # handed over: the events are let go once the frames exist, and their hex digests sooner
-                        result = pipeline.analyze_tables(tables, rows, [], [], readable, consume=True)
+                        result = pipeline.analyze_tables(tables, rows, [], [], readable, consume=True, columnar=True)
                         del tables
             else:
                 result = pipeline.run(
-                    list(paths), fmt=fmt, redact_secrets=not no_redact, progress=progress, ports=frozenset(ports) or None
+                    list(paths), fmt=fmt, redact_secrets=not no_redact, progress=progress, ports=frozenset(ports) or None, columnar=True
                 )
     except AuditError as exc:
         raise Failure(str(exc)) from None
@@ -300,8 +300,8 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
     if doc is not None:
         # with nothing readable the outputs are still written: a scheduled job's report says so (exit 2)
         for out, render in ((json_out, lambda: document_json(doc)),
-                            (jsonl_out, lambda: "".join(line + "\n" for line in findings.json_lines(doc))),
-                            (html_out, lambda: report.render(doc))):
+                            (jsonl_out, lambda: "".join(line + "\n" for line in findings.json_lines(records.plain(doc)))),
+                            (html_out, lambda: report.render(records.plain(doc)))):
             if out:
                 _emit(out, render())
                 written.append(out)
@@ -427,10 +427,11 @@ def _analyze_spark(paths, store_dir, since, until, sessions, master, fmt, no_red
 
 
 def document_json(doc: dict) -> str:
-    """Indented for a person when small; compact (C encoder, several times faster) for archive runs."""
+    """Indented for a person when small; compact for archive runs, its large arrays written by Polars
+    (:mod:`analyzer.document.records`: the same text as the C encoder's, without a dict per record)."""
     if doc["summary"]["exchanges"] <= PRETTY_UP_TO:
-        return json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
-    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n"
+        return json.dumps(records.plain(doc), indent=1, ensure_ascii=False) + "\n"
+    return records.document_json(doc) + "\n"
 
 
 class TerminalMeter(inputs.Meter):

@@ -146,7 +146,9 @@ def run(
     redact_secrets: bool = True,
     progress: Callable[[str], None] | None = None,
     ports: frozenset[int] | None = None,
+    columnar: bool = False,
 ) -> Result:
+    """``columnar``: the document's exchanges and boundaries are :class:`~analyzer.document.records.Records` (see there)."""
     with compact_digests():  # the tables go to the analysis, never to a store
         got = read_inputs(paths, fmt, redact_secrets, progress, ports)
     readable = got.readable
@@ -155,20 +157,21 @@ def run(
     release_freed()  # before the analysis's peak, not after it
     if progress:
         progress(f"analyzing {tables['exchanges'].num_rows} exchanges, {len(tables['events'])} events")
-    result = analyze_tables(tables, got.input_rows, got.errors, got.skipped, readable, consume=True)
+    result = analyze_tables(tables, got.input_rows, got.errors, got.skipped, readable, consume=True, columnar=columnar)
     result.skip_reasons = got.skip_reasons
     return result
 
 
 def analyze_tables(
     tables: dict, input_rows: list[dict], errors: list[InputError], skipped: list[str], readable: int, keep_pos: bool = False,
-    consume: bool = False,
+    consume: bool = False, columnar: bool = False,
 ) -> Result:
     """Canonical tables (from inputs or from a store) → the findings document.
 
     ``keep_pos``: findings keep their place in history as ``_pos`` (analyzer.scale.partitions merges by it).
     ``consume``: the caller hands the tables over; the events table is let go once the frames are built
-    from it (the frames carry what the rules need), instead of staying beside them for the whole run."""
+    from it (the frames carry what the rules need), instead of staying beside them for the whole run.
+    ``columnar``: see :func:`run`."""
     n_events = len(tables["events"])
     if consume:
         tables["events"] = streams.owned_events(tables)
@@ -177,7 +180,7 @@ def analyze_tables(
         tables["events"] = None
     rev = eras.revisions(frames)
     b = verdicts.judge(frames, links, rev)
-    body = findings.build_document(frames, b, rev, keep_pos=keep_pos)
+    body = findings.build_document(frames, b, rev, keep_pos=keep_pos, columnar=columnar)
 
     anomalies = pl.from_arrow(tables["anomalies"]) if tables["anomalies"].num_rows else pl.from_arrow(ANOMALY_SCHEMA.empty_table())
     doc = assemble(input_rows, errors, skipped, body, n_events, int(tables["messages"].num_rows), anomalies.to_dicts())

@@ -117,7 +117,7 @@ def _step(args: argparse.Namespace) -> None:
             prof = cProfile.Profile()
             prof.enable()
         t = time.perf_counter()
-        doc = pipeline.run([args.path]).document
+        doc = pipeline.run([args.path], columnar=True).document  # as `analyze` runs it
         t_run = time.perf_counter() - t
         t1 = time.perf_counter()
         text = document_json(doc)  # the CLI's own writer: compact past cli.PRETTY_UP_TO exchanges, as --json writes it

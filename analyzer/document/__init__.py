@@ -87,8 +87,17 @@ class Summary:
         self.items[kind] += 1
 
     def add_body(self, body: dict, anomaly_rows: list[dict]) -> "Summary":
+        from analyzer.document.records import Records
+
         for kind, key in (("session", "sessions"), ("exchange", "exchanges"), ("boundary", "boundaries"), ("finding", "findings")):
-            for rec in body[key]:
+            records = body[key]
+            if isinstance(records, Records):  # counted from its columns, without making its dicts
+                self.items[kind] += len(records)
+                if kind == "boundary":
+                    for verdict in records.column("verdict"):
+                        self.verdicts[verdict] += 1
+                continue
+            for rec in records:
                 self.add(kind, rec)
         for rec in anomaly_rows:
             self.add("anomaly", rec)

@@ -12,6 +12,7 @@ import polars as pl
 
 from analyzer.rules import eras as era_rules, history, reconnects, reissue, rpc as rpc_rules
 from analyzer.document import finding_key
+from analyzer.document.records import Records
 from analyzer.signals.streams import Frames
 from analyzer.catalog import VERDICT_ORDER
 
@@ -205,8 +206,8 @@ def _boundary_rows(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     return rows.with_columns(pl.col("events_before", "events_after", "cut_off_before").fill_null([]))
 
 
-def _sessions_and_exchanges(f: Frames, b: pl.DataFrame, rev: pl.DataFrame) -> tuple[list[dict], list[dict], dict]:
-    """The document's sessions and exchanges, and the key ("S<n>") of every session."""
+def _sessions_and_exchanges(f: Frames, b: pl.DataFrame, rev: pl.DataFrame) -> tuple[list[dict], pl.DataFrame, dict]:
+    """The document's sessions and exchanges (as the frame of its records), and the key ("S<n>") of every session."""
     x = f.exchanges
     sess = (
         x.group_by("session")
@@ -302,11 +303,13 @@ def _sessions_and_exchanges(f: Frames, b: pl.DataFrame, rev: pl.DataFrame) -> tu
         "last_id",
         "event_offsets_ms",
         "cut_off_offsets_ms",
-    ).to_dicts()
+    )
     return sessions, exchanges, key
 
 
-def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool = False) -> dict:
+def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool = False, columnar: bool = False) -> dict:
+    """``columnar``: the two large arrays, exchanges and boundaries, are :class:`~analyzer.document.records.Records`
+    (their frames, written as JSON by Polars), not lists of dicts."""
     rows = _boundary_rows(f, b)
     # every rule is a lazy plan over the same tables: collected here, once, together
     lf, lb, lrev = f.lazy(), b.lazy(), rev.lazy()
@@ -319,8 +322,11 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
     # turns the boundary, session and exchange rows into Python objects
     with ThreadPoolExecutor(1, thread_name_prefix="findings") as pool:
         job = pool.submit(pl.collect_all, [reconnects.findings(rows.lazy()), history.once_per_capture(lf, hist_plan)])
-        boundaries = rows.drop("next_use", "_hist_refs", "_pos").to_dicts()
         sessions, exchanges, key = _sessions_and_exchanges(f, b, rev)
+        boundaries = rows.drop("next_use", "_hist_refs", "_pos").with_columns(
+            pl.col("session").replace_strict(key, default=None, return_dtype=pl.String))
+        if not columnar:
+            boundaries, exchanges = boundaries.to_dicts(), exchanges.to_dicts()
         per_reconnect, hist = job.result()
     findings = per_reconnect.to_dicts()
     for fnd in findings:  # the attempts are told only for a reconnect retried
@@ -342,8 +348,10 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
     if keep_pos:  # the sort key above popped it: analyzer.scale.partitions needs it back to merge partitions
         for r, p in zip(findings, positions):
             r["_pos"] = p
-    for rec in boundaries + findings:
+    for rec in findings:
         rec["session"] = key.get(rec["session"])
+    if columnar:
+        boundaries, exchanges = Records(boundaries), Records(exchanges)
     return {"sessions": sessions, "exchanges": exchanges, "boundaries": boundaries, "findings": findings}
 
 

@@ -1,0 +1,108 @@
+"""A document array kept as the Polars frame it was made from, and written as JSON by Polars.
+
+The findings document is JSON values, but its two large arrays -- ``exchanges`` (one record per HTTP
+exchange, with every event's offset) and ``boundaries`` (one per reconnect, with its evidence) -- are
+made as frames.  Turned into Python dicts (``to_dicts``) and then into text (``json.dumps``), a
+million-event capture's 87 MB of them cost 2 s in Python.  :class:`Records` keeps the frame: the
+compact JSON of an archive run is written from it by Polars' JSON writer (the same bytes as
+``json.dumps(..., ensure_ascii=False, separators=(",", ":"))``; tests/test_records.py), and the dicts
+are made only when someone reads the records (the report, JSON Lines, a test), once.
+"""
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Sequence
+
+import polars as pl
+
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+class Records(Sequence):
+    """The records of one document array: a frame whose rows are the records, its columns their keys in order."""
+
+    __slots__ = ("frame", "_rows")
+
+    def __init__(self, frame: pl.DataFrame) -> None:
+        self.frame = frame
+        self._rows: list[dict] | None = None
+
+    def rows(self) -> list[dict]:
+        """The records as dicts (made once; the frame is let go then)."""
+        if self._rows is None:
+            self._rows = self.frame.to_dicts()
+            self.frame = self.frame.clear()  # the schema stays: column() still answers
+        return self._rows
+
+    def __len__(self) -> int:
+        return len(self._rows) if self._rows is not None else self.frame.height
+
+    def __getitem__(self, i):
+        return self.rows()[i]
+
+    def __iter__(self):
+        return iter(self.rows())
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, Records):
+            other = other.rows()
+        return isinstance(other, list) and self.rows() == other
+
+    __hash__ = None  # a mutable sequence, as a list is
+
+    def __repr__(self) -> str:
+        return f"Records({len(self)} rows)"
+
+    def column(self, name: str) -> list:
+        """One key's values in record order (without making the dicts)."""
+        if self._rows is not None:
+            return [r[name] for r in self._rows]
+        return self.frame.get_column(name).to_list()
+
+    def json(self) -> str:
+        """The records as a compact JSON array: ``json.dumps(list(self), ensure_ascii=False, separators=(",", ":"))``."""
+        if self._rows is not None or not _polars_writes_it(self.frame):
+            return _COMPACT(self.rows())
+        if self.frame.height == 0:
+            return "[]"
+        buf = io.BytesIO()
+        self.frame.write_ndjson(buf)
+        lines = buf.getvalue()
+        del buf
+        # one object per line, each ending in a newline, which is never inside one (a string's is escaped):
+        # the array is the lines joined by commas
+        return "[" + lines[:-1].replace(b"\n", b",").decode("utf-8") + "]"
+
+
+def _floats(dtype) -> bool:
+    if dtype.is_float():
+        return True
+    if isinstance(dtype, (pl.List, pl.Array)):
+        return _floats(dtype.inner)
+    if isinstance(dtype, pl.Struct):
+        return any(_floats(f.dtype) for f in dtype.fields)
+    return False
+
+
+def _polars_writes_it(frame: pl.DataFrame) -> bool:
+    """Does Polars' JSON writer give json.dumps' text for this frame?  It does for strings (the same escapes),
+    integers, booleans, nulls, lists and structs, and for finite floats; json.dumps writes NaN and Infinity
+    where Polars writes null, so a frame with a float column goes through the dicts.  A key is never
+    escaped by json.dumps' rules here: column names are the document's own, plain ASCII."""
+    return not any(_floats(t) for t in frame.schema.values()) and all(
+        name.isascii() and name.isidentifier() for name in frame.columns)
+
+
+def document_json(doc: dict) -> str:
+    """``json.dumps(doc, ensure_ascii=False, separators=(",", ":"))``, its :class:`Records` arrays written by Polars."""
+    parts = []
+    for key, value in doc.items():
+        text = value.json() if isinstance(value, Records) else _COMPACT(value)
+        parts.append(_COMPACT(key) + ":" + text)
+    return "{" + ",".join(parts) + "}"
+
+
+def plain(doc: dict) -> dict:
+    """The document with every :class:`Records` array as a list of dicts (for json.dumps with other options)."""
+    return {k: (v.rows() if isinstance(v, Records) else v) for k, v in doc.items()}

@@ -1,0 +1,79 @@
+"""The document's large arrays written by Polars (analyzer.document.records) are the text json.dumps writes,
+and the records read from them are the dicts the list path makes."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analyzer import cli, pipeline
+from analyzer.document import Summary, records
+from analyzer.document.records import Records
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_logs"
+
+
+def compact(value) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+# Arrow strings are UTF-8: every code point but the surrogates
+TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=8) | st.sampled_from(
+    ['"', "\\", "/", "\x00", "\x1f", "\x7f", "\u2028", "\u2029", "\n", "\r\n", "\t", "é☃𝄞", "</script>", "\ufeff"])
+INT = st.integers(-(2**63), 2**63 - 1)
+ROW = st.fixed_dictionaries({
+    "s": st.none() | TEXT,
+    "i": st.none() | INT,
+    "b": st.none() | st.booleans(),
+    "l": st.none() | st.lists(st.none() | INT, max_size=4),
+    "ls": st.none() | st.lists(st.none() | TEXT, max_size=3),
+    "st": st.none() | st.fixed_dictionaries({"x": st.none() | TEXT, "n": st.none() | INT}),
+    "lst": st.lists(st.fixed_dictionaries({"k": st.none() | TEXT}), max_size=2),
+})
+SCHEMA = {"s": pl.String, "i": pl.Int64, "b": pl.Boolean, "l": pl.List(pl.Int64), "ls": pl.List(pl.String),
+          "st": pl.Struct({"x": pl.String, "n": pl.Int64}), "lst": pl.List(pl.Struct({"k": pl.String}))}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(ROW, max_size=6))
+def test_polars_writes_what_json_dumps_writes(rows):
+    frame = pl.DataFrame(rows, schema=SCHEMA)
+    got = Records(frame)
+    assert got.json() == compact(frame.to_dicts())
+    assert len(got) == len(rows)
+    assert got.rows() == frame.to_dicts() and got == frame.to_dicts()
+    assert got.json() == compact(frame.to_dicts())  # once made, from the dicts
+
+
+def test_floats_go_through_the_dicts():
+    """json.dumps writes NaN and Infinity where Polars writes null: a frame with floats is written from its dicts."""
+    frame = pl.DataFrame({"f": [1.5, float("nan"), float("inf"), None], "l": [[0.1], [], None, [float("-inf")]]})
+    assert Records(frame).json() == compact(frame.to_dicts())
+    assert "NaN" in Records(frame).json()
+
+
+def test_summary_counts_records_from_their_columns():
+    body_rows = {"sessions": [{}], "exchanges": [{"x": 1}, {"x": 2}], "findings": [{"severity": "error"}],
+                 "boundaries": [{"verdict": "gap"}, {"verdict": "continuous"}, {"verdict": "gap"}]}
+    as_records = dict(body_rows, exchanges=Records(pl.DataFrame(body_rows["exchanges"])),
+                      boundaries=Records(pl.DataFrame(body_rows["boundaries"])))
+    a = Summary().add_body(body_rows, []).to_dict([], 0)
+    b = Summary().add_body(as_records, []).to_dict([], 0)
+    assert a == b and b["verdicts"]["gap"] == 2 and b["exchanges"] == 2
+
+
+def test_the_sample_logs_document_is_the_same(monkeypatch):
+    """`analyze`'s document (columnar) is the list path's, in both of --json's layouts and as dicts."""
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")
+    fast = pipeline.run([str(SAMPLES)], columnar=True).document
+    slow = pipeline.run([str(SAMPLES)]).document
+    assert isinstance(fast["exchanges"], Records) and isinstance(fast["boundaries"], Records)
+    assert len(fast["exchanges"]) == len(slow["exchanges"]) > 500 and len(fast["boundaries"]) == len(slow["boundaries"]) > 50
+    for pretty in (10**9, 0):  # indented (from the dicts) and compact (by Polars)
+        monkeypatch.setattr(cli, "PRETTY_UP_TO", pretty)
+        assert cli.document_json(fast) == cli.document_json(slow)
+    assert cli.document_json(slow) == compact(slow) + "\n"
+    assert records.plain(fast) == slow
