@@ -426,12 +426,13 @@ def _analyze_spark(paths, store_dir, since, until, sessions, master, fmt, no_red
             return engine_spark.analyze(where, master, utc(since), utc(until), tuple(sessions), progress)
 
 
-def document_json(doc: dict) -> str:
-    """Indented for a person when small; compact for archive runs, its large arrays written by Polars
-    (:mod:`analyzer.document.records`: the same text as the C encoder's, without a dict per record)."""
+def document_json(doc: dict) -> bytes:
+    """What ``--json`` writes, in UTF-8: indented for a person when small; compact for archive runs, its large
+    arrays written by Polars (:mod:`analyzer.document.records`: the same text as the C encoder's, without a
+    dict per record)."""
     if doc["summary"]["exchanges"] <= PRETTY_UP_TO:
-        return json.dumps(records.plain(doc), indent=1, ensure_ascii=False) + "\n"
-    return records.document_json(doc) + "\n"
+        return (json.dumps(records.plain(doc), indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+    return records.document_json(doc, end=b"\n")
 
 
 class TerminalMeter(inputs.Meter):
@@ -506,13 +507,17 @@ def _nothing_matched(summary: dict, since, until, sessions) -> None:
         click.echo(_safe(f"warning: no exchange in the store matches {' '.join(used)}"), err=True)
 
 
-def _emit(out: str, text: str) -> None:
-    """``text`` to the file ``out``, or to standard output for ``-``."""
+def _emit(out: str, text: str | bytes) -> None:
+    """``text`` (or its UTF-8 bytes) to the file ``out``, or to standard output for ``-``."""
     if out != "-":
         _write(out, text)
         return
     try:
-        sys.stdout.write(text)
+        if isinstance(text, bytes):
+            sys.stdout.flush()
+            sys.stdout.buffer.write(text)
+        else:
+            sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:
         # the reader went away (``| head``): say the output is cut, and keep Python from failing at exit
@@ -520,12 +525,12 @@ def _emit(out: str, text: str) -> None:
         raise Failure("standard output was closed before the output was complete (broken pipe)") from None
 
 
-def _write(path: str, text: str) -> None:
+def _write(path: str, text: str | bytes) -> None:
     """Whole or not at all: a temp file beside ``path``, renamed over it (a full disk leaves no truncated file)."""
     from analyzer.scale.store_commit import describe, write_file_atomically
 
     try:
-        write_file_atomically(path, text.encode("utf-8"))
+        write_file_atomically(path, text if isinstance(text, bytes) else text.encode("utf-8"))
     except OSError as exc:
         raise Failure(f"cannot write {path}: {describe(exc)}; the file was left as it was") from None
 

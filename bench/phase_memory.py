@@ -72,7 +72,7 @@ def main() -> int:
     rev = eras.revisions(frames)
     b = verdicts.judge(frames, links, rev)
     mark("verdicts")
-    body = findings.build_document(frames, b, rev)
+    body = findings.build_document(frames, b, rev, columnar=True)  # as `analyze` makes it
     del frames, links, b, rev  # as in the command: pipeline.analyze_tables returns the document alone
     mark("findings document")
     doc = assemble(got.input_rows, got.errors, got.skipped, body, n_events, int(tables["messages"].num_rows), [])

@@ -121,7 +121,7 @@ def _step(args: argparse.Namespace) -> None:
         t_run = time.perf_counter() - t
         t1 = time.perf_counter()
         text = document_json(doc)  # the CLI's own writer: compact past cli.PRETTY_UP_TO exchanges, as --json writes it
-        with open(args.out, "w", encoding="utf-8") as f:
+        with open(args.out, "wb") as f:  # (UTF-8 bytes, as the CLI writes them)
             f.write(text)
         t_json = time.perf_counter() - t1
         if prof is not None:

@@ -43,6 +43,7 @@ def test_polars_writes_what_json_dumps_writes(rows):
     frame = pl.DataFrame(rows, schema=SCHEMA)
     got = Records(frame)
     assert got.json() == compact(frame.to_dicts())
+    assert got.json_bytes() == compact(frame.to_dicts()).encode("utf-8")
     assert len(got) == len(rows)
     assert got.rows() == frame.to_dicts() and got == frame.to_dicts()
     assert got.json() == compact(frame.to_dicts())  # once made, from the dicts
@@ -75,5 +76,5 @@ def test_the_sample_logs_document_is_the_same(monkeypatch):
     for pretty in (10**9, 0):  # indented (from the dicts) and compact (by Polars)
         monkeypatch.setattr(cli, "PRETTY_UP_TO", pretty)
         assert cli.document_json(fast) == cli.document_json(slow)
-    assert cli.document_json(slow) == compact(slow) + "\n"
+    assert cli.document_json(slow) == (compact(slow) + "\n").encode("utf-8")
     assert records.plain(fast) == slow

@@ -2,10 +2,10 @@
 
 The findings document is JSON values, but its two large arrays -- ``exchanges`` (one record per HTTP
 exchange, with every event's offset) and ``boundaries`` (one per reconnect, with its evidence) -- are
-made as frames.  Turned into Python dicts (``to_dicts``) and then into text (``json.dumps``), a
-million-event capture's 87 MB of them cost 2 s in Python.  :class:`Records` keeps the frame: the
-compact JSON of an archive run is written from it by Polars' JSON writer (the same bytes as
-``json.dumps(..., ensure_ascii=False, separators=(",", ":"))``; tests/test_records.py), and the dicts
+made as frames.  Turned into Python dicts (``to_dicts``, 1.9 s) and then into text (``json.dumps``, 1.2 s), a
+million-event capture's 87 MB of them cost 3 s in Python.  :class:`Records` keeps the frame: the
+compact JSON of an archive run is written from it by Polars' JSON writer (0.2 s; the same bytes as
+``json.dumps(..., ensure_ascii=False, separators=(",", ":"))``: tests/test_records.py), and the dicts
 are made only when someone reads the records (the report, JSON Lines, a test), once.
 """
 from __future__ import annotations
@@ -62,17 +62,20 @@ class Records(Sequence):
 
     def json(self) -> str:
         """The records as a compact JSON array: ``json.dumps(list(self), ensure_ascii=False, separators=(",", ":"))``."""
-        if self._rows is not None or not _polars_writes_it(self.frame):
-            return _COMPACT(self.rows())
-        if self.frame.height == 0:
-            return "[]"
+        return self.json_bytes().decode("utf-8")
+
+    def json_bytes(self) -> bytes:
+        """:meth:`json` in UTF-8."""
         buf = io.BytesIO()
-        self.frame.write_ndjson(buf)
-        lines = buf.getvalue()
-        del buf
-        # one object per line, each ending in a newline, which is never inside one (a string's is escaped):
-        # the array is the lines joined by commas
-        return "[" + lines[:-1].replace(b"\n", b",").decode("utf-8") + "]"
+        self.write_json(buf)
+        return buf.getvalue()
+
+    def write_json(self, out) -> None:
+        """:meth:`json`'s UTF-8 bytes to a binary file object (Polars' row-array writer, no copy of the text)."""
+        if self._rows is not None or not _polars_writes_it(self.frame):
+            out.write(_COMPACT(self.rows()).encode("utf-8"))
+        else:
+            self.frame.write_json(out)
 
 
 def _floats(dtype) -> bool:
@@ -94,13 +97,20 @@ def _polars_writes_it(frame: pl.DataFrame) -> bool:
         name.isascii() and name.isidentifier() for name in frame.columns)
 
 
-def document_json(doc: dict) -> str:
-    """``json.dumps(doc, ensure_ascii=False, separators=(",", ":"))``, its :class:`Records` arrays written by Polars."""
-    parts = []
-    for key, value in doc.items():
-        text = value.json() if isinstance(value, Records) else _COMPACT(value)
-        parts.append(_COMPACT(key) + ":" + text)
-    return "{" + ",".join(parts) + "}"
+def document_json(doc: dict, end: bytes = b"") -> bytes:
+    """``json.dumps(doc, ensure_ascii=False, separators=(",", ":"))`` in UTF-8 followed by ``end``, its
+    :class:`Records` arrays written by Polars into the one buffer (87 MB of them at 1M events: every copy of
+    the text is a tenth of a second)."""
+    buf = io.BytesIO()
+    buf.write(b"{")
+    for n, (key, value) in enumerate(doc.items()):
+        buf.write((("," if n else "") + _COMPACT(key) + ":").encode("utf-8"))
+        if isinstance(value, Records):
+            value.write_json(buf)
+        else:
+            buf.write(_COMPACT(value).encode("utf-8"))
+    buf.write(b"}" + end)
+    return buf.getvalue()
 
 
 def plain(doc: dict) -> dict:
