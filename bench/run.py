@@ -137,7 +137,7 @@ def _step(args: argparse.Namespace) -> None:
             buf.write("\n## by own time\n")
             st.sort_stats("tottime").print_stats(35)
             Path(args.profile_out).write_text(buf.getvalue())
-        res.update(seconds=t_run + t_json, run_seconds=t_run, json_seconds=t_json, json_bytes=len(text.encode()),
+        res.update(seconds=t_run + t_json, run_seconds=t_run, json_seconds=t_json, json_bytes=len(text),
                    phases=phases, summary={k: doc["summary"][k] for k in ("records", "sessions", "exchanges", "events", "messages", "boundaries")},
                    findings=len(doc["findings"]), rules=_count(f["rule"] for f in doc["findings"]))
     print(json.dumps(res))
