@@ -531,3 +531,20 @@ def test_url_shortcut_changes_nothing(u):
     """The first look of redact.url (no userinfo, parameter or bracket in ASCII text: nothing to redact) gives
     what the whole look gives."""
     assert redact.url(u) == _url_without_shortcut(u)
+
+
+_PIECES = st.sampled_from(["token", "KEY", "\u212aey", "sig", "auth", "x", " ", "a b", '"', '\\"', "\\", "\\n", ":", " :", "=", "\n", "\r",
+                           "é", "://", "u@h", "Bearer ", "12345678", "{", "}", ",", "progressToken"])
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(st.one_of(_PIECES, st.integers(1000, 1030).map(lambda n: "y" * n)), max_size=10).map("".join))
+@example('{"secret ' + "y" * 1024 + '": 1}')  # the key's tail past the bound (1,025 characters): no candidate
+@example('{"secret ' + "y" * 1023 + '": 1}')  # at the bound: a candidate
+@example('"token' + "\\\\" * 1024 + '":')  # an escape pair is one unit: 1,024 of them are at the bound
+@example('"token' + "\\\\" * 1025 + '":')
+def test_the_column_candidates_are_the_regex_candidates(s):
+    """redact._is_candidate (the bounded key alternative left out of Polars' regex, checked in Python where
+    the unbounded one alone matches) marks exactly the texts _CANDIDATE_RX finds something in."""
+    got = redact._is_candidate(pl.Series([s, None, "plain"])).to_list()
+    assert got == [redact._CANDIDATE.search(s) is not None, False, False]
