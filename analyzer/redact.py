@@ -70,23 +70,22 @@ def _url_param_secret(name: str) -> bool:
 # Bearer/Basic credential: prose that merely mentions "token" or "key" (event data is full of it) is not
 # looked at closer, which keeps the pass over a large capture's event data a regex, not a JSON parse per row.
 _SECRET_WORD_RX = r"(?:token|secret|key|auth|passw|passphrase|pwd|sig|cookie|credential|jwt|session|bearer)"
-_CANDIDATE_RX = (
-    # a name (name characters, as _PAIR reads them) with a separator; a JSON key of any characters (a key
-    # is looked up whole: "api key!" is secret; up to 1 KiB of it after the word, so that the regex stays
-    # linear), its quote escaped too inside JSON in a string; userinfo; a credential after its scheme word
-    r"(?i)" + _SECRET_WORD_RX + r"[A-Za-z0-9_.\-]*\\?[\"']?\s*[:=]"
-    r"|" + _SECRET_WORD_RX + r"(?:[^\"\\\r\n]|\\[^\"\r\n]){0,1024}\\?\"\s*:"
-    r"|://[^\s/@]+@|\b(?:bearer|basic)\s+[A-Za-z0-9\-._~+/]{8,}"
-)
+# The candidate regex's alternatives, named once: a name (name characters, as _PAIR reads them) with a separator;
+# a JSON key of any characters (a key is looked up whole: "api key!" is secret; up to 1 KiB of it after the word,
+# so that Python's regex stays linear), its quote escaped too inside JSON in a string; userinfo; a credential
+# after its scheme word
+_NAME_ALT = _SECRET_WORD_RX + r"[A-Za-z0-9_.\-]*\\?[\"']?\s*[:=]"
+_KEY_ALT = _SECRET_WORD_RX + r"(?:[^\"\\\r\n]|\\[^\"\r\n]){BOUND}\\?\"\s*:"
+_OTHER_ALT = r"://[^\s/@]+@|\b(?:bearer|basic)\s+[A-Za-z0-9\-._~+/]{8,}"
+_CANDIDATE_RX = r"(?i)" + _NAME_ALT + "|" + _KEY_ALT.replace("{BOUND}", "{0,1024}") + "|" + _OTHER_ALT
 _CANDIDATE = re.compile(_CANDIDATE_RX)
 # Polars' regex engine (Rust) runs the 1 KiB-bounded key alternative very slowly: its automaton holds a
 # thousand copies of the loop.  Over 100 MB of event data whose prose names tokens and keys ("... shard token
 # leaf build cache ..."), _CANDIDATE_RX took 9 s.  The column-wise look runs the other alternatives and the key
 # alternative unbounded (0.26 s; linear in Rust), and only the rows the unbounded one alone takes are read by
 # _CANDIDATE (Python, the bound): the same rows as _CANDIDATE_RX (see _is_candidate).
-_CANDIDATE_FAST_RX = (r"(?i)" + _SECRET_WORD_RX + r"[A-Za-z0-9_.\-]*\\?[\"']?\s*[:=]"
-                      r"|://[^\s/@]+@|\b(?:bearer|basic)\s+[A-Za-z0-9\-._~+/]{8,}")
-_KEY_UNBOUNDED_RX = r"(?i)" + _SECRET_WORD_RX + r"(?:[^\"\\\r\n]|\\[^\"\r\n])*\\?\"\s*:"
+_CANDIDATE_FAST_RX = r"(?i)" + _NAME_ALT + "|" + _OTHER_ALT
+_KEY_UNBOUNDED_RX = r"(?i)" + _KEY_ALT.replace("{BOUND}", "*")
 # every candidate starts with one of these (case aside): Python's regex engine tries each alternative at
 # each position, a substring test of the lower-cased text is C's (a 200-byte JSON body: 1 against 23 µs)
 _FIRST = ("token", "secret", "key", "auth", "passw", "passphrase", "pwd", "sig", "cookie", "credential", "jwt", "session",
