@@ -93,6 +93,14 @@ class FindingRule:
 
 
 FINDING_RULES: tuple[FindingRule, ...] = (
+    FindingRule('wrong_result_delivered', ('critical',), 'signals.rpc.wrong_results',
+                "another call's result handed to the call that opened a resumed stream",
+                "A tool call completed with another call's result: the python and typescript clients hand the first response on a "
+                "resumed stream to the request that opened it (rewriting its id), so the application took someone else's answer "
+                "(another tool's, or another session's: a data leak) as its own, and nothing on the client shows it.",
+                "Server: replay only the resumed stream's own events after the client's Last-Event-ID (a store keyed by session and "
+                "stream; a replica that does not know the id must refuse it, not start over). Client application: treat that call's "
+                "result as wrong; re-run the call if it is safe to, and check what was done with the result it got."),
     FindingRule('id_not_monotonic', ('error',), 'rules.history.id_order',
                 'an event id below the one before it inside one connection',
                 'Event ids went backwards or repeated inside one connection: a client de-duplicating by id drops new events or processes old ones twice.',

@@ -62,13 +62,13 @@ def test_scenario_fires_once_naming_both_ids_and_the_tool(ext):
     doc = pipeline.run([str(SCENARIO.with_suffix(f".{ext}"))]).document
     [f] = hits(doc)
     assert f["severity"] == "critical"
-    assert "tools/call \"create_invoice\" id 2 was re-issued as id 3" in f["message"]
+    assert "tools/call create_invoice (id 2) was re-issued as id 3" in f["message"]
     assert "reported progress 2 time(s)" in f["message"]
     # the first request, the last event before the break, the re-issue
     locs = [e["location"] for e in f["evidence"]]
     assert len(locs) == 3 and locs[0] != locs[2]
     # the first attempt is still the request that never got its response
-    assert [u["message"] for u in hits(doc, "request_unanswered")] == ["request tools/call id 2 never got a response, although its stream broke, ended or was resumed"]
+    assert [u["message"] for u in hits(doc, "request_unanswered")] == ["tools/call create_invoice (id 2) never got a response, although its stream broke, ended or was resumed"]
 
 
 def test_scenario_jsonl_and_har_agree():
@@ -191,7 +191,7 @@ def test_stateless_first_never_answered_is_this_rule(capture, analyze):
     doc = analyze(cap)
     assert hits(doc, "reissued_request_ran_twice") == []
     [f] = hits(doc)
-    assert f["severity"] == "critical" and "id 1 was re-issued as id 2" in f["message"]
+    assert f["severity"] == "critical" and "(id 1) was re-issued as id 2" in f["message"]
 
 
 # --- the sample logs -----------------------------------------------------------------------------
@@ -221,4 +221,4 @@ def test_a_reissue_the_server_refused_did_not_run(capture, analyze):
     assert hits(analyze(cap)) == []
     call(cap, 4, answered=True)
     [f] = hits(analyze(cap))
-    assert "id 2 was re-issued as id 4" in f["message"]
+    assert "(id 2) was re-issued as id 4" in f["message"]

@@ -104,7 +104,7 @@ def test_200_with_nothing_replayed_while_a_response_is_owed_is_a_gap(capture, an
     """python example store: unknown id -> None -> 200 text/event-stream that just ends."""
     doc = analyze(broken_tool_call(capture).stream(last="p-1", events=[], close="eof"))
     b = only_boundary(doc)
-    assert b["verdict"] == "gap" and "tools/call id 4" in b["reason"]
+    assert b["verdict"] == "gap" and "tools/call x (id 4)" in b["reason"]
     assert "request_unanswered" in rules(doc)
 
 

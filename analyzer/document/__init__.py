@@ -30,13 +30,18 @@ ANOMALY_SEVERITIES = ("error", "warning", "info")
 _RENUMBERED = frozenset({"id", "session", "boundary", "exchange"})
 
 
+# within a severity, what the application got wrong comes before how the stream broke
+FIRST_RULES = frozenset({"wrong_result_delivered"})
+
+
 def finding_key(rec: dict, pos: int) -> tuple:
-    """Where a finding goes: worst first, then where its history is (``pos``: its exchange's place, -1
+    """Where a finding goes: worst first (within a severity, the rules of FIRST_RULES first), then where its history is (``pos``: its exchange's place, -1
     for none), then rule and message, and at last the rest of the record as canonical JSON, without the
     references each engine numbers its own way, so the order never depends on the order the rules
     produced rows in or on how the document was assembled (audit jobs diff two runs)."""
     rest = {k: v for k, v in rec.items() if k not in _RENUMBERED and not k.startswith("_")}
-    return (SEV_RANK[rec["severity"]], pos, rec["rule"], rec["message"], json.dumps(rest, sort_keys=True, default=str))
+    return (SEV_RANK[rec["severity"]], rec["rule"] not in FIRST_RULES, pos, rec["rule"], rec["message"],
+            json.dumps(rest, sort_keys=True, default=str))
 
 
 def generated_at() -> str:

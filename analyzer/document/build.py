@@ -181,6 +181,10 @@ def _boundary_rows(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
         .alias("reaction_exchange"),
         # the requests the resumed stream still owed a response (signals/rpc.py): the report shows their findings here
         pl.col("owed_pos").list.eval(pl.format("x{}", pl.element() + 1)).fill_null(pl.lit([], dtype=pl.List(pl.String))).alias("owed_requests"),
+        # another call's answer handed to the call that opened the resumed stream (signals/rpc.wrong_results)
+        pl.when(pl.col("wr_message").is_not_null())
+        .then(pl.struct(call="wr_call", got="wr_got", preview="wr_preview"))
+        .alias("wrong_result"),
         "id_scheme",
         pl.col("overlap").alias("boundary_event_resent"),
         _iso("started").alias("started"),
@@ -201,6 +205,8 @@ def _boundary_rows(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
         "next_use",
         "views",
         pl.col("hist_refs").alias("_hist_refs"),
+        pl.col("wr_message").alias("_wr_message"),
+        pl.col("wr_refs").alias("_wr_refs"),
         pl.col("pos").alias("_pos"),
     )
     return rows.with_columns(pl.col("events_before", "events_after", "cut_off_before").fill_null([]))
@@ -323,7 +329,7 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
     with ThreadPoolExecutor(1, thread_name_prefix="findings") as pool:
         job = pool.submit(pl.collect_all, [reconnects.findings(rows.lazy()), history.once_per_capture(lf, hist_plan)])
         sessions, exchanges, key = _sessions_and_exchanges(f, b, rev)
-        boundaries = rows.drop("next_use", "_hist_refs", "_pos").with_columns(
+        boundaries = rows.drop("next_use", "_hist_refs", "_wr_message", "_wr_refs", "_pos").with_columns(
             pl.col("session").replace_strict(key, default=None, return_dtype=pl.String))
         if not columnar:
             boundaries, exchanges = boundaries.to_dicts(), exchanges.to_dicts()

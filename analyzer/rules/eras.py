@@ -6,6 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from analyzer.signals.eras import READ_ONLY
+from analyzer.signals.rpc import call_name
 from analyzer.signals.streams import SSE, Frames
 
 
@@ -33,7 +34,7 @@ def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
         )
     )
     m = f.messages.join(rev, on="session", how="left", maintain_order="left").join(
-        f.exchanges.select("gx", "end_reason", "source", "location"), on="gx", how="left", suffix="_x", maintain_order="left")
+        f.exchanges.select("gx", "end_reason", "source", "location", "request_body"), on="gx", how="left", suffix="_x", maintain_order="left")
     calls = m.filter(
         (pl.col("era") == "stateless") & (pl.col("direction") == "client_to_server") & (pl.col("kind") == "request")
         & ~pl.col("method").is_in(READ_ONLY) & pl.col("params_digest").is_not_null()
@@ -43,9 +44,9 @@ def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
         calls.join(answered, on=["session", "rpc_id"], how="semi", maintain_order="left")
         .group_by("session", "session_id", "method", "params_digest")
         .agg(n=pl.col("rpc_id").n_unique(), ids=pl.col("rpc_id").unique().sort().str.join(", "), pos=pl.col("pos").min(),
-             evidence=pl.struct("source", "location").head(4))
+             evidence=pl.struct("source", "location").head(4), name=call_name(pl.col("method"), pl.col("request_body")).first())
         .filter(pl.col("n") > 1)
-        .with_columns(message=pl.format("{} with the same arguments was issued under {} ids ({}) and answered each time: it ran {} times", pl.col("method"), pl.col("n"), pl.col("ids"), pl.col("n")))
+        .with_columns(message=pl.format("{} with the same arguments was issued under {} ids ({}) and answered each time: it ran {} times", pl.col("name"), pl.col("n"), pl.col("ids"), pl.col("n")))
     )
     return pl.concat(
         [

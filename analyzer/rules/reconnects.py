@@ -86,7 +86,7 @@ def findings(rows: pl.LazyFrame) -> pl.LazyFrame:
         " The client tried this reconnect {} times with the same Last-Event-ID from {} to {}, and nothing was delivered in between.",
         pl.col("attempts"), pl.col("started").fill_null("None"), pl.col("_last_started").fill_null("None"),
     )
-    return runs.select(
+    per_run = runs.select(
         rule=pl.col("verdict"),
         severity=sev,
         session=pl.col("session"),
@@ -101,3 +101,19 @@ def findings(rows: pl.LazyFrame) -> pl.LazyFrame:
         attempts=pl.col("attempts"),
         attempts_span=pl.concat_list(pl.col("started"), pl.col("_last_started")),
     )
+    # another call's answer handed to the call the resumed stream was opened for (signals/rpc.wrong_results):
+    # its own finding, whatever the verdict (the ids of a store keyed without the session even look continuous)
+    wrong = rows.filter(pl.col("_wr_message").is_not_null()).select(
+        rule=pl.lit("wrong_result_delivered"),
+        severity=pl.lit(catalog.finding_severity("wrong_result_delivered", "critical")),
+        session=pl.col("session"),
+        session_id=pl.col("session_id"),
+        boundary=pl.col("boundary_id"),
+        message=pl.col("_wr_message"),
+        effect=pl.lit(catalog.FINDING["wrong_result_delivered"].effect),
+        evidence=pl.col("_wr_refs"),
+        pos=pl.col("_pos"),
+        attempts=pl.lit(1, dtype=pl.Int64),
+        attempts_span=pl.concat_list(pl.col("started"), pl.col("started")),
+    )
+    return pl.concat([wrong, per_run], how="vertical_relaxed")

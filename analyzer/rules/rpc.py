@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzer.signals.rpc import _tagged
+from analyzer.signals.rpc import _tagged, named
 from analyzer.signals.streams import SSE, Frames
 
 
@@ -17,7 +17,9 @@ def findings(f: Frames) -> pl.LazyFrame:
     s2c = pl.col("direction") == "server_to_client"
     c2s = pl.col("direction") == "client_to_server"
     answer = pl.col("kind").is_in(["response", "error"])
-    requests = m.filter(c2s & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null())
+    requests = named(m.filter(c2s & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null()), f)
+    # each (session, id) named by its first request: the calls a response answered, duplicated or crossed
+    by_id = requests.sort("pos").group_by("session", "rpc_id").agg(pl.col("call").first())
     responses = m.filter(s2c & answer & pl.col("rpc_id").is_not_null())
     # a stream that broke, that the client closed before the server finished it, or that the server
     # ended without the response (2025-11-25 polling close: if the client never resumes, nothing else
@@ -43,7 +45,7 @@ def findings(f: Frames) -> pl.LazyFrame:
             on="gx",
             how="semi", maintain_order="left")
         .with_columns(
-            message=pl.format("request {} id {} never got a response, although its stream broke, ended or was resumed", pl.col("method"), pl.col("rpc_id")),
+            message=pl.format("{} never got a response, although its stream broke, ended or was resumed", pl.col("call")),
             evidence=pl.concat_list("ref"),
         )
     )
@@ -51,7 +53,9 @@ def findings(f: Frames) -> pl.LazyFrame:
         responses.group_by("session", "session_id", "rpc_id")
         .agg(n=pl.len(), pos=pl.col("pos").min(), evidence=pl.col("ref").head(6))
         .filter(pl.col("n") > 1)
-        .with_columns(message=pl.format("the response to request id {} was delivered {} times", pl.col("rpc_id"), pl.col("n")))
+        .join(by_id, on=["session", "rpc_id"], how="left", maintain_order="left")
+        .with_columns(message=pl.format("the response to {} was delivered {} times",
+                                        pl.col("call").fill_null(pl.format("request id {}", pl.col("rpc_id"))), pl.col("n")))
     )
     server_req = m.filter(s2c & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null())
     client_ans = m.filter(c2s & answer & pl.col("rpc_id").is_not_null()).group_by("session", "rpc_id").agg(answers=pl.len())
@@ -62,7 +66,7 @@ def findings(f: Frames) -> pl.LazyFrame:
         .join(client_ans, on=["session", "rpc_id"], how="left", maintain_order="left")
         .with_columns(pl.col("answers").fill_null(0))
         .with_columns(
-            message=pl.format("the server's {} request id {} was delivered {} times and answered {} times", pl.col("method"), pl.col("rpc_id"), pl.col("n"), pl.col("answers"))
+            message=pl.format("the server's request {} (id {}) was delivered {} times and answered {} times", pl.col("method"), pl.col("rpc_id"), pl.col("n"), pl.col("answers"))
         )
     )
     orphan = (
@@ -75,7 +79,7 @@ def findings(f: Frames) -> pl.LazyFrame:
             evidence=pl.concat_list("ref"),
         )
     )
-    req_stream = requests.select("session", "rpc_id", pl.col("stream").alias("req_stream"), pl.col("method").alias("req_method"), pl.col("ref").alias("req_ref"))
+    req_stream = requests.select("session", "rpc_id", pl.col("stream").alias("req_stream"), pl.col("call").alias("req_call"), pl.col("ref").alias("req_ref"))
     boundary_gx = f.exchanges.filter(pl.col("last_event_id").is_not_null()).select("gx")
     cross = (
         responses.filter(pl.col("origin") == "sse")
@@ -83,7 +87,7 @@ def findings(f: Frames) -> pl.LazyFrame:
         .filter(pl.col("req_stream") != pl.col("stream"))
         .join(boundary_gx, on="gx", how="anti", maintain_order="left")  # at a reconnect it is that boundary's verdict
         .with_columns(
-            message=pl.format("the response to {} id {} was delivered on another stream than the one its request opened", pl.col("req_method"), pl.col("rpc_id")),
+            message=pl.format("the response to {} was delivered on another stream than the one its request opened", pl.col("req_call")),
             evidence=pl.concat_list("req_ref", "ref"),
         )
     )

@@ -312,8 +312,27 @@ def reaction(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def replayed_across_sessions(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
-    """Per reconnect: events another session of the same input had been delivered first.
+def replayed_across_sessions(f: Frames, b: pl.DataFrame, per_event: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Per reconnect: events another session of the same input had been delivered first (``per_event``:
+    :func:`foreign_deliveries`, when the caller has it already)."""
+    if per_event is None:
+        per_event = foreign_deliveries(f, b)
+    return per_event.group_by("gx").agg(
+        xs_n=pl.col("id").n_unique(),
+        session=pl.col("b_session").first(),
+        session_id=pl.col("session_id").first(),
+        xs_other=pl.col("o_session_id").first(),
+        xs_ids=pl.col("id").unique(maintain_order=True).head(5),
+        pos=pl.col("b_pos").first(),
+        xs_evidence=pl.concat_list(
+            pl.struct("source", "location").head(2), pl.struct("source", pl.col("o_location").alias("location")).head(2)
+        ).first(),
+    )
+
+
+def foreign_deliveries(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
+    """Per event of a reconnect: the earliest delivery of the same event to another session (one row per
+    event and other session), with its place in history (``o_pos``, the exchange that carried it).
 
     A shared event store that looks up Last-Event-ID without the session replays one
     session's events into another (fastmcp PR #4402, GHSA-84j6-jc92-77jm).  With per-session
@@ -377,29 +396,17 @@ def replayed_across_sessions(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     )
     prefixes = (
         f.pick(pl.col("visible") & pl.col("sprefix").is_not_null() & (pl.col("sprefix") != ""),
-               "source", "sprefix", pl.col("session_id").alias("o_session_id"), pl.col("location").alias("o_location"))
+               "source", "sprefix", pl.col("session_id").alias("o_session_id"), pl.col("location").alias("o_location"), pl.col("pos").alias("o_pos"))
         .unique(["source", "sprefix", "o_session_id"])
     )
     same_stream = after.filter(pl.col("sprefix").is_not_null() & (pl.col("sprefix") != "")).join(prefixes, on=["source", "sprefix"])
-    cols = ["gx", "ordinal", "b_session", "session_id", "b_pos", "source", "id", "location", "o_session_id", "o_location"]
+    cols = ["gx", "ordinal", "b_session", "session_id", "b_pos", "source", "id", "location", "o_session_id", "o_location", "o_pos"]
     return (
         pl.concat([same_event.select(cols), same_stream.select(cols)])
         .filter(pl.col("o_session_id") != pl.col("session_id"))
         # joins keep no order: sort before anything takes a first
         .sort(["gx", "ordinal", "o_session_id", "o_location"])
         .unique(["gx", "id", "o_session_id"], keep="first", maintain_order=True)
-        .group_by("gx")
-        .agg(
-            xs_n=pl.col("id").n_unique(),
-            session=pl.col("b_session").first(),
-            session_id=pl.col("session_id").first(),
-            xs_other=pl.col("o_session_id").first(),
-            xs_ids=pl.col("id").unique(maintain_order=True).head(5),
-            pos=pl.col("b_pos").first(),
-            xs_evidence=pl.concat_list(
-                pl.struct("source", "location").head(2), pl.struct("source", pl.col("o_location").alias("location")).head(2)
-            ).first(),
-        )
     )
 
 
@@ -418,6 +425,7 @@ def facts(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
         resent_ids=pl.col("id").filter(~pl.col("overlap") & (pl.col("prior") == "after_claim")).unique(maintain_order=True).head(LIST_CAP),
         resent_count=(~pl.col("overlap") & (pl.col("prior") == "after_claim")).sum(),
     )
+    elsewhere = foreign_deliveries(f, b)
     b = (
         b.join(first, on="gx", how="left")
         .join(seqs, on="gx", how="left")
@@ -427,7 +435,8 @@ def facts(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
         .join(rpc.boundary_signals(f, b), on="gx", how="left")
         .join(eras.polling(f, b), on="gx", how="left")
         .join(views.boundary_history(f, b, after), on="gx", how="left")
-        .join(replayed_across_sessions(f, b).select("gx", "xs_n", "xs_other", "xs_ids", "xs_evidence"), on="gx", how="left")
+        .join(replayed_across_sessions(f, b, elsewhere).select("gx", "xs_n", "xs_other", "xs_ids", "xs_evidence"), on="gx", how="left")
+        .join(rpc.wrong_results(f, b, elsewhere), on="gx", how="left")
         .with_columns(pl.col("n_after").fill_null(0), pl.col("overlap").fill_null(False))
     )
     return b
