@@ -208,6 +208,25 @@ def next_steps_markdown() -> str:
     return "\n".join(rows) + "\n"
 
 
+# What on the wire a boundary's verdict rests on: the boundary's ``evidence``, one per branch of the decision chain
+# (verdicts.EVIDENCE says which).  A ``continuous`` verdict always names a proof; ``none`` is never continuous.
+EVIDENCE_KINDS: tuple[tuple[str, str], ...] = (
+    ("ids", "the event ids alone: contiguous ids that continue from the client's Last-Event-ID, jump or go back; an opaque id the stream had delivered, delivered again; ids that name another stream"),
+    ("second_view", "another view of the same stream: another capture or hop, or the old connection's own tail, shows what the server sent after the client's Last-Event-ID, compared with what arrived"),
+    ("progress_and_response", "opaque ids: the call's own progress notifications (one progressToken) go on from their last value before the cursor by the step they keep, with no jump, repeat or step back, and the call's own response arrives after the reconnect; a lost notification of another kind (a log message) between two progress values is not seen"),
+    ("content", "the events' payloads: the same id and payload (digest) that another session had been delivered"),
+    ("jsonrpc", "JSON-RPC messages: a response to a request of another stream, a response the stream still owed that never came, or the server's answers showing it forgot the session"),
+    ("http", "the HTTP answer to the reconnect: its status, Mcp-Session-Id, Content-Type or replay epoch"),
+    ("none", "nothing on the wire decides it: no response, no recorded body, no event after the reconnect, or opaque ids that nothing else vouches for"),
+)
+EVIDENCE = dict(EVIDENCE_KINDS)
+
+
+def evidence_markdown() -> str:
+    """README's list of the boundary ``evidence`` values."""
+    return "".join(f"- **`{name}`**: {meaning}\n" for name, meaning in EVIDENCE_KINDS)
+
+
 def verdicts_markdown() -> str:
     """README's verdict table."""
     rows = ["| verdict | meaning | typical cause |", "|---|---|---|"]

@@ -25,7 +25,19 @@ def test_readme_tables_are_the_catalog():
     assert _between(text, "verdicts") == catalog.verdicts_markdown(), "run: python tests/test_catalog.py --write"
     assert _between(text, "findings") == catalog.findings_markdown(), "run: python tests/test_catalog.py --write"
     assert _between(text, "next-steps") == catalog.next_steps_markdown(), "run: python tests/test_catalog.py --write"
+    assert _between(text, "evidence") == catalog.evidence_markdown(), "run: python tests/test_catalog.py --write"
     assert "Severity: " + catalog.VERDICT_SEVERITY + "." in text
+
+
+def test_every_branch_names_its_evidence_and_continuous_is_never_a_guess():
+    branches = [(b.rule_id, b.verdict) for b in verdicts.decision_chain()] + [verdicts.FALLBACK[:2]]
+    assert {r for r, _ in branches} == set(verdicts.EVIDENCE)
+    assert set(verdicts.EVIDENCE.values()) <= set(catalog.EVIDENCE)
+    assert all(verdicts.EVIDENCE[r] != "none" for r, v in branches if v == "continuous")
+    # the schema's enum is the catalog's list
+    import json
+    schema = json.loads((ROOT / "schemas" / "findings.schema.json").read_text())
+    assert schema["properties"]["boundaries"]["items"]["properties"]["evidence"]["enum"] == [k for k, _ in catalog.EVIDENCE_KINDS]
 
 
 def test_every_verdict_and_rule_says_what_to_do():
@@ -80,7 +92,7 @@ if __name__ == "__main__":
         sys.exit(__doc__)
     text = README.read_text()
     for name, table in (("verdicts", catalog.verdicts_markdown()), ("findings", catalog.findings_markdown()),
-                        ("next-steps", catalog.next_steps_markdown())):
+                        ("next-steps", catalog.next_steps_markdown()), ("evidence", catalog.evidence_markdown())):
         start, end = f"<!-- catalog-{name}:start -->\n", f"<!-- catalog-{name}:end -->"
         text = text[: text.index(start) + len(start)] + table + text[text.index(end) :]
     README.write_text(text)

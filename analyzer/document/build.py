@@ -165,6 +165,7 @@ def _boundary_rows(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
         "first_event_id_after",
         "verdict",
         "rule_id",
+        "evidence",
         "reason",
         "severity",
         "lost_event_ids",

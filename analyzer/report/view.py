@@ -265,6 +265,7 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         )
         pb["_dup_ids"] = {str(i) for i in b.get("duplicated_event_ids") or []}
         pb["_decisive"] = DECISIVE.get(b.get("verdict"), set())
+        pb["_evidence_words"] = catalog.EVIDENCE.get(str(b.get("evidence")), "")
         pb["_unanswered"] = [pf for r in b.get("owed_requests") or [] for pf in unanswered_by_request.get(r, [])]
         b_by_session[g(b.get("session"))].append(pb)
 

@@ -149,18 +149,32 @@ def decision_chain() -> list[Branch]:
           pl.format("{} shows that event {} came right after the cursor, and the reconnect starts with it",
                     pl.col("successor_source"), pl.col("first_event_id_after")),
           "opaque ids: another view, or the old connection itself, shows the reconnect starts with the event that followed the cursor"),
+        B("progress_continues", "continuous", pl.col("progress_proof").is_not_null(),
+          pl.format("opaque ids, but the call's own {}", pl.col("progress_proof")),
+          "opaque ids: the call's progress (one progressToken) goes on from its last value before the cursor by its fixed step "
+          "on the reconnect, and the call's own response arrives after it (a lost log message between is not seen)"),
     ]
 
 
 FALLBACK = ("opaque_unproven", "unverifiable", "opaque ids and nothing proves which event came after the cursor")
 
+# what each branch's verdict rests on (the boundary's ``evidence``; the kinds are catalog.EVIDENCE_KINDS)
+EVIDENCE = {
+    "no_response": "none", "refused": "http", "other_session_id": "http", "forgotten_session": "jsonrpc",
+    "epoch_changed": "http", "not_an_event_stream": "http", "body_not_recorded": "none", "other_sessions_events": "content",
+    "ids_went_back": "ids", "opaque_redelivered": "ids", "foreign_stream_ids": "ids", "response_of_other_stream": "jsonrpc",
+    "ids_jumped": "ids", "lost_after_capture_point": "second_view", "lost_in_history": "second_view",
+    "owed_nothing_replayed": "jsonrpc", "no_event_after": "none", "no_cursor": "none", "ids_continue": "ids",
+    "successor_proven": "second_view", "progress_continues": "progress_and_response", "opaque_unproven": "none",
+}
+
 
 def chain_markdown() -> str:
     """README's decision table, from ``decision_chain`` (tests/test_readme.py keeps the two equal)."""
-    rows = ["| # | branch (`rule_id`) | verdict | when |", "|---|---|---|---|"]
+    rows = ["| # | branch (`rule_id`) | verdict | evidence | when |", "|---|---|---|---|---|"]
     for n, br in enumerate(decision_chain(), start=1):
-        rows.append(f"| {n} | `{br.rule_id}` | `{br.verdict}` | {br.doc} |")
-    rows.append(f"| {len(rows) - 1} | `{FALLBACK[0]}` | `{FALLBACK[1]}` | {FALLBACK[2]} |")
+        rows.append(f"| {n} | `{br.rule_id}` | `{br.verdict}` | `{EVIDENCE[br.rule_id]}` | {br.doc} |")
+    rows.append(f"| {len(rows) - 1} | `{FALLBACK[0]}` | `{FALLBACK[1]}` | `{EVIDENCE[FALLBACK[0]]}` | {FALLBACK[2]} |")
     return "\n".join(rows) + "\n"
 
 
@@ -175,6 +189,7 @@ def judge(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
     b = b.with_columns(_vr=verdict_reason).with_columns(
         verdict=pl.col("_vr").struct.field("v"),
         rule_id=pl.col("_vr").struct.field("rule"),
+        evidence=pl.col("_vr").struct.field("rule").replace_strict(EVIDENCE, return_dtype=pl.String),
         reason=pl.when((pl.col("_vr").struct.field("v") == "unverifiable") & pl.col("polling").fill_null(False))
         .then(pl.format("{} (2025-11-25 polling: the server closed the connection after sending retry)", pl.col("_vr").struct.field("r")))
         .when(pl.col("overlap"))

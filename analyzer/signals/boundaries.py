@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzer.signals import eras, idschemes, rpc, views
+from analyzer.signals import eras, idschemes, progress, rpc, views
 from analyzer.signals.streams import Frames
 
 LIST_CAP = 1000  # ids listed per boundary; the counts stay exact
@@ -426,6 +426,7 @@ def facts(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
         resent_count=(~pl.col("overlap") & (pl.col("prior") == "after_claim")).sum(),
     )
     elsewhere = foreign_deliveries(f, b)
+    wrong = rpc.wrong_results(f, b, elsewhere)
     b = (
         b.join(first, on="gx", how="left")
         .join(seqs, on="gx", how="left")
@@ -436,7 +437,8 @@ def facts(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
         .join(eras.polling(f, b), on="gx", how="left")
         .join(views.boundary_history(f, b, after), on="gx", how="left")
         .join(replayed_across_sessions(f, b, elsewhere).select("gx", "xs_n", "xs_other", "xs_ids", "xs_evidence"), on="gx", how="left")
-        .join(rpc.wrong_results(f, b, elsewhere), on="gx", how="left")
+        .join(wrong, on="gx", how="left")
+        .join(progress.proof(f, b, wrong), on="gx", how="left")
         .with_columns(pl.col("n_after").fill_null(0), pl.col("overlap").fill_null(False))
     )
     return b
