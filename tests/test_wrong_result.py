@@ -118,3 +118,28 @@ def test_the_card_shows_it_first_and_escaped(capture, analyze):
     card = card[: card.index("</p>")]
     assert "tools/call &lt;b&gt;add&lt;/b&gt; (id 3)" in card and "&lt;script&gt;x&lt;/script&gt;" in card
     assert "<script>x" not in html
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "har", "pcap"])
+def test_real_replica_failover_recording(fmt, monkeypatch):
+    """sample_logs/real-python-replica-failover: two replicas behind a round-robin proxy, each store starting over on
+    an unknown Last-Event-ID; the resume lands on the replica that ran add, and slow_count returns "sum=5"
+    (the client printed it)."""
+    monkeypatch.chdir(ROOT)
+    doc = pipeline.run([f"sample_logs/real-python-replica-failover.{fmt}"]).document
+    (f,) = wrong(doc)
+    (b,) = doc["boundaries"]
+    assert b["wrong_result"] == {"call": "tools/call slow_count (id 5)", "got": "tools/call add (id 2)", "preview": "sum=5"}
+    assert f["boundary"] == b["boundary_id"] and doc["findings"][0] is f
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "har", "pcap"])
+def test_real_concurrent_shared_store_recording(fmt, monkeypatch):
+    """sample_logs/real-python-shared-store-concurrent: session B's slow_count returns session A's "slow_side done"
+    (the client printed it); both calls are id 2."""
+    monkeypatch.chdir(ROOT)
+    doc = pipeline.run([f"sample_logs/real-python-shared-store-concurrent.{fmt}"]).document
+    (f,) = wrong(doc)
+    (b,) = [b for b in doc["boundaries"] if b["boundary_id"] == f["boundary"]]
+    assert b["wrong_result"] == {"call": "tools/call slow_count (id 2)",
+                                 "got": "tools/call slow_side (id 2) of session 8fcd01432a1d49ecb86921cfb522e2f1", "preview": "slow_side done"}
