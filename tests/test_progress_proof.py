@@ -95,3 +95,29 @@ def test_real_healthy_opaque_resumes(name, fmt, monkeypatch):
     monkeypatch.chdir(ROOT)
     b = pipeline.run([f"sample_logs/{name}.{fmt}"]).document["boundaries"][0]
     assert (b["verdict"], b["evidence"]) == ("continuous", "progress_and_response"), b["reason"]
+
+
+def test_a_log_at_every_step_must_be_in_the_cut_step_too(capture, analyze):
+    """A tool that logs at every step: the replay that drops the log of the step the reconnect cut is caught,
+    although every progress value arrives (real-python-uuid-drops-log, below, recorded)."""
+    before = [progress(1), log(1), progress(2)]
+    healthy = boundary(analyze(resumed(capture, [log(2), progress(3), log(3), progress(4), log(4), progress(5), log(5), result()], before=before)))
+    assert (healthy["verdict"], healthy["evidence"]) == ("continuous", "progress_and_response")
+    dropped = boundary(analyze(resumed(capture.__class__(), [progress(3), log(3), progress(4), log(4), progress(5), log(5), result()], before=before)))
+    assert (dropped["verdict"], dropped["rule_id"]) == ("unverifiable", "opaque_unproven")
+    assert "the step the reconnect cut lacks a notifications/message that every other step of the call carries" in dropped["reason"]
+
+
+def test_a_jump_is_said_in_the_reason(capture, analyze):
+    b = boundary(analyze(resumed(capture, [progress(3), progress(4), progress(5), result()])))
+    assert b["verdict"] == "unverifiable" and "progress went from 1 to 3 on the reconnect where its step is 1" in b["reason"]
+
+
+@pytest.mark.parametrize("name", ["real-python-uuid-lossy-replay", "real-python-uuid-restart", "real-python-uuid-drops-log"])
+@pytest.mark.parametrize("fmt", ["jsonl", "har", "pcap"])
+def test_real_opaque_losses_are_never_continuous(name, fmt, monkeypatch):
+    """Recorded with uuid stores that really lost events at the resume (the server's own log says which;
+    sample_logs/README.md): a skipped progress, a restarted server with an empty store, a dropped log."""
+    monkeypatch.chdir(ROOT)
+    doc = pipeline.run([f"sample_logs/{name}.{fmt}"]).document
+    assert doc["boundaries"] and all(b["verdict"] != "continuous" for b in doc["boundaries"]), [(b["verdict"], b["reason"]) for b in doc["boundaries"]]

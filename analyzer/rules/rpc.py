@@ -6,12 +6,22 @@ from __future__ import annotations
 import polars as pl
 
 from analyzer.signals.rpc import _tagged, named
-from analyzer.signals.streams import SSE, Frames
+from analyzer.signals.streams import SSE, Frames, packet_no
+
+
+def _hidden_note(n: pl.Expr, what: str) -> pl.Expr:
+    """`` (... may lie in N TLS connection(s) ...)`` when ``n`` > 0, else empty."""
+    return pl.when(n.fill_null(0) > 0).then(
+        pl.format(f"; {what} may lie in one of the {{}} TLS connection(s) of this capture that the key log could not decrypt", n)
+    ).otherwise(pl.lit(""))
 
 
 def findings(f: Frames) -> pl.LazyFrame:
     """JSON-RPC findings over the whole session history (frames in history.FINDING_COLS shape)."""
-    from analyzer.rules.history import _frame
+    from analyzer.rules.history import _either, _frame
+
+    # a capture's TLS connections that no key decrypted: any of them may hold the missing half of a pair
+    hidden_n = f.hidden.group_by("source").agg(n_hidden=pl.len())
 
     m = _tagged(f).with_columns(ref=pl.struct("source", pl.col("x_location").alias("location")))
     s2c = pl.col("direction") == "server_to_client"
@@ -44,8 +54,10 @@ def findings(f: Frames) -> pl.LazyFrame:
             ]),
             on="gx",
             how="semi", maintain_order="left")
+        .join(hidden_n, on="source", how="left", maintain_order="left")
         .with_columns(
-            message=pl.format("{} never got a response, although its stream broke, ended or was resumed", pl.col("call")),
+            message=pl.format("{} never got a response, although its stream broke, ended or was resumed", pl.col("call"))
+            + _hidden_note(pl.col("n_hidden"), "its response"),
             evidence=pl.concat_list("ref"),
         )
     )
@@ -74,8 +86,16 @@ def findings(f: Frames) -> pl.LazyFrame:
         .join(requests.select("session", "rpc_id").unique(), on=["session", "rpc_id"], how="anti", maintain_order="left")
         # a session without any recorded request (capture started late) proves nothing
         .join(requests.select("session").unique(), on="session", how="semi", maintain_order="left")
+        .join(
+            # the request may lie in a TLS connection no key decrypted, that began before this response's exchange
+            f.hidden.join(responses.select("source", "gx", "x_location").unique(), on="source")
+            .filter(pl.col("packet") < packet_no(pl.col("x_location")))
+            .group_by("gx")
+            .agg(n_hidden=pl.len()),
+            on="gx", how="left", maintain_order="left")
         .with_columns(
-            message=pl.format("a response to request id {} arrived, but this session never sent that request", pl.col("rpc_id")),
+            message=pl.format("a response to request id {} arrived, but this session never sent that request", pl.col("rpc_id"))
+            + _hidden_note(pl.col("n_hidden"), "its request"),
             evidence=pl.concat_list("ref"),
         )
     )
@@ -93,11 +113,11 @@ def findings(f: Frames) -> pl.LazyFrame:
     )
     return pl.concat(
         [
-            _frame(unanswered, "request_unanswered", "error"),
+            _either(unanswered, pl.col("n_hidden").fill_null(0) > 0, ("request_unanswered", "warning"), ("request_unanswered", "error")),
             _frame(dup_resp, "duplicate_response", "error"),
             _frame(dup_req.filter(pl.col("answers") > 1), "duplicate_side_effect", "critical"),
             _frame(dup_req.filter(pl.col("answers") <= 1), "duplicate_server_request", "warning"),
-            _frame(orphan, "response_without_request", "error"),
+            _either(orphan, pl.col("n_hidden").fill_null(0) > 0, ("response_without_request", "warning"), ("response_without_request", "error")),
             _frame(cross, "cross_stream_replay", "error"),
         ],
         how="vertical_relaxed",

@@ -142,6 +142,12 @@ def decision_chain() -> list[Branch]:
         B("no_cursor", "unverifiable", contiguous & pl.col("cursor_seq").is_null(),
           pl.lit("the client sent no Last-Event-ID and the earlier stream delivered no id to compare with"),
           "contiguous ids, but no Last-Event-ID and no earlier id to compare with"),
+        B("resumed_undecrypted", "unverifiable", pl.col("tls_hidden").fill_null(0) > 0,
+          pl.format("the stream this reconnect resumes is not in the decrypted traffic, and {} TLS connection(s) of the capture "
+                    "that began before it could not be decrypted (the first at packet {}): what the client had before the "
+                    "cursor is unknown", pl.col("tls_hidden"), pl.col("tls_hidden_first")),
+          "the resumed stream is not in the decrypted traffic, and TLS connections that began before the reconnect had no key "
+          "in the key log: the stream may lie in one of them"),
         B("ids_continue", "continuous", contiguous,
           pl.format("event ids continue from the cursor {} without a gap or a repeat", pl.col("cursor_str")),
           "contiguous ids continue from the client's Last-Event-ID, and every later id keeps validating"),
@@ -152,11 +158,13 @@ def decision_chain() -> list[Branch]:
         B("progress_continues", "continuous", pl.col("progress_proof").is_not_null(),
           pl.format("opaque ids, but the call's own {}", pl.col("progress_proof")),
           "opaque ids: the call's progress (one progressToken) goes on from its last value before the cursor by its fixed step "
-          "on the reconnect, and the call's own response arrives after it (a lost log message between is not seen)"),
+          "on the reconnect, the step it cut carries the notifications every other step carries, and the call's own response "
+          "arrives after it (a lost log of a tool that logs at some steps only is not seen)"),
     ]
 
 
-FALLBACK = ("opaque_unproven", "unverifiable", "opaque ids and nothing proves which event came after the cursor")
+FALLBACK = ("opaque_unproven", "unverifiable", "opaque ids and nothing proves which event came after the cursor "
+            "(the reason adds what the call's progress shows against it: a jump, or a cut step lacking a notification)")
 
 # what each branch's verdict rests on (the boundary's ``evidence``; the kinds are catalog.EVIDENCE_KINDS)
 EVIDENCE = {
@@ -164,7 +172,7 @@ EVIDENCE = {
     "epoch_changed": "http", "not_an_event_stream": "http", "body_not_recorded": "none", "other_sessions_events": "content",
     "ids_went_back": "ids", "opaque_redelivered": "ids", "foreign_stream_ids": "ids", "response_of_other_stream": "jsonrpc",
     "ids_jumped": "ids", "lost_after_capture_point": "second_view", "lost_in_history": "second_view",
-    "owed_nothing_replayed": "jsonrpc", "no_event_after": "none", "no_cursor": "none", "ids_continue": "ids",
+    "owed_nothing_replayed": "jsonrpc", "no_event_after": "none", "no_cursor": "none", "resumed_undecrypted": "none", "ids_continue": "ids",
     "successor_proven": "second_view", "progress_continues": "progress_and_response", "opaque_unproven": "none",
 }
 
@@ -192,6 +200,8 @@ def judge(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
         evidence=pl.col("_vr").struct.field("rule").replace_strict(EVIDENCE, return_dtype=pl.String),
         reason=pl.when((pl.col("_vr").struct.field("v") == "unverifiable") & pl.col("polling").fill_null(False))
         .then(pl.format("{} (2025-11-25 polling: the server closed the connection after sending retry)", pl.col("_vr").struct.field("r")))
+        .when((pl.col("_vr").struct.field("rule") == FALLBACK[0]) & pl.col("progress_doubt").is_not_null())
+        .then(pl.format("{}; {}", pl.col("_vr").struct.field("r"), pl.col("progress_doubt")))
         .when(pl.col("overlap"))
         .then(pl.format("{} (the server first re-sent event {} unchanged: the client must drop that duplicate)", pl.col("_vr").struct.field("r"), pl.col("cursor_str")))
         .otherwise(pl.col("_vr").struct.field("r")),

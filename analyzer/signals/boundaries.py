@@ -19,7 +19,7 @@ from __future__ import annotations
 import polars as pl
 
 from analyzer.signals import eras, idschemes, progress, rpc, views
-from analyzer.signals.streams import Frames
+from analyzer.signals.streams import Frames, packet_no
 
 LIST_CAP = 1000  # ids listed per boundary; the counts stay exact
 MAX_EXPAND = 1_000_000  # missing ids checked one by one against other streams (shared counter)
@@ -410,6 +410,25 @@ def foreign_deliveries(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def undecrypted_before(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
+    """Per boundary whose resumed stream the tables do not show (no earlier connection of it, or none that
+    delivered its Last-Event-ID): the TLS connections of its capture that no key decrypted and that began
+    before it (``tls_hidden``, the first one's packet ``tls_hidden_first``).  The stream it resumes may lie
+    in one of them, so what the client had before the cursor is unknown."""
+    k = (
+        b.lazy()
+        .filter(pl.col("resumed_gx").is_null() | ~pl.col("id_found").fill_null(False))
+        .select("gx", "source", b_packet=packet_no(pl.col("location")))
+    )
+    return (
+        k.join(f.hidden.lazy(), on="source")
+        .filter(pl.col("packet") < pl.col("b_packet"))
+        .group_by("gx")
+        .agg(tls_hidden=pl.len(), tls_hidden_first=pl.col("packet").min())
+        .collect()
+    )
+
+
 def facts(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
     """One row per boundary (before one is kept per reconnect) with every fact the decision chain reads;
     ``rev`` from eras.revisions."""
@@ -439,6 +458,7 @@ def facts(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
         .join(replayed_across_sessions(f, b, elsewhere).select("gx", "xs_n", "xs_other", "xs_ids", "xs_evidence"), on="gx", how="left")
         .join(wrong, on="gx", how="left")
         .join(progress.proof(f, b, wrong), on="gx", how="left")
+        .join(undecrypted_before(f, b), on="gx", how="left")
         .with_columns(pl.col("n_after").fill_null(0), pl.col("overlap").fill_null(False))
     )
     return b

@@ -14,10 +14,17 @@ proven to continue where the client stopped when
 - the call's own response (its id, not another call's answer) arrives after the reconnect on the same
   stream, on this connection or a later one.
 
+- when every whole step of the call (the events between two progress notifications) carries the same
+  other notifications -- a log at every step -- the step the reconnect cut through carries them too.
+
 A lost progress notification breaks the count; a store that replays nothing while the tool goes on
-live jumps it; a replay of the wrong stream carries another token or another response.  What this
-does not see is a lost notification of another kind between two progress values (a log message):
-the evidence name says which proof was used (``progress_and_response``), and the README says so.
+live jumps it; a replay of the wrong stream carries another token or another response; a log dropped
+by the replay leaves the cut step short of what every other step carries.  What this does not see is a
+lost log of a tool that logs at some steps only: the evidence name says which proof was used
+(``progress_and_response``), and the README says so.  A jump or a short step is said in the reason of
+the ``unverifiable`` verdict (``progress_doubt``), not made a gap: a tool may skip a value.
+Recordings: real-python-resume-uuid and real-ts-resume (proven), real-python-uuid-lossy-replay (a
+jump), real-python-uuid-drops-log (a short step), real-python-uuid-restart (nothing after the resume).
 """
 from __future__ import annotations
 
@@ -29,7 +36,9 @@ PROGRESS = "notifications/progress"
 
 
 def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame) -> pl.DataFrame:
-    """Per boundary whose progress and response prove it (``gx``, ``progress_proof``: the reason's words).
+    """Per boundary whose progress and response prove it (``gx``, ``progress_proof``: the reason's words), or whose
+    progress speaks against continuity (``progress_doubt``: a jump by other than the call's step, or a cut step
+    that lacks a notification every other step carries).
 
     ``b``: the boundaries (``gx``, ``pos``, ``session``, ``stream``, ``header``); ``wrong``: the reconnects
     whose first answer was another call's (rpc.wrong_results: their ``gx``), which prove nothing."""
@@ -114,9 +123,8 @@ def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame) -> pl.DataFrame:
     step = pl.when(vals.list.len() >= 2).then(vals.list.get(1) - vals.list.get(0)).otherwise(pl.col("step_before"))
     # every step after the cursor, the first one from the last value before it included
     steps = pl.concat_list(pl.col("last"), vals).list.diff(null_behavior="drop")
-    proven = (
+    checked = (
         before.join(after, on="gx")
-        .join(responded, on="gx")
         .with_columns(_step=step)
         .filter(
             (pl.col("tokens").list.len() == 1)
@@ -125,10 +133,8 @@ def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame) -> pl.DataFrame:
             # the step before the cursor, when two values show it, is the same step
             & (pl.col("step_before").is_null() | ((pl.col("step_before") - pl.col("_step")).abs() < 1e-9))
         )
-    )
-    # every step equal to the call's step (compared row by row after an explode: list.eval cannot read another column)
-    proven = (
-        proven.with_columns(_steps=steps)
+        # every step equal to the call's step (compared row by row after an explode: list.eval cannot read another column)
+        .with_columns(_steps=steps)
         .explode("_steps")
         .group_by("gx", maintain_order=True)
         .agg(
@@ -136,17 +142,98 @@ def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame) -> pl.DataFrame:
             token=pl.col("token").first(),
             last=pl.col("last").first(),
             values=pl.col("values").first(),
-            call_id=pl.col("call_id").first(),
+            step=pl.col("_step").first(),
         )
-        .filter(pl.col("ok"))
     )
-    return proven.select(
-        "gx",
-        progress_proof=pl.format(
-            "progress of token {} went on from {} to {} without a jump, and the call's own response (id {}) arrived after the reconnect",
-            pl.col("token"), _num(pl.col("last")), _num(pl.col("values").list.last()), pl.col("call_id"),
+    short = _step_cut_short(f, k, ev, prog)
+    proven = (
+        checked.filter(pl.col("ok"))
+        .join(responded, on="gx")
+        .join(short, on="gx", how="anti")
+        .select(
+            "gx",
+            progress_proof=pl.format(
+                "progress of token {} went on from {} to {} without a jump, and the call's own response (id {}) arrived after the reconnect",
+                pl.col("token"), _num(pl.col("last")), _num(pl.col("values").list.last()), pl.col("call_id"),
+            ),
+        )
+    )
+    # what the same reading shows against continuity (the verdict stays unverifiable: a tool may skip a value)
+    doubts = pl.concat([
+        checked.filter(~pl.col("ok")).select(
+            "gx",
+            progress_doubt=pl.format(
+                "the call's progress went from {} to {} on the reconnect where its step is {}: a progress notification was likely lost",
+                _num(pl.col("last")), _num(pl.col("values").list.first()), _num(pl.col("step")),
+            ),
         ),
-    ).collect()
+        checked.filter(pl.col("ok")).join(short, on="gx").select(
+            "gx",
+            progress_doubt=pl.format(
+                "the call's progress went on, but the step the reconnect cut lacks a {} that every other step of the call "
+                "carries: it was likely lost", pl.col("missing"),
+            ),
+        ),
+    ])
+    return proven.join(doubts, on="gx", how="full", coalesce=True).collect()
+
+
+def _step_cut_short(f: Frames, k: pl.LazyFrame, ev: pl.LazyFrame, prog: pl.LazyFrame) -> pl.LazyFrame:
+    """The boundaries (``gx``) whose cut step lacks a notification every other step carries.
+
+    The events the client processed (up to its cursor on the old connections, then the reconnect's own) are
+    cut into steps at each progress notification.  When every whole step on either side of the cursor
+    carries the same other notifications (at least two such steps: a log at every step), the step the
+    reconnect cut through must carry at least those too; one missing is an event lost at the reconnect that
+    the progress values cannot show (a log dropped by the replay).  A tool that logs at some steps only
+    shows no such rule, and this check says nothing then."""
+    notes = (
+        f.messages.lazy()
+        .filter((pl.col("direction") == "server_to_client") & (pl.col("origin") == "sse") & pl.col("kind").is_in(["notification", "request"]))
+        .select(pl.col("gx").alias("e_gx"), "ordinal", "method")
+    )
+    is_prog = prog.select(pl.col("gx").alias("e_gx"), "_k", "session", "stream").with_columns(_p=pl.lit(True))
+    seq = (
+        k.join(ev.select("session", "stream", pl.col("gx").alias("e_gx"), "pos", "ordinal", "_k"), on=["session", "stream"])
+        .filter(((pl.col("pos") < pl.col("b_pos")) & (pl.col("_k") <= pl.col("cursor_k"))) | (pl.col("e_gx") == pl.col("gx")))
+        .join(is_prog, on=["session", "stream", "e_gx", "_k"], how="left")
+        .join(notes, on=["e_gx", "ordinal"], how="left")
+        .with_columns(pl.col("_p").fill_null(False))
+        .sort("gx", "_k")
+        .with_columns(step=pl.col("_p").cast(pl.Int32).cum_sum().over("gx"))
+    )
+    sep = "\x1f"
+    steps = seq.group_by("gx", "step").agg(
+        key=pl.col("method").filter(~pl.col("_p") & pl.col("method").is_not_null()).sort().str.join(sep),
+        has_cursor=(pl.col("_k") == pl.col("cursor_k")).any(),
+    )
+    last = steps.group_by("gx").agg(last_step=pl.col("step").max())
+    cut = steps.filter(pl.col("has_cursor")).select("gx", cut_step="step", cut_key="key")
+    regular = (
+        steps.join(last, on="gx").join(cut, on="gx")
+        # whole steps only: not before the first progress, not the last (it ends with the response), not the cut one
+        .filter((pl.col("step") >= 1) & (pl.col("step") < pl.col("last_step")) & (pl.col("step") != pl.col("cut_step")))
+        .group_by("gx")
+        .agg(n=pl.len(), kinds=pl.col("key").n_unique(), key=pl.col("key").first(), cut_key=pl.col("cut_key").first())
+        .filter((pl.col("n") >= 2) & (pl.col("kinds") == 1) & (pl.col("key") != ""))
+    )
+    def counts(col: str, name: str) -> pl.LazyFrame:
+        return (
+            regular.select("gx", method=pl.col(col).str.split(sep))
+            .explode("method")
+            .filter(pl.col("method").is_not_null() & (pl.col("method") != ""))
+            .group_by("gx", "method")
+            .agg(pl.len().alias(name))
+        )
+
+    return (
+        counts("key", "want")
+        .join(counts("cut_key", "got"), on=["gx", "method"], how="left")
+        .filter(pl.col("got").fill_null(0) < pl.col("want"))
+        .sort("gx", "method")
+        .group_by("gx")
+        .agg(missing=pl.col("method").first())
+    )
 
 
 def _num(x: pl.Expr) -> pl.Expr:

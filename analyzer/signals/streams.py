@@ -20,7 +20,7 @@ Everything here is a Polars expression over whole tables.  Vocabulary:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
@@ -31,11 +31,19 @@ SSE = "text/event-stream"
 MAX_CHAIN = 64  # pointer jumping halves the chain each round: 64 rounds cover any real chain
 
 
+# the anomalies of a TLS connection that no key decrypted (decode/tls.py): its HTTP is not in the tables
+UNDECRYPTED = ("tls_no_key", "tls_not_decrypted")
+HIDDEN_SCHEMA = {"source": pl.String, "packet": pl.Int64}
+
+
 @dataclass(frozen=True)
 class Frames:
     exchanges: pl.DataFrame  # + gx, pos, session, stream, n_events, first_id, last_cursor, sent_retry
     events: pl.DataFrame  # + gx, pos, session, stream, visible, has_id, id_scheme, seq, sprefix; - xid, cursor, retry; sorted by pos, ordinal
     messages: pl.DataFrame  # + gx, pos, session
+    # TLS connections of a capture that no key decrypted: ``source`` and the ``packet`` its anomaly names
+    # (where its encrypted HTTP began); a stream, a request or a response may lie in them, unseen
+    hidden: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=HIDDEN_SCHEMA))
 
     def pick(self, where: pl.Expr, *columns: str | pl.Expr, among: pl.DataFrame | None = None, **named: pl.Expr) -> pl.DataFrame:
         """The events ``where`` holds, only ``columns``: filtered and narrowed in one plan, so the rows are
@@ -50,7 +58,7 @@ class Frames:
     def lazy(self) -> Frames:
         """The same tables as LazyFrames: the finding rules build plans over them, and the document
         (document/build.py) collects all of them at once, so Polars plans the shared scans together."""
-        return Frames(self.exchanges.lazy(), self.events.lazy(), self.messages.lazy())  # type: ignore[arg-type]
+        return Frames(self.exchanges.lazy(), self.events.lazy(), self.messages.lazy(), self.hidden.lazy())  # type: ignore[arg-type]
 
 
 def _ordered_exchanges(x: pl.DataFrame) -> pl.DataFrame:
@@ -376,4 +384,22 @@ def build(tables: dict) -> tuple[Frames, pl.DataFrame]:
         seq=idschemes.seq(pl.col("id"), pl.col("id_scheme"), present),
         sprefix=idschemes.prefix(pl.col("id"), pl.col("id_scheme"), present),
     )
-    return Frames(x, ev, msgs), links
+    return Frames(x, ev, msgs, hidden(tables.get("anomalies"))), links
+
+
+def hidden(anomalies) -> pl.DataFrame:
+    """:attr:`Frames.hidden` from the anomalies table (pyarrow or None): the undecrypted TLS connections of pcaps."""
+    if anomalies is None or anomalies.num_rows == 0:
+        return pl.DataFrame(schema=HIDDEN_SCHEMA)
+    return (
+        pl.from_arrow(anomalies.select(["source", "code", "location"]))
+        .filter(pl.col("code").is_in(UNDECRYPTED))
+        .select("source", packet=pl.col("location").str.extract(r"^packet ([0-9]{1,18})$", 1).cast(pl.Int64))
+        .filter(pl.col("packet").is_not_null())
+        .cast(HIDDEN_SCHEMA)
+    )
+
+
+def packet_no(location: pl.Expr) -> pl.Expr:
+    """The packet number of a pcap record's location (``packet 29``), null for other formats."""
+    return location.str.extract(r"^packet ([0-9]{1,18})", 1).cast(pl.Int64)
