@@ -13,11 +13,19 @@ Options of the newer scenarios (off by default): `--tag` (slow_count's `tag`),
 that 0 also means the standalone GET stream is never opened), `--reissue` (call again
 with the same arguments after a failure), `--follow-up` / `--follow-up-pause`
 (`tools/list` + another `tools/call` in the same session after a failure).
+
+Options of replica-failover and shared-store-concurrent (off by default):
+`--pre STEP` (repeatable; run after initialize, before the slow_count call: `sleep:S`,
+`ping`, or `call:TOOL:JSON-ARGUMENTS`), and `--pair TOOL` (two sessions in one process,
+concurrently: session A calls TOOL with `{"steps": --pair-steps}`, session B calls
+slow_count `--stagger` s after A sent its call; both stay open until both calls are over).
+Every result the application gets is printed, with its text content and structured content.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 
@@ -60,6 +68,19 @@ async def run(url: str, steps: int, timeout: float, opts: argparse.Namespace | N
         async with Client(url, mode="legacy", read_timeout_seconds=timeout, logging_callback=on_log) as client:
             print(f"{stamp()} initialized: protocol {client.protocol_version} session "
                   f"{getattr(client.session, 'session_id', None) or ''}".rstrip(), flush=True)
+            for step in getattr(opts, "pre", None) or ():
+                await pre_step(client, step, on_progress)
+            if getattr(opts, "pre", None):
+                # Show what the application got for the main call in full (text and structured content).
+                try:
+                    result = await client.call_tool("slow_count", arguments, read_timeout_seconds=call_timeout,
+                                                    progress_callback=on_progress)
+                except Exception as exc:
+                    print(f"{stamp()} call_tool slow_count {arguments} failed: {type(exc).__name__}: {exc}",
+                          flush=True)
+                    return 1
+                print(f"{stamp()} call_tool slow_count {json.dumps(arguments)} -> {describe(result)}", flush=True)
+                return 0
             if await call(client, "call_tool"):
                 return 0
             if opts is not None and opts.reissue:
@@ -79,6 +100,74 @@ async def run(url: str, steps: int, timeout: float, opts: argparse.Namespace | N
             return 1  # DELETE is sent on exit
 
 
+def describe(result) -> str:  # noqa: ANN001 - mcp_types.CallToolResult
+    texts = [getattr(c, "text", repr(c)) for c in result.content]
+    return f"isError={result.is_error} content={texts} structuredContent={json.dumps(result.structured_content)}"
+
+
+async def pre_step(client: Client, step: str, on_progress) -> None:  # noqa: ANN001
+    """One `--pre` step: `sleep:S`, `ping`, or `call:TOOL:JSON-ARGUMENTS`."""
+    kind, _, rest = step.partition(":")
+    if kind == "sleep":
+        await anyio.sleep(float(rest))
+    elif kind == "ping":
+        await client.send_ping()
+        print(f"{stamp()} ping: ok", flush=True)
+    elif kind == "call":
+        tool, _, raw = rest.partition(":")
+        arguments = json.loads(raw) if raw else {}
+        result = await client.call_tool(tool, arguments, progress_callback=on_progress)
+        print(f"{stamp()} call_tool {tool} {json.dumps(arguments)} -> {describe(result)}", flush=True)
+    else:
+        raise ValueError(f"unknown --pre step {step!r}")
+
+
+async def run_pair(url: str, opts: argparse.Namespace) -> int:
+    """Two sessions at once: A calls `--pair` TOOL, B calls slow_count `--stagger` s after A sent its call."""
+    a_calling = anyio.Event()
+    finished = {"A": anyio.Event(), "B": anyio.Event()}
+    outcome: dict[str, bool] = {}
+
+    async def session(label: str, tool: str, arguments: dict) -> None:
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            print(f"{stamp()} [{label}] progress {progress}/{total} {message}", flush=True)
+
+        async def on_log(params) -> None:  # noqa: ANN001
+            print(f"{stamp()} [{label}] log {params.level}: {params.data}", flush=True)
+
+        try:
+            async with Client(url, mode="legacy", read_timeout_seconds=opts.timeout, logging_callback=on_log) as client:
+                print(f"{stamp()} [{label}] initialized: protocol {client.protocol_version} session "
+                      f"{getattr(client.session, 'session_id', None) or ''}".rstrip(), flush=True)
+                if label == "A":
+                    a_calling.set()
+                else:
+                    await a_calling.wait()
+                    await anyio.sleep(opts.stagger)
+                print(f"{stamp()} [{label}] calling {tool} {json.dumps(arguments)}", flush=True)
+                try:
+                    result = await client.call_tool(tool, arguments, read_timeout_seconds=opts.call_timeout,
+                                                    progress_callback=on_progress)
+                    print(f"{stamp()} [{label}] call_tool {tool} {json.dumps(arguments)} -> {describe(result)}",
+                          flush=True)
+                    outcome[label] = True
+                except Exception as exc:
+                    print(f"{stamp()} [{label}] call_tool {tool} failed: {type(exc).__name__}: {exc}", flush=True)
+                    outcome[label] = False
+                finished[label].set()
+                for event in finished.values():  # keep the session open until both calls are over
+                    await event.wait()
+        finally:
+            finished[label].set()
+            a_calling.set()
+
+    with anyio.fail_after(opts.timeout):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(session, "A", opts.pair, {"steps": opts.pair_steps})
+            tg.start_soon(session, "B", "slow_count", {"steps": opts.steps})
+    return 0 if all(outcome.get(k) for k in ("A", "B")) else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("url")
@@ -95,7 +184,21 @@ def main() -> int:
     parser.add_argument("--follow-up", action="store_true",
                         help="if the call fails, go on with tools/list and another tools/call in the same session")
     parser.add_argument("--follow-up-pause", type=float, default=0.0, help="seconds to wait before the follow-ups")
+    parser.add_argument("--pre", action="append", default=[], metavar="STEP",
+                        help="after initialize, before the slow_count call: sleep:S | ping | call:TOOL:JSON")
+    parser.add_argument("--pair", default=None, metavar="TOOL",
+                        help="two concurrent sessions: A calls TOOL, B calls slow_count (--stagger s later)")
+    parser.add_argument("--pair-steps", type=int, default=3, help="steps argument of the --pair tool")
+    parser.add_argument("--stagger", type=float, default=0.5, help="seconds between A's call and B's call")
     args = parser.parse_args()
+    if args.pair:
+        try:
+            return anyio.run(run_pair, args.url, args)
+        except Exception as exc:
+            leaves = exc.exceptions if isinstance(exc, BaseExceptionGroup) else [exc]
+            for leaf in leaves:
+                print(f"{stamp()} client error: {type(leaf).__name__}: {leaf}", flush=True)
+            return 2
     if args.max_reconnect is not None:
         import mcp.client.streamable_http as client_transport
 

@@ -1,7 +1,11 @@
 """In-memory `EventStore`s for the recording server (python MCP SDK 2.x API).
 
-The first two are used by the original scenarios; the last three by the newer ones
-(shared-store, capture-client-loss); see the README section of each scenario.
+The first two are used by the original scenarios; the next three by the newer ones
+(shared-store, capture-client-loss), `SessionLogEventStore` by replica-failover, and
+`UuidSkipFirstEventStore` / `UuidDropLogEventStore` (uuid4 ids, replays that really lose an
+event) by uuid-lossy-replay / uuid-drops-log; see the README section of each scenario.
+`UuidEventStore(log_events=True)` (server.py `--log-events`, off by default) prints a `STORE`
+line per stored event and a `REPLAY` line per replay (`sent=[…] SKIPPED=[…]`, ids and kinds).
 
 * `UuidEventStore` -- the idea of the SDK example
   `examples/servers/simple-streamablehttp/mcp_simple_streamablehttp/event_store.py`
@@ -49,13 +53,41 @@ class _Entry:
     message: JSONRPCMessage | None
 
 
+def _dump(message: JSONRPCMessage | None) -> str:
+    return "<priming>" if message is None else message.model_dump_json(by_alias=True, exclude_unset=True)[:160]
+
+
+def _kind(message: JSONRPCMessage | None) -> str:
+    """A short description of a stored event: priming, progress <token>:<value>, log "<data>", response id=<id>."""
+    if message is None:
+        return "priming"
+    method = getattr(message, "method", None)
+    params = getattr(message, "params", None) or {}
+    if not isinstance(params, dict):
+        params = params.model_dump(by_alias=True) if hasattr(params, "model_dump") else {}
+    if method == "notifications/progress":
+        return f"progress token={params.get('progressToken')} value={params.get('progress')}"
+    if method == "notifications/message":
+        return f"log {params.get('data')!r}"
+    if method is not None:
+        return f"{method}"
+    if isinstance(message, JSONRPCError):
+        return f"error id={message.id}"
+    if isinstance(message, JSONRPCResponse):
+        return f"response id={message.id}"
+    return _dump(message)
+
+
 class UuidEventStore(EventStore):
     """uuid4 ids, last `max_events_per_stream` events per stream (SDK example style)."""
 
-    def __init__(self, max_events_per_stream: int = 100) -> None:
+    def __init__(self, max_events_per_stream: int = 100, log_events: bool = False) -> None:
         self.max_events_per_stream = max_events_per_stream
         self.streams: dict[StreamId, deque[_Entry]] = {}
         self.event_index: dict[EventId, _Entry] = {}
+        # server.py --log-events (newer scenarios only): print a STORE line per stored event and a
+        # REPLAY line per replay (ids and kinds), the ground truth of what the server emitted.
+        self.log_events = log_events
 
     async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
         event_id = str(uuid4())
@@ -65,20 +97,62 @@ class UuidEventStore(EventStore):
             self.event_index.pop(stream[0].event_id, None)  # evicted: it can no longer be resumed from
         stream.append(entry)
         self.event_index[event_id] = entry
+        if self.log_events:
+            print(f"STORE id={event_id} stream={stream_id} {_kind(message)}", flush=True)
         return event_id
+
+    def _skip(self, after: list[_Entry]) -> set[EventId]:
+        """Ids of the replayable events after the cursor that the replay leaves out (none: a correct store)."""
+        return set()
 
     async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
         last = self.event_index.get(last_event_id)
         if last is None:
             logger.warning("Event ID %s not found in store", last_event_id)
+            if self.log_events:
+                print(f"REPLAY after={last_event_id} unknown -> None (the SDK ends the stream, no event)", flush=True)
             return None
         found = False
+        after: list[_Entry] = []
         for entry in list(self.streams.get(last.stream_id, ())):
             if found and entry.message is not None:
-                await send_callback(EventMessage(entry.message, entry.event_id))
+                after.append(entry)
             elif entry.event_id == last_event_id:
                 found = True
+        skip = self._skip(after)
+        for entry in after:
+            if entry.event_id not in skip:
+                await send_callback(EventMessage(entry.message, entry.event_id))
+        if self.log_events:
+            sent = [f"{e.event_id} {_kind(e.message)}" for e in after if e.event_id not in skip]
+            skipped = [f"{e.event_id} {_kind(e.message)}" for e in after if e.event_id in skip]
+            print(f"REPLAY after={last_event_id} stream={last.stream_id} sent={sent} SKIPPED={skipped}", flush=True)
         return last.stream_id
+
+
+class UuidSkipFirstEventStore(UuidEventStore):
+    """BUGGY on purpose (scenario uuid-lossy-replay): uuid4 ids; a replay after a known id
+    silently leaves out the **first** event stored after the cursor (an off-by-one of the kind
+    "start after the cursor's successor"), then replays the rest; the live stream goes on."""
+
+    def _skip(self, after: list[_Entry]) -> set[EventId]:
+        return {after[0].event_id} if after else set()
+
+
+class UuidDropLogEventStore(UuidEventStore):
+    """BUGGY on purpose (scenario uuid-drops-log): uuid4 ids; a replay after a known id leaves out
+    the `notifications/message` (log) events stored between the cursor and the next
+    `notifications/progress`; every progress notification and the response are replayed."""
+
+    def _skip(self, after: list[_Entry]) -> set[EventId]:
+        skip: set[EventId] = set()
+        for entry in after:
+            method = getattr(entry.message, "method", None)
+            if method == "notifications/progress":
+                break
+            if method == "notifications/message":
+                skip.add(entry.event_id)
+        return skip
 
 
 class DensePerStreamEventStore(EventStore):
@@ -118,8 +192,6 @@ class DensePerStreamEventStore(EventStore):
         return stream_id
 
 
-def _dump(message: JSONRPCMessage | None) -> str:
-    return "<priming>" if message is None else message.model_dump_json(by_alias=True, exclude_unset=True)[:160]
 
 
 class SessionCounterEventStore(EventStore):
@@ -242,3 +314,55 @@ class _SessionView(EventStore):
             return stream_id
         print(f"REPLAY session={self.session_id[:8]} after={last_event_id} unknown -> None", flush=True)
         return None
+
+
+class SessionLogEventStore:
+    """BUGGY on purpose (scenario replica-failover): a naive per-session log that "starts over".
+
+    One instance per server process (= per replica: each replica keeps its own, in memory).
+    Every session gets a view (`for_session`, installed by `session_managers.RecordingSessionManager`)
+    that appends to that session's log and mints ids "1", "2", ... per session. A known
+    `Last-Event-ID` replays the same-stream events stored after it (correct). An id the log
+    does not know (say, one minted by *another replica*) is not refused: the view "starts over"
+    and replays **every** event it holds for the session from the beginning, whatever request
+    they answered, and returns no stream (the SDK then ends the resumed stream after the replay).
+    `STORE`/`REPLAY` lines, prefixed with the replica name, are the ground truth in the server log.
+    """
+
+    def __init__(self, replica: str = "") -> None:
+        self.replica = replica
+        self.logs: dict[str, list[_Entry]] = {}
+
+    def for_session(self, session_id: str) -> "_SessionLogView":
+        return _SessionLogView(self, session_id)
+
+
+class _SessionLogView(EventStore):
+    def __init__(self, store: SessionLogEventStore, session_id: str) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.log = store.logs.setdefault(session_id, [])
+        self.prefix = f"{store.replica} " if store.replica else ""
+
+    async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
+        event_id = str(len(self.log) + 1)
+        self.log.append(_Entry(event_id, stream_id, message))
+        print(f"{self.prefix}STORE session={self.session_id[:8]} id={event_id} stream={stream_id} {_dump(message)}",
+              flush=True)
+        return event_id
+
+    async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
+        hit = next((i for i, e in enumerate(self.log) if e.event_id == last_event_id), None)
+        if hit is not None:
+            stream_id = self.log[hit].stream_id
+            replay = [e for e in self.log[hit + 1:] if e.stream_id == stream_id and e.message is not None]
+        else:  # unknown id: start over from the beginning of the session, every stream
+            stream_id = None
+            replay = [e for e in self.log if e.message is not None]
+        for entry in replay:
+            await send_callback(EventMessage(entry.message, entry.event_id))
+        how = f"stream={stream_id}" if hit is not None else f"unknown -> start over ({len(self.log)} events held)"
+        print(f"{self.prefix}REPLAY session={self.session_id[:8]} after={last_event_id} {how} "
+              f"sent={[(e.event_id, e.stream_id) for e in replay]} "
+              f"{[_dump(e.message)[:100] for e in replay]}", flush=True)
+        return stream_id

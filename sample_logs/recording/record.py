@@ -29,6 +29,18 @@ extra options to server.py / client.py (`Scenario.server_args`, `client_args`), 
 capture-client-loss ones put `partition_relay.py` between the client and A
 (`Scenario.relay`; its log is `<scenario>.relay.log`). See sample_logs/README.md.
 
+replica-failover runs **two** server.py processes (replicas, `Scenario.replicas`) that share
+session validity through a directory and keep their own event stores, behind
+`rr_proxy.py` (round-robin per request); B's upstream is the proxy and tcpdump captures
+the B -> proxy leg (`tcp port <proxy port>`). Logs: `<scenario>.server-<i>.log`,
+`<scenario>.rr-proxy.log`, the session directory `<scenario>.sessions/`.
+shared-store-concurrent runs two client sessions at once (client.py --pair).
+
+uuid-lossy-replay, uuid-restart and uuid-drops-log use uuid4 event ids and really lose events
+at the resume (buggy uuid stores; a restart whose new process accepts the old session through
+a session directory, `Scenario.shared_sessions`: `<log dir>/<scenario>.sessions/`). Their
+server logs (`--log-events`) list every stored and replayed event id with its kind.
+
 `--har-mode` (default keep): `stream` = B streams SSE without the helper (HAR
 bodies stay empty), `buffer` = plain `hardump` (mitmproxy buffers SSE; shows
 the deadlock); both write `real-python-<scenario>.mitm-{streamed,buffered}.*`.
@@ -73,6 +85,8 @@ class Scenario:
     client_args: tuple[str, ...] = ()  # extra client.py options
     client_timeout: float = 30.0  # client.py --timeout (the whole run)
     relay: tuple[str, ...] | None = None  # run partition_relay.py between client and A with these options
+    replicas: int = 1  # > 1: that many server.py processes behind rr_proxy.py (shared session directory)
+    shared_sessions: bool = False  # one server.py (and its restart) with --shared-sessions <log dir>/<scenario>.sessions
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -109,6 +123,36 @@ SCENARIOS: dict[str, Scenario] = {
     "capture-client-loss-send-buffer": Scenario(
         store="send-buffer", retry_ms=500, steps=8, server_args=("--tagged", "--log-calls"),
         client_args=("--tag", "partition"), relay=("--after-events", "3", "--hold", "1.0")),
+    # Two replicas (own in-memory event stores, "start over" on an unknown Last-Event-ID; session validity
+    # shared) behind a round-robin-per-request proxy. Requests: initialize -> 1, initialized -> 2,
+    # standalone GET -> 1, add -> 2, tools/list -> 1, ping -> 2, slow_count -> 1 (closed after step 2),
+    # resume GET -> 2, which holds add's (and ping's) events: slow_count "completes" with add's result.
+    "replica-failover": Scenario(
+        store="session-log", retry_ms=500, close_at="2", replicas=2,
+        server_args=("--log-calls", "--extra-tools", "add"),
+        client_args=("--pre", "sleep:0.5", "--pre", 'call:add:{"a":2,"b":3}', "--pre", "ping")),
+    # Two sessions at once on one server whose store is keyed without the session: A calls slow_side,
+    # B calls slow_count (both JSON-RPC id 2) and is closed after step 2; B's resume gets A's events and result.
+    "shared-store-concurrent": Scenario(
+        store="shared-stream", retry_ms=500, close_at="2",
+        server_args=("--log-calls", "--extra-tools", "slow_side"),
+        client_args=("--pair", "slow_side", "--pair-steps", "3", "--stagger", "0.5")),
+    # uuid4 ids, the resume-uuid shape (closed after step 2, Last-Event-ID = log 1), but the store's replay
+    # silently leaves out the first event after the cursor (progress 2): the client gets 1, (resume), 3, 4, 5, result.
+    "uuid-lossy-replay": Scenario(
+        store="uuid-skip-first", retry_ms=500, close_at="2", server_args=("--log-calls", "--log-events")),
+    # uuid4 ids, server SIGKILLed after step 2 and restarted; session validity lives in a directory, so the new
+    # process accepts the old session (initialized) but its store is empty: the resume GET (Last-Event-ID =
+    # progress 2) gets an empty 200, again and again, until the call times out; progress 3-5 and the result are gone.
+    "uuid-restart": Scenario(
+        store="uuid", retry_ms=1000, kill_after_step=2, shared_sessions=True,
+        server_args=("--log-calls", "--log-events"), client_args=("--call-timeout", "5")),
+    # uuid4 ids, a log at every step; the stream is closed right after progress 2 (before log 2), so the client
+    # resumes with Last-Event-ID = progress 2; the store's replay leaves out log 2 and replays every progress and
+    # the result. Progress alone cannot show the loss.
+    "uuid-drops-log": Scenario(
+        store="uuid-drop-log", retry_ms=500, close_at="2",
+        server_args=("--log-calls", "--log-events", "--log-every-step", "--close-after-progress")),
 }
 
 
@@ -195,10 +239,10 @@ def derive_gz(pcap: Path) -> Path:
     return out
 
 
-def server_cmd(sc: Scenario, port: int) -> list[str]:
+def server_cmd(sc: Scenario, port: int, extra: tuple[str, ...] = ()) -> list[str]:
     return [REC_PYTHON, "-u", "server.py", "--port", str(port), "--store", sc.store,
             "--retry-ms", str(sc.retry_ms), "--close-at", sc.close_at, "--interval", str(sc.interval),
-            *sc.server_args]
+            *sc.server_args, *extra]
 
 
 def mitm_cmd(listen: int, upstream: int, extra: list[str]) -> list[str]:
@@ -227,9 +271,30 @@ def restart_after(marker: str, server: list[subprocess.Popen], port: int, log: P
 
 
 def watch_and_restart(sc: Scenario, server: list[subprocess.Popen], port: int, log: Path,
-                      stop_event: threading.Event) -> None:
+                      stop_event: threading.Event, extra: tuple[str, ...] = ()) -> None:
     """Scenario server-restart: SIGKILL the server after `kill_after_step`, start a fresh one."""
-    restart_after(f"EVENT {sc.kill_after_step}", server, port, log, stop_event, lambda: start(server_cmd(sc, port), log))
+    restart_after(f"EVENT {sc.kill_after_step}", server, port, log, stop_event,
+                  lambda: start(server_cmd(sc, port, extra), log))
+
+
+def start_replicas(name: str, sc: Scenario, proxy_port: int, log_dir: Path, replicas: list[subprocess.Popen]) -> str:
+    """replica-failover: `sc.replicas` server.py processes sharing a session directory, then rr_proxy.py."""
+    sessions = log_dir / f"{name}.sessions"
+    if sessions.exists():
+        shutil.rmtree(sessions)
+    sessions.mkdir(parents=True)
+    ports = [free_port() for _ in range(sc.replicas)]
+    for i, port in enumerate(ports, 1):
+        replicas.append(start([*server_cmd(sc, port), "--replica-name", f"replica-{i}",
+                               "--shared-sessions", str(sessions)], log_dir / f"{name}.server-{i}.log"))
+        wait_port(port, replicas[-1])
+    cmd = [sys.executable, "-u", str(HERE / "rr_proxy.py"), "--listen", str(proxy_port),
+           "--deadline", f"{sc.client_timeout + 60:g}"]
+    for port in ports:
+        cmd += ["--upstream", str(port)]
+    replicas.append(start(cmd, log_dir / f"{name}.rr-proxy.log"))  # stopped first (reversed order)
+    wait_port(proxy_port, replicas[-1])
+    return " ".join(f"replica-{i} :{p}" for i, p in enumerate(ports, 1)) + f" <- rr proxy :{proxy_port}"
 
 
 def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path, har_mode: str, pcap: bool = True) -> Path | None:
@@ -250,13 +315,26 @@ def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path, har_mode: str,
     a_extra = ["-s", str(REPO / "analyzer" / "mitm_addon.py"), "--set", f"mcp_jsonl={jsonl}"]
 
     # tcpdump first: it must be capturing before the server accepts its first connection.
+    # (replica-failover: s_port is the round-robin proxy's port, so the pcap holds the B -> proxy leg.)
     capture = start_tcpdump(s_port, pcap_file, t_log) if pcap else None
     server: list[subprocess.Popen] = []
+    replicas: list[subprocess.Popen] = []
     procs: list[subprocess.Popen] = []
     stop_event = threading.Event()
+    upstream_desc = f"server :{s_port}"
+    s_extra: tuple[str, ...] = ()
+    if sc.shared_sessions:  # uuid-restart: the restarted process finds the session in this directory
+        sessions = log_dir / f"{name}.sessions"
+        if sessions.exists():
+            shutil.rmtree(sessions)
+        sessions.mkdir(parents=True)
+        s_extra = ("--shared-sessions", str(sessions))
     try:
-        server.append(start(server_cmd(sc, s_port), s_log))
-        wait_port(s_port, server[0])
+        if sc.replicas > 1:
+            upstream_desc = start_replicas(name, sc, s_port, log_dir, replicas)
+        else:
+            server.append(start(server_cmd(sc, s_port, s_extra), s_log))
+            wait_port(s_port, server[0])
         procs.append(start(mitm_cmd(b_port, s_port, b_extra), b_log))
         wait_port(b_port, procs[-1])
         procs.append(start(mitm_cmd(a_port, b_port, a_extra), a_log))
@@ -276,11 +354,11 @@ def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path, har_mode: str,
             client_port = r_port
         watcher = None
         if sc.kill_after_step is not None:
-            watcher = threading.Thread(target=watch_and_restart, args=(sc, server, s_port, s_log, stop_event))
+            watcher = threading.Thread(target=watch_and_restart, args=(sc, server, s_port, s_log, stop_event, s_extra))
             watcher.start()
         chain = f"HAR proxy :{b_port} <- JSONL proxy :{a_port}" + (
             f" <- partition relay :{client_port}" if client_port != a_port else "")
-        print(f"[{name}] server :{s_port} <- {chain} <- client", flush=True)
+        print(f"[{name}] {upstream_desc} <- {chain} <- client", flush=True)
         client = subprocess.run(
             [REC_PYTHON, "-u", "client.py", f"http://{HOST}:{client_port}/mcp", "--steps", str(sc.steps),
              "--timeout", f"{sc.client_timeout:g}", *sc.client_args],
@@ -299,6 +377,8 @@ def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path, har_mode: str,
             stop(proc)
         if server:
             stop(server[0])
+        for proc in reversed(replicas):  # replica-failover: the rr proxy, then the replicas
+            stop(proc)
         if capture is not None:
             # Last, so B's closing FINs are in the file; SIGINT makes tcpdump flush and report its counts.
             time.sleep(0.3)
