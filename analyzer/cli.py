@@ -292,7 +292,8 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
         click.echo(_safe(f"error: {exc}"), err=True)
     if not quiet:
         for path, why in sorted(result.skip_reasons.items()):
-            click.echo(_safe(f"skipped: {path}: {why} (read: regular files, standard input, and pipes named on the command line)"), err=True)
+            rule = "" if why.startswith(pipeline.NOT_A_CAPTURE) else " (read: regular files, standard input, and pipes named on the command line)"
+            click.echo(_safe(f"skipped: {path}: {why}{rule}"), err=True)
     nothing = result.readable == 0
     # (a Spark run over an empty temporary store has no document to write)
     doc = result.document if result.document.get("summary") else None
@@ -557,7 +558,8 @@ def summary_text(doc: dict, outputs: tuple[str, ...] = ()) -> str:
     lines.append("findings: " + ", ".join(f"{n} {k}" for k, n in sev.items()))
     for f in doc["findings"][:10]:
         where = f["evidence"][0]
-        lines.append(f"  [{f['severity']}] {f['rule']} at {where['source']} {where['location']} ({session_name(f)}): {f['message']}")
+        seen = f" (seen in {len(f['seen_in'])} captures)" if f.get("seen_in") else ""
+        lines.append(f"  [{f['severity']}] {f['rule']} at {where['source']} {where['location']}{seen} ({session_name(f)}): {f['message']}")
     if len(doc["findings"]) > 10:
         lines.append(f"  … {len(doc['findings']) - 10} more {pointer}")
     if s["anomalies"]:

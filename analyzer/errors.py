@@ -15,5 +15,10 @@ class InputError(AuditError):
         self.reason = reason
 
 
+class NotACapture(InputError):
+    """The input is JSON but holds no capture (a client's or a server's own log beside the captures): met while
+    walking a directory it is skipped with this reason, named on the command line it is an error."""
+
+
 class StoreError(AuditError):
     """The Parquet store cannot be read or written (locked, damaged, disk full); names what to do."""

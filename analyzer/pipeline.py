@@ -13,7 +13,7 @@ from analyzer.ingest import inputs
 from analyzer.rules import verdicts
 from analyzer.anomalies import SCHEMA as ANOMALY_SCHEMA
 from analyzer.document import SEVERITIES, assemble
-from analyzer.errors import InputError
+from analyzer.errors import InputError, NotACapture
 from analyzer.tables import compact_digests
 
 FAIL_LEVELS = ["critical", "error", "warning", "never"]
@@ -79,6 +79,9 @@ class Read:
         return self.readable_count + sum(1 for p in self.parts if p.records > p.rejected or p.records == 0)
 
 
+NOT_A_CAPTURE = "not a capture"  # the start of a skip reason for a file that was read, not for a FIFO or a device
+
+
 def read_inputs(
     paths: list[str],
     fmt: str = "auto",
@@ -116,6 +119,12 @@ def read_inputs(
             if path in collected.walked and path.endswith(".json"):
                 # a .json met while walking a directory (package.json, a config) is not an error
                 out.skipped.append(path)
+                continue
+            if path in collected.walked and isinstance(exc, NotACapture):
+                # JSON Lines without a proxy record beside the captures (a client's or a server's own log): named,
+                # it would be an error; found in a folder of captures, it is listed as skipped, with the reason
+                out.skipped.append(path)
+                out.skip_reasons[path] = f"{NOT_A_CAPTURE}: {exc.reason}"
                 continue
             out.errors.append(exc)
             out.input_rows.append({"path": path, "format": "unknown", "records": 0, "rejected": 0, "error": exc.reason, "notes": []})

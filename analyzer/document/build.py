@@ -6,6 +6,7 @@ never inside a rule.
 from __future__ import annotations
 
 import json
+import re
 from concurrent.futures import ThreadPoolExecutor
 
 import polars as pl
@@ -150,6 +151,7 @@ def _boundary_rows(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     # numbered in history order, whatever order the rules left the rows in (pos: the request's place in history)
     b = _boundary_evidence(f, b.sort("pos", "gx", maintain_order=True))
     b = b.with_columns(boundary_id=pl.format("b{}", pl.int_range(1, pl.len() + 1)))
+    _hidden_stream = (pl.col("rule_id") == "resumed_undecrypted") & ~pl.col("id_found").fill_null(False)
     stream_ids = f.exchanges.select("gx", "stream")
     rows = b.join(stream_ids.rename({"stream": "_s"}), on="gx", how="left", maintain_order="left").select(
         "boundary_id",
@@ -158,8 +160,9 @@ def _boundary_rows(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
         pl.format("s{}", pl.col("stream") + 1).alias("stream"),
         pl.struct("source", "location").alias("request"),
         pl.format("x{}", pl.col("pos") + 1).alias("request_exchange"),
-        pl.format("x{}", pl.col("prev_pos") + 1).alias("resumes_exchange"),
-        pl.col("resumed_ref").alias("resumes"),
+        # (a resume whose stream lies in an undecrypted TLS connection names none: the link the tables offer is a guess)
+        pl.when(~_hidden_stream).then(pl.format("x{}", pl.col("prev_pos") + 1)).alias("resumes_exchange"),
+        pl.when(~_hidden_stream).then(pl.col("resumed_ref")).alias("resumes"),
         pl.col("header").alias("last_event_id"),
         "last_before",
         "first_event_id_after",
@@ -314,6 +317,39 @@ def _sessions_and_exchanges(f: Frames, b: pl.DataFrame, rev: pl.DataFrame) -> tu
     return sessions, exchanges, key
 
 
+# where a record is, in a finding's words: left out when two captures' findings are compared
+_LOCATION = re.compile(r"\b(?:line|entry|packet) [0-9]+(?: byte [0-9]+)?")
+
+
+def _once_per_incident(findings: list[dict], x: pl.DataFrame) -> list[dict]:
+    """History findings of the captures of one incident (a HAR, a proxy log and a pcap of the same traffic:
+    views.incidents) reported once: the same rule and severity for the same Mcp-Session-Id saying the same
+    thing but for where its records are.  The one earliest in history is kept, with the evidence of all of
+    them (the document then names the captures that show it: ``seen_in``).  (Reconnects are merged the same way, by their
+    fingerprints: their findings already come once.)"""
+    incident = dict(x.select("session", "incident").unique("session").iter_rows())
+    kept: dict[tuple, list[tuple[set, dict]]] = {}
+    out = []
+    for rec in sorted(findings, key=lambda r: (r["pos"] if r["pos"] is not None else -1, json.dumps(r, sort_keys=True, default=str))):
+        inc = incident.get(rec["session"])
+        if inc is None or rec.get("boundary") is not None:
+            out.append(rec)
+            continue
+        key = (inc, rec["session_id"], rec["rule"], rec["severity"], _LOCATION.sub("@", rec["message"]))
+        sources = {e["source"] for e in rec["evidence"]}
+        # the same finding twice in one capture is two occurrences: each capture's n-th joins the n-th group
+        group = next((g for g in kept.get(key, []) if not (g[0] & sources)), None)
+        if group is None:
+            kept.setdefault(key, []).append((sources, rec))
+            out.append(rec)
+            continue
+        have, first = group
+        seen = {(e["source"], e["location"]) for e in first["evidence"]}
+        first["evidence"] = first["evidence"] + [e for e in rec["evidence"] if (e["source"], e["location"]) not in seen]
+        have |= sources
+    return out
+
+
 def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool = False, columnar: bool = False) -> dict:
     """``columnar``: the two large arrays, exchanges and boundaries, are :class:`~analyzer.document.records.Records`
     (their frames, written as JSON by Polars), not lists of dicts."""
@@ -339,7 +375,11 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
     for fnd in findings:  # the attempts are told only for a reconnect retried
         if fnd["attempts"] == 1:
             del fnd["attempts"], fnd["attempts_span"]
-    findings += hist.to_dicts()
+    findings += _once_per_incident(hist.to_dicts(), f.exchanges)
+    for fnd in findings:  # the captures that show it, when more than one does (a reconnect's views, a merged finding)
+        sources = sorted({e["source"] for e in fnd["evidence"]})
+        if len(sources) > 1:
+            fnd["seen_in"] = sources
     # worst first, then in the order the capture shows them; the whole record breaks ties, so the order
     # never depends on the order the rules produced rows in (audit jobs diff two runs)
     keyed = []

@@ -36,7 +36,7 @@ import pyarrow as pa
 from analyzer.ingest import har as ingest_har, jsonl as ingest_jsonl, pcap as ingest_pcap
 from analyzer import limits
 from analyzer.anomalies import AnomalyLog
-from analyzer.errors import InputError
+from analyzer.errors import InputError, NotACapture
 from analyzer.tables import Ingested
 
 CAPTURE_SUFFIXES = (".jsonl", ".ndjson", ".json", ".har", ".log", ".pcap", ".pcapng", ".cap")
@@ -371,7 +371,7 @@ def sniff(source: str, head: bytes) -> str:
     if len(lines) == 1 and _JSONL_KIND.search(lines[0]):
         # the first record is longer than the head we sniff (a big request body): judge it by its `kind` key
         return "jsonl"
-    raise InputError(
+    raise NotACapture(
         source,
         "JSON, but neither proxy JSONL (one object per line with a `kind`) nor HAR (`log.entries`)",
     )

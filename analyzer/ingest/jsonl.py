@@ -37,11 +37,13 @@ from analyzer.decode import content_coding
 from analyzer.ingest import jsonl_columns
 from analyzer import limits
 from analyzer.anomalies import AnomalyLog
+from analyzer.errors import NotACapture
 from analyzer.decode.jsonrpc import text_safe
 from analyzer.decode.sse import parse_all
 from analyzer.tables import FRAME_COLUMNS, SSE_MEDIA, VALUE_CHUNK, Builder, Ingested
 
 CLOSE_REASONS = {"eof", "reset", "error", "capture_end"}
+PROXY_KINDS = ("request", "response", "sse", "body", "close")
 # a close record's "decoding" (mitm_addon.py: how the event stream's Content-Encoding ended)
 _DECODING = {"truncated": "body_encoding_truncated", "invalid": "body_encoding_invalid", "over_limit": "body_decoded_over_limit"}
 
@@ -179,6 +181,7 @@ class _Reader:
         self.b = Builder(source, self.log, redact_secrets)
         self.current: dict[str, dict] = {}  # conn -> its open exchange row
         self.records = 0
+        self.foreign = 0  # JSON objects of another log: no `kind` of a proxy record, and no `conn`
         self.encodings: dict[int, str] = {}  # xid -> its response's Content-Encoding, for base64 body records
         self.suspect: dict[int, str] = {}  # xid -> "undecided" | "noise": a coded event stream the recorder may have parsed undecoded
         # while set (by _read_batches), each change of ``current``: (line number, conn, xid, or -1 when it closed)
@@ -220,6 +223,8 @@ class _Reader:
         if isinstance(conn, int) and not isinstance(conn, bool):
             conn = str(conn)
         if not isinstance(kind, str) or not isinstance(conn, str):
+            if kind not in PROXY_KINDS and "conn" not in rec:
+                self.foreign += 1
             log.add("jsonl_bad_record", where, "`kind` and `conn` must be strings")
             return
         ts = parse_ts(rec.get("ts"))
@@ -343,6 +348,10 @@ def read(source: str, stream: BinaryIO, redact_secrets: bool = True, columns: bo
             row["end_reason"] = "complete"
     if r.records == 0:
         r.log.add("input_empty", "file")
+    elif r.foreign == r.records:
+        # a client's or a server's own log in JSON Lines (walked into from a folder of captures: skipped, with this)
+        raise NotACapture(source, f"JSON Lines, but none of its {r.records} records is a proxy record (a `kind` of "
+                                  f"{', '.join(PROXY_KINDS)})")
     return r.b.finish("jsonl", r.records)
 
 
