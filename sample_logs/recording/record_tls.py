@@ -15,8 +15,15 @@ Writes sample_logs/tls/real-python-<scenario>.{pcap,keylog}; with
 ``--pcapng-of`` also ``.pcapng`` with the secrets injected (``editcap --inject-secrets tls,KEYLOG``), which
 decrypts without the key log file. Everything listens on 127.0.0.1 only; every wait has a deadline.
 
-    sudo python3 sample_logs/recording/record_tls.py            # every scenario (~25 s)
+Opt-in scenarios (recorded only when named; the default run is unchanged): ``tls13-h1-resume-newconn``, where the
+server sends ``Connection: close`` on POST event streams (tls_server.py ``--post-sse-connection-close``), so the
+resume GET opens a new TLS connection; from its run, partial_keylog.py derives
+``real-python-tls13-h1-resume-newconn-partial-keys.{pcap,keylog}`` (the pcap copied, the key log without the
+client random of the tools/call POST's connection).
+
+    sudo python3 sample_logs/recording/record_tls.py            # every default scenario (~25 s)
     sudo python3 sample_logs/recording/record_tls.py tls13-h1-resume
+    sudo python3 sample_logs/recording/record_tls.py tls13-h1-resume-newconn   # opt-in only (named)
     REC_PYTHON=/work/rec-venv/bin/python (needs mcp==2.3.0 hypercorn h2), OPENSSL=openssl, TCPDUMP, EDITCAP
 
 Needs only the standard library (and record.py beside it).
@@ -49,6 +56,8 @@ class TlsScenario:
     steps: int = 5
     retry_ms: int = 500
     kill_after_step: int | None = None  # SIGKILL the server after this step and restart it on the same port
+    post_sse_connection_close: bool = False  # tls_server.py --post-sse-connection-close (the resume needs a new connection)
+    partial_keys: bool = False  # also derive <stem>-partial-keys.{pcap,keylog} (partial_keylog.py)
 
 
 SCENARIOS = {
@@ -64,6 +73,15 @@ SCENARIOS = {
     # process that never saw the session (404), over a new TLS connection
     "tls13-h2-server-restart": TlsScenario("hypercorn", True, None, close_at="", steps=6, retry_ms=3000, kill_after_step=2),
 }
+
+# recorded only when named on the command line (not part of the default run)
+EXTRA_SCENARIOS = {
+    # TLS 1.3, HTTP/1.1: Connection: close on the POST's event stream, so the TCP/TLS connection ends with the stream
+    # closed after step 2 and the resume GET (Last-Event-ID) comes on a NEW TLS connection (a new client random);
+    # plus the pair whose key log lacks the POST stream's connection
+    "tls13-h1-resume-newconn": TlsScenario("uvicorn", False, None, post_sse_connection_close=True, partial_keys=True),
+}
+ALL_SCENARIOS = {**SCENARIOS, **EXTRA_SCENARIOS}
 
 
 def make_cert(tmp: Path) -> tuple[Path, Path]:
@@ -92,6 +110,8 @@ def record(name: str, sc: TlsScenario, out_dir: Path, log_dir: Path, tmp: Path, 
     watcher = None
     server_cmd = [rec.REC_PYTHON, "-u", "tls_server.py", "--port", str(port), "--cert", str(cert), "--key", str(key),
                   "--server", sc.server, "--store", "dense", "--retry-ms", str(sc.retry_ms), "--close-at", sc.close_at]
+    if sc.post_sse_connection_close:
+        server_cmd.append("--post-sse-connection-close")
     try:
         server.append(rec.start(server_cmd, s_log))
         rec.wait_port(port, server[0])
@@ -128,19 +148,24 @@ def record(name: str, sc: TlsScenario, out_dir: Path, log_dir: Path, tmp: Path, 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scenarios", nargs="*", help=f"any of {list(SCENARIOS)} (default: all)")
+    parser.add_argument("scenarios", nargs="*",
+                        help=f"any of {list(ALL_SCENARIOS)} (default: {list(SCENARIOS)}; the others only when named)")
     parser.add_argument("--out-dir", type=Path, default=HERE.parent / "tls")
     parser.add_argument("--log-dir", type=Path, default=Path("/tmp/mcp-sse-audit-recording"))
     parser.add_argument("--pcapng-of", default="tls13-h1-resume", metavar="SCENARIO",
                         help="also write this scenario as .pcapng with the key log injected (default %(default)s)")
     args = parser.parse_args()
-    unknown = [n for n in args.scenarios if n not in SCENARIOS]
+    unknown = [n for n in args.scenarios if n not in ALL_SCENARIOS]
     if unknown:
-        parser.error(f"unknown scenario(s) {unknown}; choose from {list(SCENARIOS)}")
+        parser.error(f"unknown scenario(s) {unknown}; choose from {list(ALL_SCENARIOS)}")
     with tempfile.TemporaryDirectory(prefix="mcp-tls-cert-") as tmp:
         cert, key = make_cert(Path(tmp))
         for name in args.scenarios or list(SCENARIOS):
-            pcap = record(name, SCENARIOS[name], args.out_dir.resolve(), args.log_dir, Path(tmp), cert, key)
+            sc = ALL_SCENARIOS[name]
+            pcap = record(name, sc, args.out_dir.resolve(), args.log_dir, Path(tmp), cert, key)
+            if sc.partial_keys:
+                subprocess.run([sys.executable, str(HERE / "partial_keylog.py"), str(pcap),
+                                str(pcap.with_name(pcap.stem + "-partial-keys"))], check=True, timeout=300)
             if name == args.pcapng_of:
                 out = pcap.with_suffix(".pcapng")
                 subprocess.run([rec.EDITCAP, "--inject-secrets", f"tls,{pcap.with_suffix('.keylog')}", str(pcap), str(out)],

@@ -7,6 +7,11 @@ decrypt both directions.
 
     python tls_server.py --port 18443 --cert c.pem --key k.pem --server uvicorn --store dense --close-at 2
 
+``--post-sse-connection-close`` (off by default) adds ``Connection: close`` to every POST response that is an
+event stream (``text/event-stream``), as a server or proxy that does not keep streamed responses alive does:
+uvicorn (h11) then closes the TCP/TLS connection when the stream ends (after ``close_sse_stream`` too), and the
+client's resume GET with Last-Event-ID has to open a new TLS connection (a new client random).
+
 Only 127.0.0.1 is ever bound.
 """
 
@@ -16,6 +21,26 @@ import argparse
 import sys
 
 import server as plain  # server.py: build(), STORES
+
+
+def post_sse_connection_close(app):
+    """ASGI wrapper: ``Connection: close`` on a POST's ``text/event-stream`` response; everything else untouched."""
+
+    async def wrapped(scope, receive, send):
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            return await app(scope, receive, send)
+
+        async def send_closing(message):
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers") or [])
+                if any(k.lower() == b"content-type" and v.lower().startswith(b"text/event-stream") for k, v in headers):
+                    headers = [(k, v) for k, v in headers if k.lower() != b"connection"] + [(b"connection", b"close")]
+                    message = dict(message, headers=headers)
+            await send(message)
+
+        return await app(scope, receive, send_closing)
+
+    return wrapped
 
 
 def main() -> int:
@@ -28,12 +53,19 @@ def main() -> int:
     parser.add_argument("--retry-ms", type=int, default=500)
     parser.add_argument("--close-at", default="")
     parser.add_argument("--interval", type=float, default=0.3)
-    # server.build() reads these too; the TLS scenarios leave them off
-    parser.set_defaults(close_first_only=False, tagged=False, log_calls=False)
+    parser.add_argument("--post-sse-connection-close", action="store_true",
+                        help="send Connection: close on POST event streams (the resume then needs a new connection)")
+    # server.build() reads these too; the TLS scenarios leave them off (server.py's defaults; the options added to
+    # server.py after the TLS harness are listed here too, or build() fails on the missing attributes)
+    parser.set_defaults(close_first_only=False, tagged=False, log_calls=False, close_after_progress=False,
+                        close_pause=0.1, log_every_step=False, extra_tools="")
     args = parser.parse_args()
     mcp = plain.build(args)
     app = mcp.streamable_http_app(event_store=plain.STORES[args.store](), retry_interval=args.retry_ms)
-    print(f"server: {args.server} tls port={args.port} store={args.store} close_at={args.close_at}", flush=True)
+    if args.post_sse_connection_close:
+        app = post_sse_connection_close(app)
+    print(f"server: {args.server} tls port={args.port} store={args.store} close_at={args.close_at}"
+          f"{' post-sse-connection-close' if args.post_sse_connection_close else ''}", flush=True)
     if args.server == "uvicorn":
         import uvicorn
 
