@@ -86,15 +86,48 @@ def _limit_options(fn):
 def _tls_options(fn):
     """--tls-keylog FILE (repeatable): the NSS key logs captures are decrypted with (analyzer/decode/tls.py)."""
 
+    def size(n: int) -> str:
+        for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+            if n >= 1 << shift:
+                return f"{n >> shift} {unit}" if not n % (1 << shift) else f"{n / (1 << shift):.1f} {unit}"
+        return f"{n} bytes"
+
+    def wanted(paths) -> tuple[set[bytes], list[str]]:
+        """The client randoms of the ClientHellos in the captures (a pre-pass over their bytes, so that only the key
+        log lines they need are kept), and the captures no pre-pass can read (standard input, pipes: read once)."""
+        import zlib
+
+        randoms: set[bytes] = set()
+        streams = []
+        for path in inputs.collect(list(paths)).files:
+            if inputs.is_stream(path):
+                streams.append("standard input" if path in inputs.STDIN_NAMES else f"the pipe {path}")
+                continue
+            try:
+                with inputs.open_input(path) as fh:
+                    if fh.read(4) in inputs.PCAP_MAGIC:
+                        randoms |= tls.client_randoms(fh)
+            except (AuditError, OSError, EOFError, ValueError, zlib.error):
+                continue  # the reader names what is wrong with it
+        return randoms, streams
+
     @functools.wraps(fn)
     def run(*args, tls_keylogs, **kwargs):
         keys = tls.KeyLog()
+        randoms, streams = wanted(kwargs.get("paths") or ()) if tls_keylogs else (set(), [])
+        # without a pre-pass (a capture on standard input), the newest _MAX_KEYLOG bytes of other lines are kept too
+        bound = _MAX_KEYLOG if streams else 0
         for path in tls_keylogs:
             try:
-                with open(path, "rb") as f:
-                    keys.add_text(f.read(_MAX_KEYLOG + 1)[:_MAX_KEYLOG])
+                dropped = keys.read_file(path, frozenset(randoms), bound)
             except OSError as exc:
                 raise Failure(f"--tls-keylog {path}: cannot read it ({exc.strerror or exc}); give the file SSLKEYLOGFILE named") from None
+            if dropped:
+                click.echo(_safe(f"warning: --tls-keylog {path}: cut to its newest {size(bound)}, the most kept when a capture comes from "
+                                 f"{' and '.join(streams)} (no pre-pass reads it to find which keys it needs): the oldest {size(dropped)} "
+                                 "of key log lines were not kept, and connections whose keys only they hold get tls_no_key. To avoid "
+                                 "it, name the capture file instead: then only the keys the captures need are kept, whatever the "
+                                 "key log's size"), err=True)
         if tls_keylogs and not len(keys):
             click.echo(_safe(f"warning: --tls-keylog {', '.join(tls_keylogs)}: no TLS secret in it (expected lines like "
                              "'CLIENT_RANDOM <hex> <hex>' written by SSLKEYLOGFILE); TLS connections stay encrypted"), err=True)
@@ -111,7 +144,9 @@ def _tls_options(fn):
     )(run)
 
 
-_MAX_KEYLOG = 1 << 28  # 256 MiB of key log text is millions of connections; more is not a key log
+# key log text kept, besides the lines of the named captures' client randoms, when a capture comes from standard
+# input or a pipe (no pre-pass tells which lines it needs): the newest lines, and a warning says what was left out
+_MAX_KEYLOG = 1 << 28
 
 
 def _set_debug(ctx: click.Context, _param, value: bool) -> None:
@@ -337,9 +372,11 @@ Examples:
 A file already in the store (same bytes, whatever its name) is not parsed again,
 so a nightly run over a growing archive parses only the new files.
 \b
-Exit codes: 0 stored (or already there); 2 usage error, another ingest holds the
-lock, nothing readable, a write failed (full disk) or a damaged input could not
-be repaired; 3 internal error (--debug shows the traceback).
+Exit codes: 0 stored (or already there); 1 the readable inputs were stored, but
+some input could not be read (a file, a folder that cannot be listed: named on
+stderr); 2 usage error, another ingest holds the lock, nothing readable, a write
+failed (full disk) or a damaged input could not be repaired; 3 internal error
+(--debug shows the traceback).
 """)
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=True, readable=True))
 @click.option("--store", "store_dir", required=True, metavar="DIR|URI",
@@ -377,7 +414,8 @@ def ingest(paths, store_dir, fmt, ports, no_redact, lock_timeout, drop_unrepaira
     if not quiet:
         repaired = f", {len(rep.repaired)} damaged one(s) repaired" if rep.repaired else ""
         click.echo(_safe(f"stored {len(rep.added)} new input(s), {len(rep.already)} already in {store_dir}, {len(rep.unreadable)} unreadable{repaired}"))
-    sys.exit(2 if code or (rep.unreadable and not rep.added and not rep.already) else 0)
+    # an input that could not be read (a file, a folder that cannot be listed) is lost input, as analyze's exit 1 says
+    sys.exit(2 if code or (rep.unreadable and not rep.added and not rep.already) else 1 if rep.unreadable else 0)
 
 
 def _report_ingest(rep, store_dir, quiet: bool) -> int:

@@ -99,6 +99,10 @@ def read_inputs(
     # Read in path order, whatever order the paths were given in: the document (inputs, anomalies, and
     # everything numbered from them) is the same for any permutation, so two audit runs can be diffed.
     out = Read([], [], [], sorted(collected.skipped), skip_reasons=collected.reasons)
+    for path, why in sorted(collected.unreadable.items()):  # a folder the walk could not list: lost input, named
+        exc = InputError(path, why)
+        out.errors.append(exc)
+        out.input_rows.append({"path": path, "format": "unknown", "records": 0, "rejected": 0, "error": exc.reason, "notes": []})
     files = []
     for path in sorted(collected.files):
         if sink is not None and inputs.is_stream(path):

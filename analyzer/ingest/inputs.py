@@ -67,6 +67,7 @@ class Collected:
     skipped: list[str] = field(default_factory=list)
     walked: set[str] = field(default_factory=set)  # files found by walking a directory (not named by the user)
     reasons: dict[str, str] = field(default_factory=dict)  # skipped path -> why, when it is not "not a capture name"
+    unreadable: dict[str, str] = field(default_factory=dict)  # a directory the walk could not list -> why (lost input)
 
 
 def not_regular(path: str) -> str | None:
@@ -96,7 +97,14 @@ def collect(paths: list[str]) -> Collected:
             if not any(f in STDIN_NAMES for f in out.files):  # one standard input, read once
                 out.files.append(p)
         elif path.is_dir():
-            for root, dirs, files in os.walk(path):
+            def lost(exc: OSError) -> None:
+                # os.walk skips a folder it cannot list (chmod 000, a vanished mount) unless told: its captures
+                # would be missing from a run that looks complete
+                where = exc.filename or str(path)
+                out.unreadable[str(where)] = (f"a folder that cannot be listed ({exc.strerror or exc}): the captures in it "
+                                              "were not read; give the user running the audit read access, or name the files")
+
+            for root, dirs, files in os.walk(path, onerror=lost):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 for name in sorted(files):
                     full = str(Path(root) / name)
@@ -377,6 +385,36 @@ def sniff(source: str, head: bytes) -> str:
     )
 
 
+def _records_after_first_line(stream: BinaryIO) -> bool:
+    """Whether the whole lines after the first one, read from the start of ``stream``, hold a proxy JSONL record.
+
+    The first line is passed over without being kept (it may be up to --max-line-mb long; a longer one is
+    not a record the reader would take anyway); then up to SNIFF_HEAD bytes of lines are looked at, as the
+    head's are."""
+    stream.seek(0)
+    limit = limits.current().line_bytes + 1
+    passed = 0
+    while True:  # bounded: at most `limit` bytes are read before the first newline
+        chunk = stream.read(CHUNK)
+        if not chunk:
+            return False
+        at = chunk.find(b"\n")
+        if at >= 0:
+            after = bytearray(chunk[at + 1 :])
+            break
+        passed += len(chunk)
+        if passed > limit:
+            return False
+    while len(after) < SNIFF_HEAD:
+        more = stream.read(SNIFF_HEAD - len(after))
+        if not more:
+            break
+        after += more
+    lines = bytes(after).split(b"\n")
+    whole = lines if len(after) < SNIFF_HEAD else lines[:-1]
+    return any((b"kind" in line or b"\\u" in line) and _jsonl_record(line) for line in whole)
+
+
 def _jsonl_record(line: bytes) -> bool:
     try:
         rec = json.loads(line)
@@ -396,7 +434,16 @@ def read_one(source: str, fmt: str = "auto", redact_secrets: bool = True, ports:
             stream.seek(0)
         except (OSError, EOFError, zlib.error) as exc:
             raise InputError(source, f"cannot decompress: {exc}") from None
-        kind = sniff(source, head) if fmt == "auto" else fmt
+        try:
+            kind = sniff(source, head) if fmt == "auto" else fmt
+        except InputError:
+            # a first line longer than the head (the tail of a record cut by log rotation, a deep or long object
+            # without `kind`) decides nothing: the records after it do
+            if len(head) < SNIFF_HEAD or not _records_after_first_line(stream):
+                raise
+            kind = "jsonl"
+        finally:
+            stream.seek(0)
         if not head.strip():
             log = AnomalyLog(source)
             log.add("input_empty", "file")

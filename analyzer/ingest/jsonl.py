@@ -86,20 +86,50 @@ def _text_safe(value):
 READ_BLOCK = 8 << 20  # bytes per read: the log is split into lines by bytes.split, not one readline per line
 
 
-def _lines_in_blocks(stream: BinaryIO, limit: int):
+BLANK_RUN = 1 << 16  # white space bytes in a row that go as a Blank count instead of empty lines
+
+
+class Blank(int):
+    """That many blank lines in a row (a block of nothing but white space and newlines): counted, never split
+    into a list of empty lines -- a gzip of newlines expands to billions of them (the newline bomb)."""
+
+
+def _lines_in_blocks(stream: BinaryIO, limit: int, blanks: bool = True):
     """The stream's lines in lists (one list per read block), without their newline; a line longer than
     ``limit`` comes as its length with the newline (an int), and is never held whole: past the limit its
-    bytes are counted, not kept.  The lists are made by ``bytes.split`` in C, not a Python call per line."""
+    bytes are counted, not kept.  The lists are made by ``bytes.split`` in C, not a Python call per line.
+    A block of blank lines alone comes as their count (:class:`Blank`), found by one strip in C (``blanks``;
+    without it every line comes as its bytes, as readline gives them)."""
     read = stream.read
     size = min(READ_BLOCK, max(limit, 1 << 16))  # (a block is held twice while split: not much more than the limit)
     carry: list[bytes] = []  # the pieces of the line the last block ended inside (while within the limit)
     carry_len = 0
+    pending: list[bytes] = []  # what is left of the block read: pieces around a long blank run, in order
     while True:
-        block = read(size)
+        block = pending.pop(0) if pending else read(size)
         if not block:
             if carry_len:  # the last line, without a newline
                 yield [b"".join(carry) if carry_len <= limit else carry_len]
             return
+        if blanks and not carry_len and not block.strip() and (n := block.count(b"\n")):
+            # (no line was open, so each newline ends a blank line; the white space after the last one opens the next)
+            tail = block[block.rfind(b"\n") + 1 :]
+            carry, carry_len = ([tail] if tail else []), len(tail)
+            yield Blank(n)
+            continue
+        if blanks and not pending and len(block) > BLANK_RUN:
+            # records and a long run of blank lines in one block (the start or the end of a newline bomb): the run
+            # goes on its own, as a Blank, not as millions of empty lines; cut at newlines, so no line is split
+            body = block.rstrip()
+            cut = block.find(b"\n", len(body))
+            if cut >= 0 and len(block) - cut > BLANK_RUN:
+                block, pending = block[: cut + 1], [block[cut + 1 :]]
+            elif not carry_len:
+                lead = len(block) - len(block.lstrip())
+                cut = block.rfind(b"\n", 0, lead)
+                if cut > BLANK_RUN:  # the blank run first (a Blank on the next turn), then the records
+                    pending = [block[: cut + 1], block[cut + 1 :]]
+                    continue
         parts = block.split(b"\n")
         del block
         tail = parts.pop()  # after the block's last newline: the start of the next line (b"" when it ends with one)
@@ -119,8 +149,8 @@ def _lines_in_blocks(stream: BinaryIO, limit: int):
 
 
 def _lines(stream: BinaryIO, limit: int):
-    """The stream's lines one by one (see :func:`_lines_in_blocks`)."""
-    for block in _lines_in_blocks(stream, limit):
+    """The stream's lines one by one, each as its bytes (see :func:`_lines_in_blocks`)."""
+    for block in _lines_in_blocks(stream, limit, blanks=False):
         yield from block
 
 
@@ -362,8 +392,12 @@ BATCH_BYTES = 16 << 20
 
 
 def _batches(blocks):
-    """The lines of ``blocks`` in batches of at most BATCH_LINES lines and about BATCH_BYTES bytes."""
+    """The lines of ``blocks`` in batches of at most BATCH_LINES lines and about BATCH_BYTES bytes (a run of
+    blank lines passes as its count)."""
     for block in blocks:
+        if type(block) is Blank:
+            yield block
+            continue
         at, n = 0, len(block)
         while at < n:
             end = min(n, at + BATCH_LINES)
@@ -389,6 +423,12 @@ def _with_columns(batches):
     with ThreadPoolExecutor(1, thread_name_prefix="jsonl-columns") as pool:
         ahead = None
         for batch in batches:
+            if type(batch) is Blank:  # nothing to decode: it keeps its place between the batches
+                if ahead is not None:
+                    yield ahead[0], ahead[1].result()
+                    ahead = None
+                yield batch, None
+                continue
             job = pool.submit(jsonl_columns.sse_rows, batch)
             if ahead is not None:
                 yield ahead[0], ahead[1].result()
@@ -510,6 +550,9 @@ def _read_batches(r: _Reader, blocks) -> None:
     b = r.b
     first = 1
     for batch, fast in _with_columns(_batches(blocks)):
+        if type(batch) is Blank:  # blank lines are no records: only the line numbers after them move
+            first += batch
+            continue
         frames_before = len(b.event_frames)
         taken = _hand_out(r, batch, fast, first)
         r.records += taken.height

@@ -75,6 +75,22 @@ BASE_COLUMNS = [
 ]
 PART_COLUMNS = [(f"{t}_{c}", typ) for t in TABLES for c, typ in (("file", pa.string()), ("bytes", pa.int64()), ("rows", pa.int64()), ("sha256", pa.string()))]
 MANIFEST_SCHEMA = pa.schema(BASE_COLUMNS + PART_COLUMNS, metadata={"mcp_sse_audit_store": VERSION})
+# the manifest's own checksum (the parts have theirs in it): sha256 of its rows as canonical JSON, in the Parquet
+# file's key-value metadata, so one flipped byte anywhere in it is "damaged", never other paths, counts or notes
+ROWS_SHA256 = b"mcp_sse_audit_rows_sha256"
+KNOWN_VERSIONS = {"1", "2"}
+
+
+def _rows_sha256(rows: list[dict]) -> str:
+    return hashlib.sha256(json.dumps(rows, sort_keys=True, ensure_ascii=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def manifest_table(rows: list[dict]) -> pa.Table:
+    """The manifest of ``rows`` as written: MANIFEST_SCHEMA, with the checksum of its rows in its metadata."""
+    table = pa.Table.from_pylist(rows, schema=MANIFEST_SCHEMA)
+    meta = dict(table.schema.metadata or {})
+    meta[ROWS_SHA256] = _rows_sha256(table.to_pylist()).encode()
+    return table.replace_schema_metadata(meta)
 
 
 
@@ -120,8 +136,19 @@ def read_manifest(store, raw: bytes | None = None) -> Snapshot:
             return Snapshot(store, [])
     try:
         table = store.read_table(MANIFEST) if raw is None else pq.read_table(pa.BufferReader(raw))
-    except (OSError, pa.ArrowException) as exc:
-        raise StoreError(_bad_manifest(store, f"not a readable Parquet file: {exc}")) from None
+        return _parse_manifest(store, table)
+    except StoreError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- any damage of the file (a flipped byte can raise nearly anything from the
+        # Parquet reader or the values it yields: UnicodeDecodeError, OverflowError...) is a damaged manifest, with the way back
+        raise StoreError(_bad_manifest(store, f"not a readable Parquet file: {exc.__class__.__name__}: {exc}")) from None
+
+
+def _parse_manifest(store: Local | Remote, table: pa.Table) -> Snapshot:
+    meta = table.schema.metadata or {}
+    version = meta.get(b"mcp_sse_audit_store", b"1").decode("utf-8", "replace")
+    if version not in KNOWN_VERSIONS:
+        raise StoreError(_bad_manifest(store, f"its format version is {version!r}"))
     missing = [c for c, _ in BASE_COLUMNS if c not in table.column_names]
     if missing:
         raise StoreError(_bad_manifest(store, f"no column {', '.join(missing)}"))
@@ -131,8 +158,13 @@ def read_manifest(store, raw: bytes | None = None) -> Snapshot:
         table = table.cast(pa.schema(BASE_COLUMNS + ([] if legacy else PART_COLUMNS)))
     except (pa.ArrowException, ValueError) as exc:
         raise StoreError(_bad_manifest(store, f"unexpected column types: {exc}")) from None
+    listed = table.to_pylist()
+    want = meta.get(ROWS_SHA256)
+    if want is not None and _rows_sha256(listed) != want.decode("utf-8", "replace"):
+        raise StoreError(_bad_manifest(store, "its rows do not match its checksum"))
+    # (no checksum: a manifest written before it existed; read as before, every part still checked against its own)
     rows, seen = [], set()
-    for r in table.to_pylist():
+    for r in listed:
         if not SHA256.fullmatch(r["sha256"] or ""):
             raise StoreError(_bad_manifest(store, f"an input's sha256 is {r['sha256']!r}"))
         if r["sha256"] in seen:

@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from analyzer.decode import tls
 from analyzer.errors import StoreError
 from analyzer.pipeline import read_inputs
-from analyzer.scale.store import MANIFEST, MANIFEST_SCHEMA, PREVIOUS, TABLES, Snapshot, damage, file_sha256, read_manifest
+from analyzer.scale.store import MANIFEST, PREVIOUS, TABLES, manifest_table, Snapshot, damage, file_sha256, read_manifest
 from analyzer.scale.storage import Local, Remote, locate
 
 LOCK = ".lock"
@@ -247,7 +247,7 @@ def _stored_undecrypted(loc: Local | Remote, row: dict) -> int:
 def _commit_manifest(store: Path, rows: list[dict], staging: Path) -> None:
     """The one atomic step that publishes: a whole new manifest replaces the old one."""
     tmp = staging / MANIFEST
-    pq.write_table(pa.Table.from_pylist(rows, schema=MANIFEST_SCHEMA), tmp)
+    pq.write_table(manifest_table(rows), tmp)
     fsync_file(tmp)
     hook("before_manifest_replace")
     if (store / MANIFEST).exists():  # keep the previous commit: the fix for a manifest damaged later

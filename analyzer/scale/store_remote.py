@@ -54,7 +54,7 @@ import pyarrow.parquet as pq
 
 from analyzer.errors import StoreError
 from analyzer.scale.storage import Remote, explain, redact
-from analyzer.scale.store import MANIFEST, MANIFEST_SCHEMA, PREVIOUS, TABLES, Snapshot, read_manifest
+from analyzer.scale.store import MANIFEST, PREVIOUS, TABLES, manifest_table, Snapshot, read_manifest
 
 LEASE_ENV = "MCP_SSE_AUDIT_LEASE_SECONDS"
 LOCK = ".lock"
@@ -273,7 +273,7 @@ class RemoteCommit:
 
     def _put_manifest(self, rows: list[dict]) -> None:
         sink = pa.BufferOutputStream()
-        pq.write_table(pa.Table.from_pylist(rows, schema=MANIFEST_SCHEMA), sink)
+        pq.write_table(manifest_table(rows), sink)
         data = sink.getvalue().to_pybytes()
         self.lease.confirm()
         if self.raw is not None:  # keep the previous commit: the fix for a manifest damaged later
