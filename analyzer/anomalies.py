@@ -128,6 +128,14 @@ CATALOG: dict[str, Kind] = {
         "HTTP/2 bytes the capture lost: frames and the HPACK table cannot be followed after them, so that direction "
         "is not parsed further; its open streams end with the connection",
     ),
+    "h2_header_list_too_large": Kind(
+        "warning", False,
+        "an HTTP/2 header block that decodes to more than 64 KiB of headers (counted as SETTINGS_MAX_HEADER_LIST_SIZE: "
+        "name + value + 32 per field), or a connection whose decoded headers reach their limit (16 MiB, and 100 times the "
+        "connection's bytes past 256 KiB): HPACK lets one byte stand for a whole header, a header compression bomb? Of "
+        "such a block, and of every block after the connection's limit, only the headers the analysis reads were kept "
+        "(the others are missing from the exchange's headers); the connection is read on",
+    ),
     "http_parse_error": Kind(
         "error", False, "bytes that are not HTTP/1.1 where a message was expected; that direction of the connection is not parsed further",
     ),

@@ -6,6 +6,8 @@ decoder reads with), sealed into a synthetic TLS 1.3 connection (tests/tlsgen.py
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from hpack import Encoder
@@ -25,11 +27,14 @@ def note(i: int) -> str:
 class H2:
     """Both sides' encoders; ``frames`` appends serialized frames to the TLS session as application data."""
 
-    def __init__(self, sess: tlsgen.Session) -> None:
+    def __init__(self, sess: tlsgen.Session, table: int | None = None) -> None:
+        """``table``: the server allows the client's encoder a dynamic table this large (SETTINGS_HEADER_TABLE_SIZE)."""
         self.sess = sess
         self.enc = {True: Encoder(), False: Encoder()}
         sess.send(True, h2.PREFACE + SettingsFrame(0, settings={SettingsFrame.HEADER_TABLE_SIZE: 8192}).serialize())
-        sess.send(False, SettingsFrame(0).serialize())
+        sess.send(False, SettingsFrame(0, settings={SettingsFrame.HEADER_TABLE_SIZE: table} if table else {}).serialize())
+        if table:
+            self.enc[True].header_table_size = table
 
     def headers(self, from_client: bool, stream: int, fields: list[tuple[str, str]], end: bool = False, split: int = 0) -> None:
         block = self.enc[from_client].encode(fields)
@@ -59,7 +64,8 @@ def get(stream: int, last: str | None = None) -> list[tuple[str, str]]:
 SSE_200 = [(":status", "200"), ("content-type", "text/event-stream"), ("mcp-session-id", SID)]
 
 
-def ingest(tmp_path, sess: tlsgen.Session, cut_last: int = 0):
+def write(tmp_path, sess: tlsgen.Session, cut_last: int = 0, name: str = "h2"):
+    """The session as a pcap (``name``.pcap) and its key log (``name``.keylog)."""
     conv = g.Conversation(sport=443)
     segs = conv.handshake()
     for n, (from_client, rec) in enumerate(sess.records):
@@ -68,8 +74,14 @@ def ingest(tmp_path, sess: tlsgen.Session, cut_last: int = 0):
         segs += conv.c(rec) if from_client else conv.s(rec)
     if not cut_last:
         segs += [conv.fin(False), conv.fin(True)]
-    p = tmp_path / "h2.pcap"
+    p = tmp_path / f"{name}.pcap"
     p.write_bytes(g.pcap(g.records(segs)))
+    (tmp_path / f"{name}.keylog").write_text(sess.keylog)
+    return p
+
+
+def ingest(tmp_path, sess: tlsgen.Session, cut_last: int = 0):
+    p = write(tmp_path, sess, cut_last)
     keys = tls.KeyLog()
     keys.add_text(sess.keylog.encode())
     with tls.using_keys(keys), open(p, "rb") as fh:
@@ -140,3 +152,136 @@ def test_hpack_table_across_streams_and_chunking(tmp_path):
     heads += [r for r in conn.feed(1, wire_s, None, 0) if isinstance(r, h2.StreamHead)]
     assert [(h.stream, h.head.method, h.head.target, h.head.headers["host"]) for h in heads[:3]] == [(s, "GET", "/mcp", "mcp.example") for s in (1, 3, 5)]
     assert [(h.stream, h.head.status, h.head.method, h.head.headers["mcp-session-id"]) for h in heads[3:]] == [(s, 200, "GET", SID) for s in (1, 3, 5)]
+
+
+# ------------------------------------------------------------------------------------------ header compression bomb
+# A header inserted once in the HPACK dynamic table is one byte per reference after that: a header block of 60
+# references to a 4 KB header is 240 KB of headers.  What is kept of a block is bounded (h2.MAX_HEADER_LIST, as
+# SETTINGS_MAX_HEADER_LIST_SIZE counts it) and so is a connection's total (h2.MAX_CONNECTION_HEADERS, h2.HEADER_RATIO);
+# past a bound only the headers the analysis reads are kept, and the HPACK table still follows every field.
+
+BIG = "A" * 4000  # name + value + 32 = 4037: fits the default 4096-byte table on its own
+
+
+def mcp_calls(tmp_path, streams: int, refs: int, name: str):
+    """``streams`` MCP calls on one h2 connection (POST + JSON-RPC body, 200 + JSON result); each request's header
+    block holds ``refs`` x-big headers of 4 KB (references to one dynamic-table entry), or one small one when 0."""
+    sess = tlsgen.Session(alpn="h2")
+    c = H2(sess, table=1 << 16)  # room for the big header and the others
+    extra = [("x-big", BIG)] * refs if refs else [("x-big", "a")]
+    for i in range(streams):
+        s = 2 * i + 1
+        fields = [(":method", "POST"), (":scheme", "https"), (":authority", "mcp.example"), (":path", "/mcp"),
+                  ("content-type", "application/json"), ("mcp-session-id", SID)] + extra
+        body = json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "t"}}).encode()
+        c.sess.send(True, HeadersFrame(s, c.enc[True].encode(fields), flags=["END_HEADERS"]).serialize()
+                    + DataFrame(s, body, flags=["END_STREAM"]).serialize())
+        resp = c.enc[False].encode([(":status", "200"), ("content-type", "application/json"), ("mcp-session-id", SID)])
+        c.sess.send(False, HeadersFrame(s, resp, flags=["END_HEADERS"]).serialize()
+                    + DataFrame(s, json.dumps({"jsonrpc": "2.0", "id": i, "result": {}}).encode(), flags=["END_STREAM"]).serialize())
+    return write(tmp_path, sess, name=name)
+
+
+_PEAK = """
+import resource, sys
+from analyzer.decode import tls
+from analyzer.ingest import pcap
+keys = tls.KeyLog()
+keys.add_text(open(sys.argv[2], "rb").read())
+with tls.using_keys(keys), open(sys.argv[1], "rb") as fh:
+    got = pcap.read(sys.argv[1], fh)
+print(got.exchanges.num_rows, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def peak_rss_kb(path) -> tuple[int, int]:
+    """(exchanges, peak RSS in KiB) of ingesting ``path`` in a fresh interpreter: one process per capture, so
+    neither run's peak hides in the other's."""
+    res = subprocess.run([sys.executable, "-c", _PEAK, str(path), str(path.with_suffix(".keylog"))],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    n, rss = res.stdout.split()
+    return int(n), int(rss)
+
+
+def test_header_compression_bomb_peaks_like_the_same_calls_with_small_headers(tmp_path):
+    """600 calls whose request headers reference one 4 KB header 60 times each (a 250 KB pcap): the code before the
+    bound peaked at 790 MiB against 137 MiB for the same calls with one small header (6.8 GB for 4,000 calls)."""
+    n = 600
+    bomb = mcp_calls(tmp_path, n, 60, "bomb")
+    control = mcp_calls(tmp_path, n, 0, "control")
+    (got_b, rss_b), (got_c, rss_c) = peak_rss_kb(bomb), peak_rss_kb(control)
+    assert got_b == got_c == n
+    assert rss_b <= 3 * rss_c, f"bomb peaked at {rss_b >> 10} MiB, the same calls with small headers at {rss_c >> 10} MiB"
+
+
+def test_a_header_block_over_the_limit_is_an_anomaly_at_its_packet_and_the_exchanges_are_read(tmp_path):
+    sess = tlsgen.Session(alpn="h2")
+    c = H2(sess, table=1 << 16)
+    # stream 1: 60 references (242 KB); stream 3: 100 (404 KB, past the bound hpack itself would raise at);
+    # stream 5: one reference, within every bound; the table must still be in step for it
+    for s, refs in ((1, 60), (3, 100), (5, 1)):
+        c.headers(True, s, get(s, last=str(s)) + [("x-big", BIG)] * refs, end=True)
+        c.headers(False, s, SSE_200)
+        c.data(False, s, f"id: {s}\ndata: {note(s)}\n\n".encode(), end=True)
+    got = ingest(tmp_path, sess)
+    rows = got.exchanges.to_pylist()
+    assert [(x["method"], x["url"], x["status"], x["req_session_id"], x["resp_session_id"], x["last_event_id"], x["end_reason"])
+            for x in rows] == [("GET", "https://mcp.example/mcp", 200, SID, SID, str(s), "complete") for s in (1, 3, 5)]
+    assert [e["id"] for e in got.events.to_pylist() if e["fate"] == "dispatched"] == ["1", "3", "5"]
+    anomalies = got.anomalies.to_pylist()
+    assert [(a["code"], a["severity"], a["location"]) for a in anomalies] == [
+        ("h2_header_list_too_large", "warning", rows[0]["location"]), ("h2_header_list_too_large", "warning", rows[1]["location"])]
+    for a, s, refs in zip(anomalies, (1, 3), (60, 100)):
+        size = 32 * 6 + sum(map(len, (":method", "GET", ":scheme", "https", ":authority", "mcp.example", ":path", "/mcp",
+                                      "accept", "text/event-stream", "mcp-session-id", SID))) + 32 + len("last-event-id") + 1 + refs * 4037
+        assert f"stream {s}: a header list of {size:,} bytes, over the limit of 65,536 per header block" in a["message"]
+    # of the blocks over the limit, the headers the analysis reads; of the one within it, all
+    headers = [json.loads(x["req_headers"]) for x in rows]
+    assert [sorted(h) for h in headers] == [["host", "last-event-id", "mcp-session-id"]] * 2 + [
+        ["accept", "host", "last-event-id", "mcp-session-id", "x-big"]]
+    assert headers[2]["x-big"] == BIG
+
+
+def test_a_connection_past_its_header_budget_keeps_what_the_analysis_reads():
+    """Blocks just under the limit per block (15 references: 61 KB) on a connection of nothing but headers: the
+    first few are kept whole, until the connection's decoded headers would pass 256 KiB + 100 times its bytes; from
+    there on only the headers the analysis reads, in one anomaly for the connection."""
+    conn = h2.Connection(0)
+    enc = Encoder()
+    enc.header_table_size = 1 << 16
+    wire = h2.PREFACE + SettingsFrame(0).serialize()
+    conn.feed(1, SettingsFrame(0, settings={SettingsFrame.HEADER_TABLE_SIZE: 1 << 16}).serialize(), None, 0)
+    for s in range(1, 40, 2):
+        wire += HeadersFrame(s, enc.encode(get(s) + [("x-big", BIG)] * 15), flags=["END_HEADERS", "END_STREAM"]).serialize()
+    out = conn.feed(0, wire, None, 7)
+    heads = [r.head for r in out if isinstance(r, h2.StreamHead)]
+    problems = [r for r in out if isinstance(r, h2.Problem)]
+    assert len(heads) == 20 and all((h.method, h.target, h.headers["host"], h.headers["mcp-session-id"]) == ("GET", "/mcp", "mcp.example", SID)
+                                    for h in heads)
+    whole = [h for h in heads if "x-big" in h.headers]
+    assert 1 <= len(whole) < 20 and heads[: len(whole)] == whole  # kept whole up to the budget, then never again
+    assert all(h.headers["x-big"] == ", ".join([BIG] * 15) and h.headers["accept"] == "text/event-stream" for h in whole)
+    assert all(sorted(h.headers) == ["host", "mcp-session-id"] for h in heads[len(whole):])
+    assert [(p.code, p.pkt) for p in problems] == [("h2_header_list_too_large", 7)]
+    assert f"stream {2 * len(whole) + 1}: a header list of" in problems[0].detail and "from here on only the headers the analysis reads" in problems[0].detail
+    assert conn.headers_capped and conn.header_bytes <= h2.CONNECTION_HEADERS_FLOOR + h2.HEADER_RATIO * conn.wire
+
+
+def test_a_big_header_the_analysis_reads_is_kept_once_and_shared():
+    """A 4 KB Mcp-Session-Id referenced 60 times per block: each head keeps its first value, and every head holds
+    the same string (decoded once), not a copy per reference or per stream."""
+    conn = h2.Connection(0)
+    enc = Encoder()
+    enc.header_table_size = 1 << 16
+    conn.feed(1, SettingsFrame(0, settings={SettingsFrame.HEADER_TABLE_SIZE: 1 << 16}).serialize(), None, 0)
+    sid = "s" * 4000
+    wire = h2.PREFACE + b"".join(
+        HeadersFrame(s, enc.encode([(":method", "GET"), (":scheme", "https"), (":authority", "mcp.example"), (":path", "/mcp")]
+                                   + [("mcp-session-id", sid)] * 60), flags=["END_HEADERS", "END_STREAM"]).serialize()
+        for s in (1, 3, 5))
+    out = conn.feed(0, wire, None, 1)
+    heads = [r.head for r in out if isinstance(r, h2.StreamHead)]
+    assert [h.headers for h in heads] == [{"mcp-session-id": sid, "host": "mcp.example"}] * 3
+    assert heads[0].headers["mcp-session-id"] is heads[1].headers["mcp-session-id"] is heads[2].headers["mcp-session-id"]
+    assert [p.code for p in out if isinstance(p, h2.Problem)] == ["h2_header_list_too_large"] * 3

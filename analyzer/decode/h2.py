@@ -14,6 +14,18 @@ parsing, padding, priority fields) and ``hpack`` (the decoder) maintain and test
 the observer does here: the connection preface, CONTINUATION assembly, the decoder's table limit following
 the *peer's* SETTINGS_HEADER_TABLE_SIZE, and bounds on what a hostile capture can make us buffer.
 
+HPACK lets a few bytes stand for many: a 4 KB header inserted once in the dynamic table is one byte per
+reference after that, so a header block of 60 references is 240 KB of headers and a capture of a few MB
+is gigabytes of them.  Every block is still decoded whole (the dynamic table must follow every field, or
+the later blocks decode wrong), but what is *materialised* (made into the head's ``str`` headers) is
+bounded as servers bound it with SETTINGS_MAX_HEADER_LIST_SIZE, the size counted as RFC 7540 §6.5.2
+does (name + value + 32 per field): at most ``MAX_HEADER_LIST`` per header block, and per connection
+at most ``MAX_CONNECTION_HEADERS`` and ``HEADER_RATIO`` times its bytes (past a floor).  Of a block over
+a bound only the first value of each header the analysis reads (``READ``) is kept, and a long value the
+dynamic table repeats is decoded once and shared (``Connection._text``): a header nobody reads costs
+nothing per reference, one that is read costs its size once.  Where a bound cuts, a
+``h2_header_list_too_large`` record says so, and the connection is read on.
+
 An HPACK decoder that misses one header block (a capture gap) is out of step for the rest of the
 connection, so a gap ends the framing of that direction (``h2_gap``): what came before is kept.
 """
@@ -40,7 +52,25 @@ from analyzer.decode.http1 import Head
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 MAX_FRAME = 1 << 24  # the largest frame HTTP/2 can express (2^24 - 1): buffering is bounded by one frame
 MAX_HEADER_BLOCK = 1 << 20  # HEADERS + CONTINUATION longer than 1 MiB: not followed
-MAX_HEADER_LIST = 1 << 18  # decoded header list (hpack's own bound) per block
+# decoded headers materialised, counted as RFC 7540 §6.5.2 counts SETTINGS_MAX_HEADER_LIST_SIZE (name + value +
+# 32 per field).  Per header block: 64 KiB, what h2 servers advertise or enforce (nginx 32 KiB of headers, Envoy
+# 60 KiB) and hpack's own default.  Per connection: at most 16 MiB in all, and at most HEADER_RATIO times the
+# connection's HTTP/2 bytes so far (both directions) past a floor, so that many cheap connections cannot add up
+# what one may not: ordinary MCP traffic decodes to 2-4 times its bytes, streams of nothing but headers to ~40
+# times (every field costs 32 however it is encoded), a bomb to thousands of times.
+MAX_HEADER_LIST = 1 << 16
+MAX_CONNECTION_HEADERS = 16 << 20
+CONNECTION_HEADERS_FLOOR = 1 << 18
+HEADER_RATIO = 100
+# hpack's own bound raises in the middle of a block, leaving the dynamic table out of step: not used (a block
+# is at most MAX_HEADER_BLOCK bytes, so its field count is bounded; what is kept of it is bounded above)
+_HPACK_LIST = 1 << 62
+# the header fields the analysis reads (analyzer.ingest.pcap, analyzer.tables.TableBuilder): kept past the bounds
+READ = frozenset({b":method", b":path", b":status", b":authority", b"host", b"content-type", b"content-encoding",
+                  b"mcp-session-id", b"last-event-id", b"mcp-protocol-version", b"x-mcp-replay-epoch"})
+_READ_LONGEST = max(map(len, READ))
+MEMO_MIN = 64  # values at least this long are decoded once per connection and shared (Connection._text)
+MEMO_FLOOR = 1 << 20  # the memo is emptied past this plus twice both dynamic tables' sizes
 
 _ERRORS = {0: "NO_ERROR", 1: "PROTOCOL_ERROR", 2: "INTERNAL_ERROR", 3: "FLOW_CONTROL_ERROR", 4: "SETTINGS_TIMEOUT",
            5: "STREAM_CLOSED", 6: "FRAME_SIZE_ERROR", 7: "REFUSED_STREAM", 8: "CANCEL", 9: "COMPRESSION_ERROR",
@@ -95,7 +125,9 @@ class GoAway:
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    code: str  # catalog code: h2_protocol_error | h2_gap
+    # catalog code: h2_protocol_error | h2_gap (that direction is not framed further), h2_header_list_too_large
+    # (headers past a bound were not kept; framing goes on)
+    code: str
     side: int
     pkt: int | None
     detail: str
@@ -111,7 +143,7 @@ class _Dir:
     def __init__(self, preface: bool) -> None:
         self.buf = bytearray()
         self.preface = preface  # the client's 24-byte preface is still expected
-        self.decoder = Decoder(max_header_list_size=MAX_HEADER_LIST)
+        self.decoder = Decoder(max_header_list_size=_HPACK_LIST)
         self.block = bytearray()  # a header block waiting for its CONTINUATION frames
         self.block_stream = 0
         self.block_end = False
@@ -131,6 +163,11 @@ class Connection:
         self.dirs = (_Dir(client == 0), _Dir(client == 1))
         self.methods: dict[int, str] = {}  # stream -> the request's method (a response Head names it)
         self.frames = 0
+        self.wire = 0  # HTTP/2 bytes of both directions so far
+        self.header_bytes = 0  # decoded header bytes materialised so far (RFC 7540 §6.5.2 size)
+        self.headers_capped = False  # the connection's bound was reached: from then on, only READ headers
+        self._memo: dict[bytes, str] = {}  # long header values -> their str, shared by every head that holds them
+        self._memo_bytes = 0
 
     def feed(self, side: int, data: bytes, ts: int | None, pkt: int) -> list[Out]:
         out: list[Out] = []
@@ -149,6 +186,7 @@ class Connection:
                 return out
             del d.buf[: len(PREFACE)]
             d.preface = False
+            self.wire += len(PREFACE)
         buf = d.buf
         pos = 0
         while len(buf) - pos >= 9 and not d.stopped:  # bounded: each pass consumes one frame
@@ -166,6 +204,7 @@ class Connection:
             body = bytes(buf[pos + 9 : pos + 9 + length])
             pos += 9 + length
             self.frames += 1
+            self.wire += 9 + length
             try:
                 frame.parse_body(memoryview(body))
             except HyperframeError as exc:
@@ -250,17 +289,7 @@ class Connection:
             if end:
                 out.append(StreamEnd(stream, side, last_ts, last_pkt))
             return
-        headers: dict[str, str] = {}
-        pseudo: dict[str, str] = {}
-        for name_b, value_b in fields:
-            name = name_b.decode("latin-1").lower()
-            value = value_b.decode("latin-1")
-            if name.startswith(":"):
-                pseudo.setdefault(name, value)
-            elif name in headers:
-                headers[name] = f"{headers[name]}; {value}" if name == "cookie" else f"{headers[name]}, {value}"
-            else:
-                headers[name] = value
+        headers, pseudo = self._materialise(fields, side, stream, pkt, out)
         if side == self.client:
             if ":authority" in pseudo and "host" not in headers:
                 headers["host"] = pseudo[":authority"]
@@ -279,6 +308,70 @@ class Connection:
         out.append(StreamHead(stream, side, head, end))
         if end:
             out.append(StreamEnd(stream, side, last_ts, last_pkt))
+
+    def _materialise(self, fields: list, side: int, stream: int, pkt: int, out: list[Out]) -> tuple[dict[str, str], dict[str, str]]:
+        """A header list as (headers, pseudo-headers), repeated headers joined -- when it is within the bounds: at
+        most ``MAX_HEADER_LIST`` and what the connection may still materialise (:meth:`_budget`).  Else only the
+        first value of each header in ``READ`` (each at most ``MAX_HEADER_LIST``): the others are counted, never
+        copied."""
+        headers: dict[str, str] = {}
+        pseudo: dict[str, str] = {}
+        text = self._text
+        if not self.headers_capped:
+            size = 32 * len(fields) + sum(len(n) + len(v) for n, v in fields)  # RFC 7540 §6.5.2
+            if size > MAX_HEADER_LIST:
+                out.append(Problem("h2_header_list_too_large", side, pkt,
+                                   f"stream {stream}: a header list of {size:,} bytes, over the limit of {MAX_HEADER_LIST:,} per "
+                                   "header block: only the headers the analysis reads were kept"))
+            elif size > self._budget():
+                self.headers_capped = True
+                out.append(Problem("h2_header_list_too_large", side, pkt,
+                                   f"stream {stream}: a header list of {size:,} bytes would take this connection's headers past "
+                                   f"its limit ({self.header_bytes:,} decoded bytes so far; at most {MAX_CONNECTION_HEADERS:,} per "
+                                   f"connection, and {CONNECTION_HEADERS_FLOOR:,} + {HEADER_RATIO} times its {self.wire:,} HTTP/2 "
+                                   "bytes so far): from here on only the headers the analysis reads are kept"))
+            else:
+                self.header_bytes += size
+                for name_b, value_b in fields:
+                    name = name_b.decode("latin-1").lower()
+                    value = text(value_b)
+                    if name.startswith(":"):
+                        pseudo.setdefault(name, value)
+                    elif name in headers:
+                        headers[name] = f"{headers[name]}; {value}" if name == "cookie" else f"{headers[name]}, {value}"
+                    else:
+                        headers[name] = value
+                return headers, pseudo
+        for name_b, value_b in fields:
+            if len(name_b) > _READ_LONGEST or len(name_b) + len(value_b) + 32 > MAX_HEADER_LIST:
+                continue
+            key = name_b.lower()
+            if key in READ:
+                name = key.decode("latin-1")
+                kept = pseudo if name.startswith(":") else headers
+                if name not in kept:
+                    kept[name] = text(value_b)
+        return headers, pseudo
+
+    def _budget(self) -> int:
+        """Decoded header bytes the connection may still materialise."""
+        return min(MAX_CONNECTION_HEADERS, CONNECTION_HEADERS_FLOOR + HEADER_RATIO * self.wire) - self.header_bytes
+
+    def _text(self, value: bytes) -> str:
+        """``value`` as text; a long one decoded once while it is in use (the dynamic table hands out the same value
+        to every reference), so a header repeated by reference costs its size once, not per reference."""
+        if len(value) < MEMO_MIN:
+            return value.decode("latin-1")
+        got = self._memo.get(value)
+        if got is None:
+            # emptied only when it outgrows what both dynamic tables can hold (and a floor): values still in a
+            # table stay shared whatever a hostile peer repeats
+            if self._memo_bytes > MEMO_FLOOR + 2 * (self.dirs[0].decoder.header_table.maxsize + self.dirs[1].decoder.header_table.maxsize):
+                self._memo.clear()
+                self._memo_bytes = 0
+            got = self._memo[value] = value.decode("latin-1")
+            self._memo_bytes += len(value)
+        return got
 
     def _stop(self, side: int, d: _Dir, code: str, pkt: int | None, detail: str, out: list[Out]) -> None:
         d.stopped = True
