@@ -16,7 +16,11 @@ import sys
 # read's chunks into one table) then holds both.  Returned after 100 ms, muzzy not kept: 2M tiny records peak
 # 486-502 -> 403-423 MB, 250k events 696-722 -> 622-643 MB, 1M events 1,923 -> 1,834-1,859 MB, wall time within
 # the runs' spread (alternating runs, bench/SCALE.md; 0 ms costs 2.5x the system time at 1M).
-JEMALLOC_DEFAULTS = "narenas:1,dirty_decay_ms:100,muzzy_decay_ms:0"
+# No background threads: when memory runs out (a container's limit) each of them failed to start with a line on
+# stderr, 5,883 lines before the abort under `prlimit --as=800M`, 4 without; the purging they did happens on the
+# allocating threads instead (250k events, two alternating pairs on a busy machine: 23.3 and 27.3 s without them,
+# 29.0 and 30.5 s with; peak RSS within 2%).
+JEMALLOC_DEFAULTS = "narenas:1,dirty_decay_ms:100,muzzy_decay_ms:0,background_thread:false"
 JEMALLOC_VARIABLE = "_RJEM_MALLOC_CONF"  # the prefixed name of the jemalloc that Polars links
 
 
@@ -29,10 +33,28 @@ def tune_allocator() -> None:
         os.environ[JEMALLOC_VARIABLE] = JEMALLOC_DEFAULTS + ("," + user if user else "")
 
 
+CANNOT_LOAD = ("error: internal error: the program could not load ({}: {}); when its memory is limited (ulimit -v, "
+               "prlimit --as, a container's limit) this is the limit being too low to start: raise it\n")
+
+
 def main() -> int:
     tune_allocator()
-    from analyzer.cli import main as cli_main
+    import warnings
 
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("default")
+        try:
+            from analyzer.cli import main as cli_main
+        except Exception as exc:  # noqa: BLE001
+            # Before the command line exists, whose own handler makes every internal error exit 3 in one line, so
+            # must this: under a low memory limit the loading fails as MemoryError, as an ImportError of a native
+            # module ("failed to map segment"), or as Polars half-loaded (a NameError later) -- never a
+            # traceback that exits 1, which reads as "findings".
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            sys.stderr.write(CANNOT_LOAD.format(type(exc).__name__, first[:200]))
+            return 3
+    for w in said:  # the loading went well: what it warned about is said as before
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     return cli_main()
 
 

@@ -106,6 +106,17 @@ CATALOG: dict[str, Kind] = {
         "a TLS record that does not authenticate with the key log's secret (a wrong key, or corrupt bytes): "
         "that direction is not decrypted further",
     ),
+    "tls_record_skipped": Kind(
+        "error", False,
+        "a damaged TLS record (a header with an impossible type, version or length, or a record that does not "
+        "authenticate after records with the same keys did): its bytes were skipped and what it carried is unknown; "
+        "decryption resumed at the next record that authenticates",
+    ),
+    "tls_record_repaired": Kind(
+        "warning", False,
+        "a damaged TLS record header between records that authenticate: the record decrypted with the length where the "
+        "next record starts, or the damaged bytes were no record; nothing was lost, but the capture is damaged there",
+    ),
     "tls_record_cut": Kind(
         "error", False,
         "TLS records the capture cut (bytes lost, snaplen, or the capture or connection ended inside a record): "

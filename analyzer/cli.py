@@ -94,40 +94,43 @@ def _tls_options(fn):
 
     def wanted(paths) -> tuple[set[bytes], list[str]]:
         """The client randoms of the ClientHellos in the captures (a pre-pass over their bytes, so that only the key
-        log lines they need are kept), and the captures no pre-pass can read (standard input, pipes: read once)."""
+        log lines they need are kept), and why the pre-pass cannot tell them all (a capture on standard input or a
+        pipe is read once, by the reader)."""
         import zlib
 
         randoms: set[bytes] = set()
-        streams = []
+        why = []
         for path in inputs.collect(list(paths)).files:
             if inputs.is_stream(path):
-                streams.append("standard input" if path in inputs.STDIN_NAMES else f"the pipe {path}")
+                why.append("a capture comes from " + ("standard input" if path in inputs.STDIN_NAMES else f"the pipe {path}"))
                 continue
             try:
                 with inputs.open_input(path) as fh:
                     if fh.read(4) in inputs.PCAP_MAGIC:
-                        randoms |= tls.client_randoms(fh)
+                        tls.client_randoms(fh, into=randoms)
             except (AuditError, OSError, EOFError, ValueError, zlib.error):
                 continue  # the reader names what is wrong with it
-        return randoms, streams
+            if len(randoms) >= tls.PREPASS_LIMIT:
+                why.append(f"the captures hold more than {tls.PREPASS_LIMIT} TLS ClientHellos")
+                break
+        return randoms, why
 
     @functools.wraps(fn)
     def run(*args, tls_keylogs, **kwargs):
         keys = tls.KeyLog()
-        randoms, streams = wanted(kwargs.get("paths") or ()) if tls_keylogs else (set(), [])
-        # without a pre-pass (a capture on standard input), the newest _MAX_KEYLOG bytes of other lines are kept too
-        bound = _MAX_KEYLOG if streams else 0
+        randoms, why = wanted(kwargs.get("paths") or ()) if tls_keylogs else (set(), [])
+        # without a full pre-pass (a capture on standard input), the newest _MAX_KEYLOG bytes of other lines are kept too
+        bound = _MAX_KEYLOG if why else 0
         for path in tls_keylogs:
             try:
                 dropped = keys.read_file(path, frozenset(randoms), bound)
             except OSError as exc:
                 raise Failure(f"--tls-keylog {path}: cannot read it ({exc.strerror or exc}); give the file SSLKEYLOGFILE named") from None
             if dropped:
-                click.echo(_safe(f"warning: --tls-keylog {path}: cut to its newest {size(bound)}, the most kept when a capture comes from "
-                                 f"{' and '.join(streams)} (no pre-pass reads it to find which keys it needs): the oldest {size(dropped)} "
-                                 "of key log lines were not kept, and connections whose keys only they hold get tls_no_key. To avoid "
-                                 "it, name the capture file instead: then only the keys the captures need are kept, whatever the "
-                                 "key log's size"), err=True)
+                click.echo(_safe(f"warning: --tls-keylog {path}: cut to its newest {size(bound)}, the most kept when {' and '.join(why)} "
+                                 f"(no pre-pass can tell which keys it needs): the oldest {size(dropped)} of key log lines were not "
+                                 "kept, and connections whose keys only they hold get tls_no_key. To avoid it, name the capture file "
+                                 "instead: then only the keys the captures need are kept, whatever the key log's size"), err=True)
         if tls_keylogs and not len(keys):
             click.echo(_safe(f"warning: --tls-keylog {', '.join(tls_keylogs)}: no TLS secret in it (expected lines like "
                              "'CLIENT_RANDOM <hex> <hex>' written by SSLKEYLOGFILE); TLS connections stay encrypted"), err=True)
@@ -140,7 +143,8 @@ def _tls_options(fn):
         "--tls-keylog", "tls_keylogs", multiple=True, metavar="FILE", type=click.Path(exists=True, dir_okay=False),
         help="pcap only: decrypt TLS with this NSS key log (the file SSLKEYLOGFILE names; repeatable). TLS 1.2 and 1.3, "
         "AES-GCM and ChaCha20-Poly1305; HTTP/1.1 and HTTP/2 inside. pcapng decryption secrets blocks "
-        "(editcap --inject-secrets) are used without it. Secrets never reach any output.",
+        "(editcap --inject-secrets) are used without it. A key log of any size is read line by line, keeping only the "
+        "keys of the named captures' connections. Secrets never reach any output.",
     )(run)
 
 
@@ -552,12 +556,16 @@ def _emit(out: str, text: str | bytes) -> None:
         _write(out, text)
         return
     try:
-        if isinstance(text, bytes):
-            sys.stdout.flush()
-            sys.stdout.buffer.write(text)
-        else:
-            sys.stdout.write(text)
+        data = text if isinstance(text, bytes) else text.encode(sys.stdout.encoding or "utf-8", sys.stdout.errors or "strict")
         sys.stdout.flush()
+        out, view = sys.stdout.buffer, memoryview(data)
+        # With PYTHONUNBUFFERED=1 (many container images) the buffer is the raw file, whose write() may take only
+        # part of the bytes (a pipe's 64 KiB): the rest must be written again, or a reader that stops early
+        # leaves the output cut with exit 0 and no word.  (A buffered writer takes all or raises.)
+        while view:
+            n = out.write(view)
+            view = view[len(view) if n is None else n :]
+        out.flush()
     except BrokenPipeError:
         # the reader went away (``| head``): say the output is cut, and keep Python from failing at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

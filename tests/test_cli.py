@@ -170,9 +170,9 @@ print(json.dumps(os.environ.get(JEMALLOC_VARIABLE)))
 
 
 @pytest.mark.parametrize(("env", "order", "want"), [
-    (None, "command-first", "narenas:1,dirty_decay_ms:100,muzzy_decay_ms:0"),  # the command's defaults, set before Polars loads
+    (None, "command-first", "narenas:1,dirty_decay_ms:100,muzzy_decay_ms:0,background_thread:false"),  # the command's defaults, set before Polars loads
     ("dirty_decay_ms:0,narenas:4", "command-first",
-     "narenas:1,dirty_decay_ms:100,muzzy_decay_ms:0,dirty_decay_ms:0,narenas:4"),  # the user's after ours: theirs win
+     "narenas:1,dirty_decay_ms:100,muzzy_decay_ms:0,background_thread:false,dirty_decay_ms:0,narenas:4"),  # the user's after ours: theirs win
     (None, "polars-first", "narenas"),  # too late to take effect: Polars' own options, not ours
 ])
 def test_the_command_sets_the_allocator_defaults_before_polars_loads(env, order, want):

@@ -22,6 +22,16 @@ since the key log gives the master secret).  CBC and other suites, SSLv3/TLS 1.0
 capture did not see, a key the log lacks, a record that does not authenticate and records the capture
 cut are :class:`Problem` rows with the packet where they happened.
 
+Resynchronisation: after bytes the capture lost (a gap), and after a damaged record once records with the same
+keys authenticated (a header with an impossible type, version or length -- over 2^14 + 256 bytes in TLS 1.3,
+2^14 + 2048 in 1.2 -- or a record that does not authenticate, such as one whose length field runs into the next
+record), the bytes that follow are searched for the next record header whose record authenticates with the
+expected sequence number or a few past it (bounded: RESYNC_WINDOW, RESYNC_TRIALS, RESYNC_BUDGET).  A damaged
+length is then corrected from where that record starts, and the damaged record decrypted too when it
+authenticates so; otherwise its bytes are skipped (a :class:`Lost`) and decryption goes on.  A direction stops
+only when nothing after the damage authenticates.  :func:`client_randoms` is the pre-pass over capture bytes
+that tells :class:`KeyLog` which key log lines to keep.
+
 Key material never leaves this module: secrets are kept in :class:`KeyLog` (whose ``repr`` shows only
 counts) and in the AEAD objects; problems name the client random (public: it crosses the wire in clear)
 and never a secret.
@@ -48,10 +58,16 @@ from analyzer.decode.tls_keys import (  # noqa: F401
     using_keys,
 )
 
-MAX_CIPHERTEXT = (1 << 14) + 2048  # RFC 5246 §6.2.3 (1.3 allows only 2^14 + 256): a longer record is not TLS
+MAX_CIPHERTEXT = (1 << 14) + 2048  # RFC 5246 §6.2.3: a longer record is not TLS
+MAX_CIPHERTEXT_13 = (1 << 14) + 256  # RFC 8446 §5.2: TLS 1.3's limit
 MAX_HANDSHAKE = 1 << 18  # a handshake message (a certificate chain) longer than 256 KiB is not followed
-RESYNC_WINDOW = 1 << 16  # after bytes the capture lost: search this far for the next record that decrypts
+RESYNC_WINDOW = 1 << 16  # after bytes the capture lost or a damaged record: search this far for the next record that decrypts
 RESYNC_TRIALS = 4096  # ... trying at most this many (record position, sequence number) pairs in all
+RESYNC_BUDGET = 16 * RESYNC_TRIALS  # trials one direction may spend on damaged records in all; then a damaged record stops it
+# the anomaly kinds of a damaged record skipped (what it carried is lost) and of damage that cost nothing (a header
+# whose length the next record's start corrects, or bytes that are no record between two records)
+RECORD_SKIPPED = "tls_record_skipped"
+RECORD_REPAIRED = "tls_record_repaired"
 
 # --- records out --------------------------------------------------------------------------------------------
 
@@ -97,11 +113,41 @@ _HRR_RANDOM = hashlib.sha256(b"HelloRetryRequest").digest()
 _VERSIONS = {0x0300: "SSL 3.0", 0x0301: "TLS 1.0", 0x0302: "TLS 1.1", 0x0303: "TLS 1.2", 0x0304: "TLS 1.3"}
 # a record header: handshake, alert, change_cipher_spec or application data; version 3.x
 _RECORD_HEADER = re.compile(rb"[\x14-\x17]\x03[\x01-\x04]", re.S)
+# the start of a ClientHello record: handshake record header (length <= MAX_CIPHERTEXT), message type 1 with a
+# length <= MAX_HANDSHAKE, the 2-byte legacy version; the 32-byte client random follows
+_CLIENT_HELLO = re.compile(rb"\x16\x03[\x00-\x04][\x00-\x48].\x01[\x00-\x04]....(?=(.{32}))", re.S)
+_HELLO_SPAN = 43  # header (5) + message header (4) + version (2) + random (32)
+PREPASS_BLOCK = 1 << 20
+PREPASS_LIMIT = 1 << 22  # client randoms collected at most (~0.4 GB); a capture made of ClientHello look-alikes stops there
+
+
+def client_randoms(stream, block: int = PREPASS_BLOCK, into: set[bytes] | None = None, limit: int = PREPASS_LIMIT) -> set[bytes]:
+    """The client randoms of the ClientHellos in a capture's bytes (pcap or pcapng, any link type: the bytes are
+    searched, not parsed), read ``block`` bytes at a time: the pre-pass that tells which key log lines to keep.
+    Added to ``into`` when given; the search stops when the set holds ``limit`` randoms (the caller then cannot
+    know which lines the captures need).
+
+    A ClientHello's first TCP segment holds its first 43 bytes (header, message header, version, random): a
+    random split over two segments is not seen here, and :meth:`KeyLog.get` searches the key log for it later.
+    Bytes that only look like a ClientHello add a random no key log holds: harmless.  Memory: the randoms."""
+    found: set[bytes] = set() if into is None else into
+    tail = b""
+    while len(found) < limit:  # bounded by the stream
+        data = stream.read(block)
+        if not data:
+            break
+        text = tail + data
+        for m in _CLIENT_HELLO.finditer(text):
+            found.add(m.group(1))
+            if len(found) >= limit:
+                break
+        tail = text[-(_HELLO_SPAN - 1) :]  # a ClientHello that starts in the last 42 bytes is found with the next block
+    return found
 
 
 class _Dir:
     __slots__ = ("buf", "buf_pkt", "buf_ts", "cipher", "hs", "stopped", "resync", "lost", "lost_pkt", "finished", "app_secret",
-                 "resync_from", "trials")
+                 "resync_from", "trials", "damage", "spent")
 
     def __init__(self) -> None:
         self.buf = bytearray()  # bytes of a record not complete yet (bounded: one record)
@@ -117,6 +163,9 @@ class _Dir:
         self.app_secret: bytes | None = None
         self.resync_from = 0  # resync: candidates before this offset of buf were tried and failed
         self.trials = 0  # resync: decryptions tried since the gap (bounded by RESYNC_TRIALS)
+        self.damage: tuple[str, str, int | None, int | None, int] | None = None  # resync after a damaged record:
+        # (code if nothing after it authenticates, what was wrong, its packet and time, its sequence number)
+        self.spent = 0  # decryptions tried after damaged records, in all (bounded by RESYNC_BUDGET)
 
 
 class Connection:
@@ -154,28 +203,7 @@ class Connection:
         if not d.buf:
             d.buf_pkt, d.buf_ts = pkt, ts
         d.buf += data
-        if d.resync:
-            self._resync(side, d, pkt, out)
-            if d.resync or d.stopped:
-                return out
-        buf = d.buf
-        pos = 0
-        n = len(buf)
-        while n - pos >= 5 and not d.stopped and not self.stopped:  # bounded: each pass consumes a record
-            ctype, major, length = buf[pos], buf[pos + 1], int.from_bytes(buf[pos + 3 : pos + 5], "big")
-            if ctype not in (20, 21, 22, 23) or major != 3 or length > MAX_CIPHERTEXT:
-                self._stop_dir(side, d, "tls_record_invalid", pkt,
-                               f"bytes that are no TLS record header (type {ctype}, version {major}.{buf[pos + 2]}, length {length})", out)
-                break
-            if n - pos < 5 + length:
-                break
-            header = bytes(buf[pos : pos + 5])
-            body = bytes(buf[pos + 5 : pos + 5 + length])
-            pos += 5 + length
-            self._record(side, d, ctype, header, body, ts, pkt, out)
-        del buf[:pos]
-        if buf:
-            d.buf_pkt, d.buf_ts = (pkt, ts) if pos else (d.buf_pkt, d.buf_ts)
+        self._pump(side, d, ts, pkt, out)
         return out
 
     def gap(self, side: int, nbytes: int, pkt: int | None) -> list[Out]:
@@ -188,20 +216,46 @@ class Connection:
         if d.cipher is None:
             self._stop_dir(side, d, "tls_record_cut", pkt, f"{nbytes} bytes lost by the capture before encryption started (in the handshake)", out)
             return out
-        if not d.lost:
+        if not d.lost and d.damage is None:
             d.lost_pkt = pkt
+        d.damage = None  # lost while resyncing past a damaged record: the damaged bytes held count as lost too
         d.lost += len(d.buf) + nbytes
         d.buf = bytearray()
         d.resync, d.resync_from, d.trials = True, 0, 0
         return out
 
     def close(self, side: int) -> list[Out]:
-        """The direction ended: a record it ended inside was cut by the capture (or the peer)."""
+        """The direction ended: a record it ended inside was cut by the capture (or the peer) -- or its header's
+        length is damaged, and the records it swallowed are found (as after any damaged record)."""
         out: list[Out] = []
         d = self.dirs[side]
         if self.stopped or d.stopped:
             return out
         if d.resync:
+            self._pump(side, d, d.buf_ts, d.buf_pkt, out, at_end=True)
+        for _ in range(len(d.buf)):  # bounded: each pass consumes held bytes, or ends the loop
+            if d.resync or d.stopped or self.stopped or len(d.buf) < 5 or not self._may_resync(d):
+                break
+            length = int.from_bytes(d.buf[3:5], "big")
+            before = len(d.buf)
+            self._damaged(d, 0, d.buf_pkt, d.buf_ts, "tls_record_cut",
+                          f"a record header whose length ({length}) runs past the end of the direction ({len(d.buf) - 5} bytes after it)", 1)
+            buf = bytes(d.buf)
+            state, at, skip = self._search(d, buf, True)
+            if state != "found":  # nothing after it authenticates: a record cut short, as it looked
+                d.resync, d.damage = False, None
+                break
+            self._resynced(side, d, buf, at, skip, d.buf_pkt, out)
+            self._pump(side, d, d.buf_ts, d.buf_pkt, out, at_end=True)
+            if len(d.buf) >= before:
+                break
+        if d.stopped or self.stopped:
+            return out
+        if d.resync and d.damage is not None:
+            code, detail, pkt, _ts, _seq = d.damage
+            out.append(Problem(code, pkt, f"{detail}; the direction ended and no record after it authenticates", side))
+            out.append(Lost(side, max(len(d.buf), 1), pkt, True))
+        elif d.resync:
             out.append(Problem("tls_record_cut", d.lost_pkt, f"{d.lost} bytes lost by the capture; no record after them decrypted", side))
             out.append(Lost(side, d.lost, d.lost_pkt, True))
         elif d.buf:
@@ -213,12 +267,58 @@ class Connection:
         d.stopped = True
         return out
 
+    def _pump(self, side: int, d: _Dir, ts: int | None, pkt: int | None, out: list[Out], at_end: bool = False) -> None:
+        """The whole records held, in order; a resync (after a gap, or a damaged record) first, when one is on."""
+        for _ in range(len(d.buf) + 2):  # bounded: each pass after the first consumes held bytes (or returns)
+            if d.stopped or self.stopped:
+                return
+            if d.resync:
+                self._resync(side, d, pkt, out, at_end)
+                if d.resync or d.stopped or self.stopped:
+                    return
+            if not self._records(side, d, ts, pkt, out):
+                return
+
+    def _records(self, side: int, d: _Dir, ts: int | None, pkt: int | None, out: list[Out]) -> bool:
+        """Decrypt the whole records at the start of ``d.buf``.  True: a damaged one (a header that is none,
+        or a record that does not authenticate, after records that did) started a resync at its first byte."""
+        buf = d.buf
+        pos = 0
+        n = len(buf)
+        limit = MAX_CIPHERTEXT_13 if self.version == 0x0304 else MAX_CIPHERTEXT
+        while n - pos >= 5 and not d.stopped and not self.stopped:  # bounded: each pass consumes a record
+            ctype, major, length = buf[pos], buf[pos + 1], int.from_bytes(buf[pos + 3 : pos + 5], "big")
+            if ctype not in (20, 21, 22, 23) or major != 3 or length > limit:
+                what = f"bytes that are no TLS record header (type {ctype}, version {major}.{buf[pos + 2]}, length {length})"
+                if self._may_resync(d):
+                    self._damaged(d, pos, pkt, ts, "tls_record_invalid", what, 1)
+                    return True
+                self._stop_dir(side, d, "tls_record_invalid", pkt, what, out)
+                break
+            if n - pos < 5 + length:
+                break
+            header = bytes(buf[pos : pos + 5])
+            body = bytes(buf[pos + 5 : pos + 5 + length])
+            start = pos
+            pos += 5 + length
+            if self._record(side, d, ctype, header, body, ts, pkt, out):
+                seq = d.cipher.seq if d.cipher is not None else 0
+                self._damaged(d, start, pkt, ts, "tls_decrypt_failed",
+                              f"record {seq} (its header says {length} bytes) of client random {self.random_hex} does not authenticate", 0)
+                return True
+        del buf[:pos]
+        if buf:
+            d.buf_pkt, d.buf_ts = (pkt, ts) if pos else (d.buf_pkt, d.buf_ts)
+        return False
+
     # -- records ----------------------------------------------------------------------------------------
-    def _record(self, side: int, d: _Dir, ctype: int, header: bytes, body: bytes, ts: int | None, pkt: int, out: list[Out]) -> None:
+    def _record(self, side: int, d: _Dir, ctype: int, header: bytes, body: bytes, ts: int | None, pkt: int, out: list[Out]) -> bool:
+        """One whole record.  True: it does not authenticate after records with the same keys that did (a damaged
+        record: the caller resyncs past it); a first record that does not is a wrong key: the direction stops."""
         if ctype == 20:  # change_cipher_spec: TLS 1.2 switches this side to its keys; 1.3 sends it for show
             if self.version == 0x0303 and d.cipher is None:
                 self._keys12(side, pkt, out)
-            return
+            return False
         cipher = d.cipher
         if cipher is None:
             if ctype == 22:
@@ -238,15 +338,24 @@ class Connection:
                                    "(the connection was open before the capture started): no client random to find its keys by", out)
                 elif not self.stopped:
                     self._stop_all("tls_record_invalid", pkt, "application data before the handshake set keys", out)
-            return
+            return False
         plain = cipher.open(ctype, header, body, cipher.seq)
         if plain is None and self.early and side == self.client and not d.finished:
-            return  # early data (or EndOfEarlyData) after the ServerHello: skipped by trial, as a server does
+            return False  # early data (or EndOfEarlyData) after the ServerHello: skipped by trial, as a server does
         if plain is None:
+            if self._may_resync(d):
+                return True
             self._stop_dir(side, d, "tls_decrypt_failed", pkt,
-                           f"record {cipher.seq} ({len(body)} bytes) of client random {self.random_hex} does not authenticate: "
-                           "wrong key in the key log, or corrupt bytes", out, len(body))
-            return
+                           f"record {cipher.seq} ({len(body)} bytes) of client random {self.random_hex} does not authenticate "
+                           "(a wrong key in the key log, or corrupt bytes)", out, len(body))
+            return False
+        self._opened(side, d, ctype, plain, ts, pkt, out)
+        return False
+
+    def _opened(self, side: int, d: _Dir, ctype: int, plain: bytes, ts: int | None, pkt: int | None, out: list[Out]) -> None:
+        """A record that authenticated with ``d.cipher`` at its sequence number: its content handed on."""
+        cipher = d.cipher
+        assert cipher is not None
         cipher.seq += 1
         self.records += 1
         if cipher.v13:
@@ -350,6 +459,11 @@ class Connection:
     # -- keys -------------------------------------------------------------------------------------------
     def _lookup(self, pkt: int, out: list[Out], labels: tuple[str, ...]) -> dict[str, bytes] | None:
         got = self.keys.get(self.client_random or b"")
+        if got is None and self.keys.unsearched(self.client_random or b""):
+            self._stop_all("tls_no_key", pkt, f"the key log's lines for client random {self.random_hex} were not kept: no pre-pass "
+                           "over the captures saw this ClientHello whole, and the searches of the key log for such client randoms "
+                           "were used up", out)
+            return None
         if got is None or any(label not in got for label in labels):
             missing = ", ".join(label for label in labels if got is None or label not in got)
             self._stop_all("tls_no_key", pkt, f"the key log has no {missing} for client random {self.random_hex}", out)
@@ -380,49 +494,124 @@ class Connection:
         self.dirs[c].cipher = Cipher.tls13(suite, self.secrets["CLIENT_HANDSHAKE_TRAFFIC_SECRET"])
         self.dirs[1 - c].cipher = Cipher.tls13(suite, self.secrets["SERVER_HANDSHAKE_TRAFFIC_SECRET"])
 
-    # -- after a gap --------------------------------------------------------------------------------------
-    def _resync(self, side: int, d: _Dir, pkt: int, out: list[Out]) -> None:
-        """Find the first record header in what arrived after the gap whose record decrypts with some sequence
-        number past the last good one.  How many records the gap swallowed is bounded by its size (a record
+    # -- after a gap, or a damaged record --------------------------------------------------------------------
+    def _may_resync(self, d: _Dir) -> bool:
+        """A damaged record is resynced past (not the end of the direction) once records authenticated with the
+        keys in use: they are right.  A first record that does not authenticate is a wrong key (and the search
+        would cost RESYNC_TRIALS decryptions for nothing); the trials spent on damaged records are bounded per
+        direction too (RESYNC_BUDGET)."""
+        return d.cipher is not None and d.cipher.seq > 0 and d.spent < RESYNC_BUDGET and not d.stopped
+
+    def _damaged(self, d: _Dir, start: int, pkt: int | None, ts: int | None, code: str, detail: str, first: int) -> None:
+        """The record at ``d.buf[start]`` is damaged: resync from its byte ``first`` (1: its header is none; 0:
+        it does not authenticate, and may still at a later sequence number, when records before it were lost)."""
+        if start:
+            del d.buf[:start]  # (the record at `start` began in this packet: those before it were whole before it)
+        else:
+            pkt, ts = d.buf_pkt, d.buf_ts
+        d.buf_pkt, d.buf_ts = pkt, ts
+        d.resync, d.resync_from, d.trials = True, first, 0
+        d.lost, d.lost_pkt = 0, pkt
+        d.damage = (code, detail, pkt, ts, d.cipher.seq if d.cipher is not None else 0)
+
+    def _resync(self, side: int, d: _Dir, pkt: int | None, out: list[Out], at_end: bool = False) -> None:
+        """Find the first record header in what is held whose record decrypts with some sequence number past the
+        last good one.  How many records the lost or damaged bytes swallowed is bounded by their size (a record
         is at least 22 bytes), so the trials are few; all of them are bounded by RESYNC_TRIALS."""
+        buf = bytes(d.buf)  # a snapshot: the regex's iterator must not hold the bytearray that is cut below
+        state, at, skip = self._search(d, buf, at_end)
+        if state == "found":
+            self._resynced(side, d, buf, at, skip, pkt, out)
+        elif state == "none" and not at_end and (len(buf) >= RESYNC_WINDOW or d.trials >= RESYNC_TRIALS
+                                                  or (d.damage is not None and d.spent >= RESYNC_BUDGET)):
+            if d.damage is not None:
+                code, detail, dpkt, _ts, _seq = d.damage
+                self._stop_dir(side, d, code, dpkt, f"{detail} (a wrong key in the key log, or corrupt bytes), and no record in the {len(buf)} "
+                               "bytes after it authenticates either; this direction is not decrypted further", out, len(buf))
+            else:
+                self._stop_dir(side, d, "tls_record_cut", d.lost_pkt,
+                               f"{d.lost} bytes lost by the capture, and no record in the {len(buf)} bytes after them decrypted: "
+                               "this direction is not decrypted further", out, d.lost + len(buf))
+
+    def _search(self, d: _Dir, buf: bytes, at_end: bool) -> tuple[str, int, int]:
+        """("found", offset, records skipped) of the first candidate record that authenticates; ("wait", 0, 0)
+        when a candidate is not whole yet (``at_end``: it never will be, and is passed over); else ("none", 0, 0).
+        Candidates tried are not tried again (``d.resync_from``)."""
         cipher = d.cipher
         assert cipher is not None
-        buf = bytes(d.buf)  # a snapshot: the regex's iterator must not hold the bytearray that is cut below
+        limit = MAX_CIPHERTEXT_13 if self.version == 0x0304 else MAX_CIPHERTEXT
         max_records = d.lost // 22 + 2
         for m in _RECORD_HEADER.finditer(buf, d.resync_from):
             at = m.start()
-            if at >= RESYNC_WINDOW or d.trials >= RESYNC_TRIALS:
-                break
+            if at >= RESYNC_WINDOW or d.trials >= RESYNC_TRIALS or (d.damage is not None and d.spent >= RESYNC_BUDGET):
+                return "none", 0, 0
             if len(buf) < at + 5:
-                return  # wait for the candidate's header
+                return ("none" if at_end else "wait"), 0, 0  # wait for the candidate's header
             length = int.from_bytes(buf[at + 3 : at + 5], "big")
-            if length > MAX_CIPHERTEXT:
+            if length > limit:
                 d.resync_from = at + 1
                 continue
             if len(buf) < at + 5 + length:
-                return  # wait for the rest of the candidate (bounded: one record); it is tried once, when whole
-            header, body = bytes(buf[at : at + 5]), bytes(buf[at + 5 : at + 5 + length])
+                if at_end:
+                    continue
+                return "wait", 0, 0  # wait for the rest of the candidate (bounded: one record); it is tried once, when whole
+            header, body = buf[at : at + 5], buf[at + 5 : at + 5 + length]
             for skip in range(max_records + at // 22 + 1):
                 d.trials += 1
+                if d.damage is not None:
+                    d.spent += 1
                 if d.trials > RESYNC_TRIALS:
                     break
                 if cipher.open(buf[at], header, body, cipher.seq + skip) is not None:
-                    lost = d.lost + at
-                    overhead = 5 + 16 + (8 if cipher.gcm12 else 1 if cipher.v13 else 0)
-                    out.append(Problem("tls_record_cut", d.lost_pkt,
-                                       f"{lost} encrypted bytes ({skip} records) lost by the capture; decryption resumed at packet {pkt}", side))
-                    out.append(Lost(side, max(lost - skip * overhead, 0), d.lost_pkt))
-                    cipher.seq += skip
-                    del d.buf[:at]
-                    d.resync, d.lost = False, 0
-                    return
+                    return "found", at, skip
             d.resync_from = at + 1
-        else:
+        if not at_end:
             d.resync_from = max(d.resync_from, len(buf) - 4)  # a header may still start in the last bytes
-        if len(buf) >= RESYNC_WINDOW or d.trials >= RESYNC_TRIALS:
-            self._stop_dir(side, d, "tls_record_cut", d.lost_pkt,
-                           f"{d.lost} bytes lost by the capture, and no record in the {len(buf)} bytes after them decrypted: "
-                           "this direction is not decrypted further", out, d.lost + len(buf))
+        return "none", 0, 0
+
+    def _resynced(self, side: int, d: _Dir, buf: bytes, at: int, skip: int, pkt: int | None, out: list[Out]) -> None:
+        """The record at ``buf[at]`` authenticates ``skip`` records past the last good one: what came before it is
+        named (and, after a damaged record, recovered when it can be), and decryption goes on from it."""
+        cipher = d.cipher
+        assert cipher is not None
+        overhead = 5 + 16 + (8 if cipher.gcm12 else 1 if cipher.v13 else 0)
+        damage, d.damage = d.damage, None
+        lost, d.lost, d.resync = d.lost, 0, False
+        del d.buf[:at]
+        if damage is None:  # after a capture gap
+            lost += at
+            out.append(Problem("tls_record_cut", d.lost_pkt,
+                               f"{lost} encrypted bytes ({skip} records) lost by the capture; decryption resumed at packet {pkt}", side))
+            out.append(Lost(side, max(lost - skip * overhead, 0), d.lost_pkt))
+            cipher.seq += skip
+            return
+        _code, detail, dpkt, dts, seq = damage
+        if skip == 0:  # bytes that were no record, between two records: nothing lost
+            out.append(Problem(RECORD_REPAIRED, dpkt, f"{detail}; the {at} bytes from there to the next record (at packet {pkt}) are no "
+                               "record and were skipped, and nothing was lost: that record follows the last one decrypted", side))
+            return
+        if skip == 1 and at > 5:  # one record: its header's length may be what is wrong; the next record's start gives it
+            fixed = self._reopen(d, buf[:at])
+            if fixed is not None:
+                out.append(Problem(RECORD_REPAIRED, dpkt, f"{detail}; with the length where the next record starts ({at - 5} bytes) "
+                                   f"record {seq} authenticates, so it was decrypted and nothing lost (its header was damaged)", side))
+                self._opened(side, d, fixed[0], fixed[1], dts, dpkt, out)
+                return
+        out.append(Problem(RECORD_SKIPPED, dpkt, f"{detail}; {at} bytes ({skip} record(s) from record {seq}) were skipped and what they "
+                           f"carried is unknown; decryption resumed at packet {pkt}", side))
+        out.append(Lost(side, max(at - skip * overhead, 1), dpkt))
+        cipher.seq += skip
+
+    def _reopen(self, d: _Dir, rec: bytes) -> tuple[int, bytes] | None:
+        """(content type, plaintext) of a record whose header is damaged, with the header it must have had:
+        ``rec``'s length, the type it says (application data when it says none), version 3.3."""
+        cipher = d.cipher
+        assert cipher is not None
+        ctype = 23 if cipher.v13 or rec[0] not in (21, 22, 23) else rec[0]
+        body = rec[5:]
+        d.spent += 1
+        plain = cipher.open(ctype, bytes([ctype]) + b"\x03\x03" + len(body).to_bytes(2, "big"), body, cipher.seq)
+        return None if plain is None else (ctype, plain)
 
     # -- stopping ---------------------------------------------------------------------------------------
     def _stop_dir(self, side: int, d: _Dir, code: str, pkt: int | None, detail: str, out: list[Out], lost: int = 0) -> None:

@@ -1,7 +1,8 @@
 """The secrets side of TLS decryption: NSS key logs, the TLS 1.2 PRF and TLS 1.3 HKDF key schedules, AEAD records.
 
 :class:`KeyLog` holds what ``SSLKEYLOGFILE`` (python's ``ssl``, node, curl, browsers) or a pcapng Decryption
-Secrets Block carries, by client random; :func:`keys12` and :meth:`Cipher.tls13` turn a master secret or a
+Secrets Block carries, by client random (a key log file is streamed, and filtered to the client randoms the
+captures hold, so its size does not matter); :func:`keys12` and :meth:`Cipher.tls13` turn a master secret or a
 traffic secret into one direction's record protection; :meth:`Cipher.open` authenticates and decrypts one
 record (``cryptography``'s AES-GCM and ChaCha20-Poly1305, never hand-rolled ciphers).  The record and
 handshake state machine that uses them is :mod:`analyzer.decode.tls`.
@@ -15,6 +16,7 @@ import contextlib
 import hmac
 import re
 import struct
+from collections import deque
 from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidTag
@@ -26,55 +28,195 @@ _LABELS_13 = ("CLIENT_HANDSHAKE_TRAFFIC_SECRET", "SERVER_HANDSHAKE_TRAFFIC_SECRE
               "SERVER_TRAFFIC_SECRET_0")
 _KNOWN = frozenset(("CLIENT_RANDOM", *_LABELS_13, "EXPORTER_SECRET", "EARLY_EXPORTER_SECRET",
                     "CLIENT_EARLY_TRAFFIC_SECRET", "RSA"))
+_KEYED = frozenset(label.encode() for label in _KNOWN if label != "RSA")  # labels keyed by client random (RSA is not)
 _HEX = re.compile(rb"[0-9a-fA-F]+")
+_BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark (an editor's "save as UTF-8"): not part of the first label
+
+KEYLOG_BLOCK = 1 << 20  # a key log is read in pieces of this size, never whole
+KEYLOG_BOUND = 1 << 28  # default for :meth:`KeyLog.read`'s ``bound``
+KEYLOG_LINE = 1 << 12  # a "line" longer than this is no key log line (the longest real one is ~230 bytes): skipped
+RESCAN_LIMIT = 16  # client randoms no pre-pass foresaw, searched for in the key log files again (a full read each)
 
 
 class KeyLog:
     """Secrets by client random, from NSS key log text.  Comments (``#``), blank lines and labels this tool
-    does not use are skipped; lines that are not ``LABEL HEX HEX`` are counted in ``malformed``."""
+    does not use are skipped; lines that are not ``LABEL HEX HEX`` are counted in ``malformed``.
 
-    __slots__ = ("_secrets", "malformed", "lines")
+    A key log is read in blocks (:meth:`read`, :meth:`read_file`) and may be filtered: only the lines of the
+    client randoms in ``wanted`` (those the captures hold, found by :func:`analyzer.decode.tls.client_randoms`)
+    are kept, so memory follows the captures, not the key log a browser has been appending to for months.
+    A client random nobody foresaw (a ClientHello the pre-pass could not see whole) is searched for in the
+    filtered files again when it is asked for (:meth:`get`, at most RESCAN_LIMIT times)."""
+
+    __slots__ = ("_secrets", "malformed", "lines", "unwanted", "_files", "_wanted", "_looked", "_rescans")
 
     def __init__(self) -> None:
         self._secrets: dict[bytes, dict[str, bytes]] = {}
         self.malformed = 0
         self.lines = 0
+        self.unwanted = 0  # client randoms with secrets in the key log that were not kept (counted by runs of lines)
+        self._files: tuple[str, ...] = ()  # files read with a filter: searched again for a random no pre-pass saw
+        self._wanted: frozenset[bytes] = frozenset()  # the randoms a pre-pass foresaw: not searched for again
+        self._looked: set[bytes] = set()  # randoms searched for again (found or not)
+        self._rescans = [0]  # searches made, shared with copies (one budget per run)
 
     def __repr__(self) -> str:  # never the secrets
         return f"KeyLog({len(self._secrets)} client randoms, {self.malformed} malformed lines)"
 
     def __len__(self) -> int:
+        """Client randoms the key log holds secrets for: those kept, plus those left out (no capture holds them)."""
+        return len(self._secrets) + self.unwanted
+
+    @property
+    def kept(self) -> int:
+        """Client randoms whose secrets are held in memory."""
         return len(self._secrets)
 
     def add_text(self, data: bytes) -> None:
+        """Key log text, every line kept (a pcapng Decryption Secrets Block: the capture's own secrets)."""
+        if data.startswith(_BOM):
+            data = data[3:]
         for raw in data.splitlines():
-            line = raw.strip()
-            if not line or line.startswith(b"#"):
-                continue
+            self._line(raw, None, True)
+
+    def read(self, stream, wanted: "frozenset[bytes] | set[bytes] | None" = None, bound: int = KEYLOG_BOUND,
+             block: int = KEYLOG_BLOCK) -> int:
+        """Key log text from ``stream``, read ``block`` bytes at a time.  ``wanted`` None: every line is kept.
+        Otherwise the lines of the client randoms in ``wanted`` are kept, and of the others the newest ``bound``
+        bytes of lines (0: none; for captures no pre-pass could read, such as standard input).  Returns the
+        bytes of lines left out because of ``bound`` (the oldest ones); 0 when nothing was cut."""
+        keep = None if wanted is None else {r.hex().encode() for r in wanted}
+        window: deque[bytes] = deque()  # lines of other randoms, newest last, within ``bound``
+        held = dropped = 0
+        last = b""  # the random of the last line left out (``unwanted`` counts runs)
+        for chunk in self._chunks(stream, block, True):
+            for raw in chunk.splitlines():
+                rnd = self._line(raw, keep, True)
+                if rnd is None:
+                    continue
+                if bound <= 0:
+                    if rnd != last:
+                        self.unwanted, last = self.unwanted + 1, rnd
+                    continue
+                window.append(raw)
+                held += len(raw) + 1
+                while held > bound:  # bounded: each pass drops a line
+                    old = window.popleft()
+                    held -= len(old) + 1
+                    dropped += len(old) + 1
+                    rnd = old.split()[1].lower()
+                    if rnd != last:
+                        self.unwanted, last = self.unwanted + 1, rnd
+        while window:
+            self._line(window.popleft(), None, False)
+        return dropped
+
+    def read_file(self, path: str, wanted: "frozenset[bytes] | set[bytes] | None" = None, bound: int = KEYLOG_BOUND,
+                  block: int = KEYLOG_BLOCK) -> int:
+        """:meth:`read` of a file (OSError when it cannot be read).  Filtered without a bound (every capture was
+        pre-read), the file is remembered, to search it again for a client random the pre-pass did not see."""
+        with open(path, "rb") as f:
+            dropped = self.read(f, wanted, bound, block)
+        if wanted is not None and bound <= 0:
+            self._files += (path,)
+            self._wanted = self._wanted | frozenset(wanted)
+        return dropped
+
+    def _line(self, raw: bytes, keep: "set[bytes] | None", count: bool) -> bytes | None:
+        """One line: its secret stored (``keep`` None, or its random in ``keep``); or the lower-case hex random
+        of a well-formed secret line left out; or None (comment, malformed, a label not keyed by client random)."""
+        line = raw.strip()
+        if not line or line.startswith(b"#"):
+            return None
+        if count:
             self.lines += 1
-            parts = line.split()
-            if len(parts) != 3 or not _HEX.fullmatch(parts[1]) or not _HEX.fullmatch(parts[2]) or len(parts[1]) % 2 or len(parts[2]) % 2:
-                self.malformed += 1
-                continue
-            label = parts[0].decode("ascii", "replace")
-            if label not in _KNOWN:
-                continue  # a label of a newer format: not an error
-            if label == "RSA":  # keyed by encrypted pre-master prefix, not by random: not used
-                continue
-            random = bytes.fromhex(parts[1].decode())
-            if len(random) != 32:
-                self.malformed += 1
-                continue
-            self._secrets.setdefault(random, {})[label] = bytes.fromhex(parts[2].decode())
+        parts = line.split()
+        if len(parts) != 3 or not _HEX.fullmatch(parts[1]) or not _HEX.fullmatch(parts[2]) or len(parts[1]) % 2 or len(parts[2]) % 2:
+            self.malformed += count
+            return None
+        if parts[0] not in _KEYED:
+            return None  # a label of a newer format (not an error), or RSA (keyed by encrypted pre-master prefix)
+        if len(parts[1]) != 64:
+            self.malformed += count
+            return None
+        rnd = parts[1].lower()
+        if keep is not None and rnd not in keep:
+            return rnd
+        self._secrets.setdefault(bytes.fromhex(rnd.decode()), {})[parts[0].decode()] = bytes.fromhex(parts[2].decode())
+        return None
+
+    def _chunks(self, stream, block: int, count: bool):
+        """Whole lines of ``stream``, ``block`` bytes at a time; a leading BOM dropped; a "line" longer than
+        KEYLOG_LINE is skipped to its end (a malformed line), so no line is ever held whole."""
+        carry = b""
+        head: bytes | None = b""  # the first bytes, until the BOM question is settled (None: settled)
+        skipping = False
+        while True:  # bounded by the stream: each pass reads a block
+            data = stream.read(block)
+            if not data:
+                break
+            if head is not None:
+                head += data
+                if len(head) < 3:
+                    continue
+                data, head = (head[3:] if head.startswith(_BOM) else head), None
+            if skipping:
+                cut = min((at for at in (data.find(b"\n"), data.find(b"\r")) if at >= 0), default=-1)
+                if cut < 0:
+                    continue
+                data, skipping = data[cut:], False
+            text = carry + data if carry else data
+            cut = max(text.rfind(b"\n"), text.rfind(b"\r")) + 1
+            carry = text[cut:]
+            if len(carry) > KEYLOG_LINE:
+                skipping, carry = True, b""
+                if count:
+                    self.lines += 1
+                    self.malformed += 1
+            if cut:
+                yield text[:cut]
+        if head:
+            carry = head[3:] if head.startswith(_BOM) else head
+        if carry and not skipping:
+            yield carry
 
     def copy(self) -> "KeyLog":
         new = KeyLog()
         new._secrets = {r: dict(d) for r, d in self._secrets.items()}
-        new.malformed, new.lines = self.malformed, self.lines
+        new.malformed, new.lines, new.unwanted = self.malformed, self.lines, self.unwanted
+        new._files, new._wanted, new._looked, new._rescans = self._files, self._wanted, set(self._looked), self._rescans
         return new
 
     def get(self, client_random: bytes) -> dict[str, bytes] | None:
-        return self._secrets.get(client_random)
+        got = self._secrets.get(client_random)
+        if got is None and self._files and client_random not in self._wanted and client_random not in self._looked:
+            self._search(client_random)
+            got = self._secrets.get(client_random)
+        return got
+
+    def unsearched(self, client_random: bytes) -> bool:
+        """Whether the key log files may hold this random after all: no pre-pass foresaw it and the searches
+        for such randoms ran out (RESCAN_LIMIT).  For a message that does not claim the key log lacks it."""
+        return bool(self._files) and client_random not in self._wanted and client_random not in self._looked
+
+    def _search(self, client_random: bytes) -> None:
+        """Read the filtered files again for one client random's lines (lower- or upper-case hex)."""
+        if self._rescans[0] >= RESCAN_LIMIT:
+            return
+        self._rescans[0] += 1
+        self._looked.add(client_random)
+        lo = client_random.hex().encode()
+        up = lo.upper()
+        for path in self._files:
+            try:
+                with open(path, "rb") as f:
+                    for chunk in self._chunks(f, KEYLOG_BLOCK, False):
+                        if lo in chunk or up in chunk:
+                            for raw in chunk.splitlines():
+                                if lo in raw or up in raw:
+                                    self._line(raw, {lo}, False)
+            except OSError:
+                continue  # gone since it was read: what was kept stays
 
     def secrets_hex(self) -> list[str]:
         """Every secret as lower-case hex: for the tests that check no output holds one."""
