@@ -33,8 +33,8 @@ only when nothing after the damage authenticates.  :func:`client_randoms` is the
 that tells :class:`KeyLog` which key log lines to keep.
 
 Key material never leaves this module: secrets are kept in :class:`KeyLog` (whose ``repr`` shows only
-counts) and in the AEAD objects; problems name the client random (public: it crosses the wire in clear)
-and never a secret.
+counts) and in the AEAD objects; problems name the connection by its addresses and packet, never a secret and
+not its client random (public, but it ties an output to a line of the user's key log).
 """
 from __future__ import annotations
 
@@ -304,7 +304,7 @@ class Connection:
             if self._record(side, d, ctype, header, body, ts, pkt, out):
                 seq = d.cipher.seq if d.cipher is not None else 0
                 self._damaged(d, start, pkt, ts, "tls_decrypt_failed",
-                              f"record {seq} (its header says {length} bytes) of client random {self.random_hex} does not authenticate", 0)
+                              f"record {seq} (its header says {length} bytes) does not authenticate", 0)
                 return True
         del buf[:pos]
         if buf:
@@ -346,7 +346,7 @@ class Connection:
             if self._may_resync(d):
                 return True
             self._stop_dir(side, d, "tls_decrypt_failed", pkt,
-                           f"record {cipher.seq} ({len(body)} bytes) of client random {self.random_hex} does not authenticate "
+                           f"record {cipher.seq} ({len(body)} bytes) does not authenticate "
                            "(a wrong key in the key log, or corrupt bytes)", out, len(body))
             return False
         self._opened(side, d, ctype, plain, ts, pkt, out)
@@ -442,7 +442,7 @@ class Connection:
             label = "CLIENT_TRAFFIC_SECRET_0" if side == self.client else "SERVER_TRAFFIC_SECRET_0"
             secret = (self.secrets or {}).get(label)
             if secret is None or self.suite is None:
-                self._stop_dir(side, d, "tls_no_key", pkt, f"the key log has no {label} for client random {self.random_hex}", out)
+                self._stop_dir(side, d, "tls_no_key", pkt, f"the key log has no {label} for this connection's client random", out)
                 return
             d.app_secret = secret
             d.cipher = Cipher.tls13(self.suite, secret)
@@ -460,13 +460,13 @@ class Connection:
     def _lookup(self, pkt: int, out: list[Out], labels: tuple[str, ...]) -> dict[str, bytes] | None:
         got = self.keys.get(self.client_random or b"")
         if got is None and self.keys.unsearched(self.client_random or b""):
-            self._stop_all("tls_no_key", pkt, f"the key log's lines for client random {self.random_hex} were not kept: no pre-pass "
+            self._stop_all("tls_no_key", pkt, f"the key log's lines for this connection's client random were not kept: no pre-pass "
                            "over the captures saw this ClientHello whole, and the searches of the key log for such client randoms "
                            "were used up", out)
             return None
         if got is None or any(label not in got for label in labels):
             missing = ", ".join(label for label in labels if got is None or label not in got)
-            self._stop_all("tls_no_key", pkt, f"the key log has no {missing} for client random {self.random_hex}", out)
+            self._stop_all("tls_no_key", pkt, f"the key log has no {missing} for this connection's client random", out)
             return None
         return got
 
