@@ -6,6 +6,7 @@ as pcap; each secret is a unique marker (SECRET-01 ...) so a leak names itself. 
 """
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -26,6 +27,27 @@ PROGRESS = "PT-77"
 LAST = "LEID-4"
 HOST = "10.0.0.2:8000"
 MARK = "SECRET-"
+
+
+# secrets by their shape (issue [3/5] item 5)
+def _b64url(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode()  # "=" padding kept, as AWS's load balancer writes it
+
+
+# jwt.io's example token (HS256)
+JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ"
+       ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c")
+# what an AWS Application Load Balancer puts in x-amzn-oidc-data: ES256, base64url segments with their "=" padding
+ALB_JWT = ".".join([
+    _b64url(json.dumps({"typ": "JWT", "kid": "5c3e7f8a-2b1d-4e6f-9a0b-1c2d3e4f5a6b", "alg": "ES256",
+                        "iss": "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_AbCdEfGhI", "client": "3n4b5urk1ft4fl3mg5e62d9ado",
+                        "signer": "arn:aws:elasticloadbalancing:eu-west-1:123456789012:loadbalancer/app/mcp-gw/50dc6c495c0c9188",
+                        "exp": 1767225600}).encode()),
+    _b64url(json.dumps({"sub": "b1f2c3d4-0000-4000-8000-123456789abc", "email": "dev@example.com", "exp": 1767225600}).encode()),
+    _b64url(bytes(range(7, 71))),
+])
+AWS_KEY_ID = "AKIAIOSFODNN7EXAMPLE"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 
 URL = (f"http://alice:SECRET-01@{HOST}/mcp?api-key=SECRET-02&X-Amz-Signature=SECRET-03"
        "&session_token=SECRET-04&jwt=SECRET-05&keep=plain#access_token=SECRET-06")
@@ -278,6 +300,8 @@ def test_redaction_changes_no_finding_and_no_digest(captured):
     "ocp-apim-subscription-key", "X-Amz-Signature", "X-Amz-Security-Token", "session_token", "sessionToken", "jwt", "access_token",
     "client_secret", "password", "passwd", "sig", "x-sig", "signature", "apikey", "refresh_token", "x-session", "PHPSESSID-secret",
     "credentials", "www-authenticate",
+    # the short ones, as whole words: a password under its everyday abbreviations, one-time codes, PHP's session cookie
+    "pass", "PASS", "db_pass", "userPass", "pass-word", "pw", "user_pw", "pwd", "otp", "otpCode", "passcode", "PHPSESSID", "jsessionid",
 ])
 def test_secret_names(name):
     assert redact.is_secret(name)
@@ -287,6 +311,8 @@ def test_secret_names(name):
     "Mcp-Session-Id", "mcp-session-id", "session_id", "sessionId", "Last-Event-ID", "progressToken", "progress_token", "protocolVersion",
     "MCP-Protocol-Version", "method", "id", "name", "signal", "design", "content-type", "accept", "host", "x-mcp-replay-epoch",
     "author", "maxTokens",
+    # "pass", "pw" and "otp" inside longer words
+    "passed", "bypass", "compass", "passage", "passenger", "footprint", "hotplug", "typewriter",
 ])
 def test_names_that_are_not_secrets(name):
     assert not redact.is_secret(name)
@@ -447,6 +473,11 @@ def _texts(draw):
 
 @settings(max_examples=600, deadline=None)
 @given(_texts())
+# issue [3/5] item 10: an escaped Kelvin sign, which the closer look decodes and folds to k ("progressTokenK" is no
+# exempt name but holds "token"), after an exempt key that the mask hid
+@example('{"progressToken":"progressToken\\u212a=a"}')
+@example("progressToken\\u212a=a")
+@example("progressToken\u212a=a")
 def test_the_exempt_mask_never_skips_a_redaction(s):
     """text() and column() skip the closer look where only whole exempt names made a candidate: the
     result must be the closer look's whenever the text has any candidate (and the text itself otherwise)."""
@@ -472,7 +503,11 @@ def test_the_exempt_mask_on_examples():
 
 @settings(max_examples=800, deadline=None)
 @given(st.lists(st.sampled_from(["to", "ken", "s", "\u017f", "ig", "\u0131", "\u0130", "g", "\u212a", "ey", "K", "E", "Y", "auth", "AUTH", "=", ":",
-                                 '"', "\\", " ", "bearer", "Basic ", "12345678", "://", "u@", "pwd", "PASSW", "jwt", "x"]), max_size=12).map("".join))
+                                 '"', "\\", " ", "bearer", "Basic ", "12345678", "://", "u@", "pwd", "PASSW", "jwt", "x",
+                                 "pa", "ss", "P", "w", "ot", "p", "id", "eyJ", "J", "AKIA", "A", "SIA", "IOSFODNN7EXAMPLE", "gh", "p_", "xox", "b-",
+                                 "AIza", "ya29.", "sk-", "ant-", "-----BEGIN", " RSA PRIVATE KEY-----", "(S(", "))", "u", "u0074", "\\/",
+                                 "cret", "se", "Se", "CRET", ">", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "\\u002b", ".", "-", "_", "0"]),
+                max_size=12).map("".join))
 def test_the_cheap_first_test_never_misses_a_candidate(s):
     """Every text the candidate regex finds something in passes the substring test before it (the
     ignore-case regex also takes the Kelvin sign for k, the long s for s, the dotted and dotless I for i)."""
@@ -481,7 +516,8 @@ def test_the_cheap_first_test_never_misses_a_candidate(s):
 
 
 def test_the_cheap_first_test_on_the_odd_letters():
-    for s in ["\u017fig=1", "s\u0130g=1", "s\u0131g=1", "\u212aey=1", "aUtH=1", "HTTP://u:p@h", "BASIC abcdefgh1"]:
+    for s in ["\u017fig=1", "s\u0130g=1", "s\u0131g=1", "\u212aey=1", "aUtH=1", "HTTP://u:p@h", "BASIC abcdefgh1", "PA\u017f\u017f=1", "\u0130d " + JWT,
+              "http:\\/\\/u:p@h", "{\\u0074oken:1}", "<\u017fecretAccessKey>" + AWS_SECRET]:
         assert redact._CANDIDATE.search(s) and redact._may_be_candidate(s), s
     assert not redact._may_be_candidate('{"jsonrpc":"2.0","id":0,"method":"initialize"}')
 
@@ -507,34 +543,27 @@ def test_a_server_request_on_a_stream_is_digested_before_its_secret_goes():
     assert "SECRET-A" not in json.dumps(got[True].events["data"].to_pylist())
 
 
-def _url_without_shortcut(u):
-    """redact.url as it was before its first look (the reference the shortcut must give)."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    try:
-        parts = urlsplit(u)
-    except ValueError:
-        return redact._pairs(u)
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = redact.REDACTED + "@" + netloc.rpartition("@")[2]
-    new = parts._replace(netloc=netloc, query=redact._params(parts.query), fragment=redact._params(parts.fragment))
-    return u if new == parts else urlunsplit(new)
-
-
 @settings(max_examples=500, deadline=None)
 @given(st.lists(st.sampled_from(["http://", "http://[", "h", "/", "?", "#", "&", "=", "@", ":", "[", "]", "::1", "token", "sig", " Bearer abc123xyz9",
-                                 "\uff20", "\uff1f", "é", " ", "%40", "user:pw", "http://h\uff20x/ Bearer abc123xyz9"]), max_size=8).map("".join))
+                                 "\uff20", "\uff1f", "é", " ", "%40", "user:pw", "http://h\uff20x/ Bearer abc123xyz9",
+                                 ";", ";jsessionid", "sessionId", JWT, "AKIAIOSFODNN7EXAMPLE", "(S(lit3py55t21z5v55vlm25s55))", "%3D"]), max_size=8).map("".join))
 @example("http://[::1/ Bearer abc123xyz9")  # urlsplit refuses it: read as text, the credential goes
 @example("http://u\uff20h/ Bearer abc123xyz9")  # a full-width @ that NFKC makes a delimiter: urlsplit refuses it too
+@example("http://h/cb/" + JWT)  # no parameter, but a token's shape
+@example("http://h/secret:" + AWS_SECRET)  # no parameter, but an AWS secret key in its context
 def test_url_shortcut_changes_nothing(u):
-    """The first look of redact.url (no userinfo, parameter or bracket in ASCII text: nothing to redact) gives
-    what the whole look gives."""
-    assert redact.url(u) == _url_without_shortcut(u)
+    """The first look of redact.url (no userinfo, parameter, bracket or secret shape in ASCII text: nothing to
+    redact) gives what the whole look gives."""
+    assert redact.url(u) == redact._url_whole(u)
 
 
 _PIECES = st.sampled_from(["token", "KEY", "\u212aey", "sig", "auth", "x", " ", "a b", '"', '\\"', "\\", "\\n", ":", " :", "=", "\n", "\r",
-                           "é", "://", "u@h", "Bearer ", "12345678", "{", "}", ",", "progressToken"])
+                           "é", "://", "u@h", "Bearer ", "12345678", "{", "}", ",", "progressToken",
+                           # the engines' differences (odd letters, U+001C) and the new alternatives: shapes, the AWS context, escapes
+                           "\u0130", "\u0131", "\u017f", "\x1c", "\\t", "\\u0022", "\\u002b", "\\u0074", "\\u00e9", "\\/", ":\\/\\/", "pass", "otp",
+                           "eyJhbGciOiJIUzI1NiJ9", ".", "AKIAIOSFODNN7EXAMPL", "E", "ghp_", "A" * 36, "-----BEGIN RSA PRIVATE KEY-----", "(S(", "a" * 20, "))",
+                           "Secret", "AccessKey", "[None]", ">", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKE", "Y", "/",
+                           "Pass", "PW", "by", "ed", "_", "Otp", "SIG", "nal"])
 
 
 @settings(max_examples=800, deadline=None)
@@ -543,8 +572,267 @@ _PIECES = st.sampled_from(["token", "KEY", "\u212aey", "sig", "auth", "x", " ", 
 @example('{"secret ' + "y" * 1023 + '": 1}')  # at the bound: a candidate
 @example('"token' + "\\\\" * 1024 + '":')  # an escape pair is one unit: 1,024 of them are at the bound
 @example('"token' + "\\\\" * 1025 + '":')
+@example("Bearer 1234567\u0130")  # Python's ignore-case takes the dotted I for i, Rust's does not
+@example("tokenI\u0130=abc")
+@example("token\x1c=abc")  # Python's \s takes U+001C, Rust's does not
+@example(":\\/\\/u:p@h")  # escaped slashes before userinfo
 def test_the_column_candidates_are_the_regex_candidates(s):
     """redact._is_candidate (the bounded key alternative left out of Polars' regex, checked in Python where
     the unbounded one alone matches) marks exactly the texts _CANDIDATE_RX finds something in."""
     got = redact._is_candidate(pl.Series([s, None, "plain"])).to_list()
     assert got == [redact._CANDIDATE.search(s) is not None, False, False]
+
+
+# -- secrets by shape, wherever they stand (issue [3/5] item 5) ----------------------------------------------------
+SHAPED = [  # (text, the secret in it)
+    (json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                 "params": {"name": "exchange", "arguments": {"grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer", "assertion": JWT}}}), JWT),
+    ("login ok, id token " + JWT + " for dev@example.com", JWT),
+    ("x-amzn-oidc-data: " + ALB_JWT, ALB_JWT),
+    (json.dumps({"jsonrpc": "2.0", "id": 4, "result": {"content": [{"type": "text", "text": f"aws configure list: access_key {AWS_KEY_ID} (env)"}]}}), AWS_KEY_ID),
+    (f"using ASIAY34FZKBOKMUTVV7A for the upload", "ASIAY34FZKBOKMUTVV7A"),
+    (f"<AssumeRoleResult><Credentials><AccessKeyId>ASIAY34FZKBOKMUTVV7A</AccessKeyId><SecretAccessKey>{AWS_SECRET}</SecretAccessKey>", AWS_SECRET),
+    (f"AWS Access Key ID [None]: {AWS_KEY_ID}\nAWS Secret Access Key [None]: {AWS_SECRET}\n", AWS_SECRET),
+    ("git push with 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", "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"),
+    ("github_pat_11ABCDEFG0123456789abc_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUV12345", "github_pat_11ABCDEFG0123456789abc"),
+    ('{"text": "posting as xoxb-2718281828-3141592653589-AbCdEfGhIjKlMnOpQrStUvWx"}', "xoxb-2718281828-3141592653589-AbCdEfGhIjKlMnOpQrStUvWx"),
+    ("GET https://maps.googleapis.com/maps/api/geocode/json?address=Paris&k=AIzaSyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY", "AIzaSyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY"),
+    ("gcloud token ya29.a0AfH6SMBx3mPq7EXAMPLEEXAMPLEEXAMPLE_tOkEn", "ya29.a0AfH6SMBx3mPq7EXAMPLE"),
+    ('{"note": "ANTHROPIC_API_KEY is sk-ant-api03-AbCdEf0123456789_AbCdEf0123456789-xyz"}', "sk-ant-api03-AbCdEf0123456789"),
+    (json.dumps({"content": [{"type": "text", "text": "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n"
+                                                       "QyNTUxOQAAACCl4GY9example\n-----END OPENSSH PRIVATE KEY-----\n"}]}), "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUA"),
+    ("retrying POST https://api.example.com/v1/items with Authorization Bearer 9f8e7d6c5b4a39281706", "9f8e7d6c5b4a39281706"),
+    ("redirected to https://shop.example.com/cart;jsessionid=ABC123DEF456?step=2", "ABC123DEF456"),
+    (json.dumps({"arguments": {"user": "bob", "pass": "hunter2"}}), "hunter2"),
+    ("db login user=bob pass=hunter2", "hunter2"),
+    (json.dumps({"PHPSESSID": "k3j4h5g6f7d8s9a0", "otp": "492817"}), "k3j4h5g6f7d8s9a0"),
+]
+
+
+@pytest.mark.parametrize("text, secret", SHAPED, ids=range(len(SHAPED)))
+def test_secret_shapes_are_redacted_wherever_they_stand(text, secret):
+    """JWTs, AWS key ids and secret keys, GitHub/Slack/Google/LLM-provider tokens, private keys, credentials after
+    "Bearer" and session ids in path parameters go by their shape, whatever name they stand under (or none)."""
+    got = redact.text(text)
+    assert secret not in got and redact.REDACTED in got, got
+    assert redact.column(pl.Series([text])).to_list() == [got]
+    if text.startswith("{"):
+        json.loads(got)  # JSON stays JSON
+    assert redact.text(got) == got
+
+
+def test_shapes_in_headers_and_urls():
+    r = redact.REDACTED
+    h = redact.headers({"x-amzn-oidc-data": ALB_JWT, "x-amzn-oidc-identity": "b1f2c3d4-0000-4000-8000-123456789abc",
+                        "x-forwarded-for": "10.0.0.7", "via": "1.1 gw (creds " + AWS_KEY_ID + ")"})
+    assert h == {"x-amzn-oidc-data": r, "x-amzn-oidc-identity": "b1f2c3d4-0000-4000-8000-123456789abc", "x-forwarded-for": "10.0.0.7",
+                 "via": f"1.1 gw (creds {r})"}
+    assert redact.url("https://shop.example.com/cart;jsessionid=ABC123?step=2") == f"https://shop.example.com/cart;jsessionid={r}?step=2"
+    assert redact.url("http://h/a;JSESSIONID=ABC123/b;v=2") == f"http://h/a;JSESSIONID={r}/b;v=2"
+    assert redact.url("http://h/index.php;PHPSESSID=0f1e2d3c") == f"http://h/index.php;PHPSESSID={r}"
+    assert redact.url("http://h/app/(S(lit3py55t21z5v55vlm25s55))/default.aspx") == f"http://h/app/{r}/default.aspx"
+    assert redact.url("http://h/q?a=1;token=t1;b=2") == f"http://h/q?a=1;token={r};b=2"
+    assert redact.url("http://h/callback/" + JWT) == f"http://h/callback/{r}"
+    assert redact.url("http://h/cb?assertion=" + JWT + "&state=ok") == f"http://h/cb?assertion={r}&state=ok"
+    assert redact.url("http://h/cb?x=" + ALB_JWT.replace("=", "%3D")) == f"http://h/cb?x={r}"
+    assert redact.url("http://h/s3/" + AWS_KEY_ID + "/obj") == f"http://h/s3/{r}/obj"
+
+
+PLAIN_MCP = [
+    '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"sampling":{}},'
+    '"clientInfo":{"name":"mcp-inspector","version":"0.16.2"}}}',
+    '{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"c8f7a2d0-3b4e-4f51-9a6c-0d1e2f3a4b5c","progress":3,"total":10}}',
+    '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search_issues","arguments":{"query":"token refresh","page":2},'
+    '"_meta":{"progressToken":7}}}',
+    '{"jsonrpc":"2.0","id":8,"result":{"resources":[{"uri":"file:///workspace/src/auth/session.py","name":"session.py","mimeType":"text/x-python"}],'
+    '"nextCursor":"eyJvZmZzZXQiOjIwMCwibGltaXQiOjUwfQ=="}}',
+    '{"jsonrpc":"2.0","id":9,"result":{"content":[{"type":"text","text":"commit 3f786850e387550fdab836ed7e6dc881de23001b\\nAuthor: Dev\\n\\n'
+    '    rotate the session key cache"}],"isError":false}}',
+    '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","logger":"worker","data":"passed 12 of 12; key cache warm"}}',
+    '{"jsonrpc":"2.0","id":"srv-1","method":"elicitation/create","params":{"message":"Which branch?","requestedSchema":{"type":"object"}}}',
+    "event: endpoint\ndata: /messages/?session_id=9c2b7f4e0a1d4c3b8e6f5a4d3c2b1a09",
+    '{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"file:///workspace/build/step/AKIA-notes.md"}}',
+    '{"sessionId":"3f1c2a9e-8b7d-4e6f-9a01-23456789abcd","lastEventId":"1735689600000-42"}',
+]
+
+
+@pytest.mark.parametrize("text", PLAIN_MCP, ids=range(len(PLAIN_MCP)))
+def test_plain_mcp_traffic_is_left_alone(text):
+    assert redact.text(text) == text
+    assert redact.column(pl.Series([text])).to_list() == [text]
+
+
+def test_protocol_ids_that_look_like_tokens_are_kept():
+    """An MCP server may make its session id a JWT (the spec names it as one choice); progressToken and
+    Last-Event-ID are the client's and the server's own: under their names a token shape is kept."""
+    hdrs = {"mcp-session-id": JWT, "last-event-id": "eyJzdHJlYW0iOiJhIiwic2VxIjo0Mn0.eyJzIjoxfQ.x", "mcp-protocol-version": "2025-06-18"}
+    assert redact.headers(hdrs) == hdrs
+    for t in [json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": JWT, "progress": 1}}),
+              json.dumps({"params": {"_meta": {"progressToken": JWT}}, "sessionId": JWT, "session_id": AWS_KEY_ID}),
+              f"Mcp-Session-Id: {JWT}", f"/messages/?session_id={JWT}"]:
+        assert redact.text(t) == t and redact.column(pl.Series([t])).to_list() == [t], t
+    assert redact.url(f"http://h/messages/?sessionId={JWT}") == f"http://h/messages/?sessionId={JWT}"
+    # a token shape that is only a part of such a value still goes
+    r = redact.REDACTED
+    assert redact.text(json.dumps({"sessionId": f"s1 {JWT}"})) == json.dumps({"sessionId": f"s1 {r}"})
+
+
+# -- escapes and odd letters: the fast path must see what the closer look decodes (item 10) ------------------------
+ESCAPED = [
+    '{"\\u0074oken":"SECRET-E1"}',  # an escaped letter in a key
+    '{"x":"see http:\\/\\/u:SECRET-E2@h\\/x"}',  # PHP's escaped slashes around userinfo
+    '{"text":"{\\u0022api_key\\u0022: \\u0022SECRET-E3\\u0022}"}',  # .NET's escaped quotes, JSON in a string
+    '{"x":"token\\n= SECRET-E4"}',  # an escaped newline before the separator
+    '{"progressToken":"progressToken\\u212a=SECRET-E5"}',  # the Kelvin sign, escaped, after a masked exempt key
+    '{"progressToken":"progressTo\\u212aen_x=SECRET-E6"}',
+    '{"\\u017fession_id":1,"t":"Bearer 12345678\\u002bSECRET-E7"}',
+]
+
+
+@pytest.mark.parametrize("text", ESCAPED, ids=range(len(ESCAPED)))
+def test_escapes_hide_no_secret(text):
+    got = redact.text(text)
+    assert "SECRET-E" not in got, got
+    assert got == redact._closer(text)
+    assert redact.column(pl.Series([text])).to_list() == [got]
+
+
+@pytest.mark.parametrize("text", [
+    '{"progre\u017fsToken":"SECRET-F1","progressToken":1}',  # the long s: no exempt name to is_secret, so no mask may hide it
+    "Bearer 1234567\u0130SECRET-F2", "tokenI\u0130=SECRET-F3", "x s\u0131g=1 api_key=SECRET-F4",
+])
+def test_odd_letters_are_read_alike_by_both_paths(text):
+    got = redact.text(text)
+    assert got == redact._closer(text) and "SECRET-F" not in got, got
+    assert redact.column(pl.Series([text])).to_list() == [got]
+
+
+def test_whitespace_the_column_regex_does_not_know_is_no_separator():
+    """Python's \\s takes the information separators (U+001C..U+001F), Polars' does not: neither path reads them as
+    the space around a pair's separator, so both leave this text alone."""
+    for t in ["token\x1c=abc", "Bearer\x1d12345678", "key\xa0= v"]:
+        assert redact.text(t) == redact._closer(t) == t
+        assert redact.column(pl.Series([t])).to_list() == [t]
+
+
+# every way a producer writes JSON text: Python's ensure_ascii, PHP's escaped slashes, .NET's escaped quotes and
+# signs, every character escaped; with pieces that are secret shapes, odd letters and escapes themselves
+_SHAPE_PIECES = ["eyJhbGciOiJIUzI1NiJ9", ".", "eyJzdWIiOiIxIn0", "AKIAIOSFODNN7EXAMPLE", "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",
+                 ";jsessionid=", "(S(lit3py55t21z5v55vlm25s55))", "-----BEGIN RSA PRIVATE KEY-----", "secret ", "key>", AWS_SECRET, "=",
+                 "\u212a", "\u017f", "\u0130", "\u0131", "\x1c", "\\u0074", "\\/", "/", "\n", "+", "'", '"', "token", "Token", "progressToken",
+                 "sessionId", "pass", "Bearer ", "12345678", "http://u:p@h", " ", ":", "a",
+                 "\t", "[None]", " Access Key ", "<SecretAccessKey>"]
+_shape_strings = st.lists(st.sampled_from(_SHAPE_PIECES), max_size=8).map("".join)
+_shape_values = st.recursive(
+    st.none() | st.integers(-2, 2) | _shape_strings,
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.sampled_from(_KEYS + ["pass", "assertion", "progress\u212aoken", "\u017fession_id", "x-amzn-oidc-data"]),
+                                                              kids, max_size=3),
+    max_leaves=8,
+)
+
+
+def _escape_as(style: str, text: str) -> str:
+    if style == "php":
+        return text.replace("/", "\\/")
+    if style == "dotnet":
+        return "".join(f"\\u{ord(c):04X}" if c in "'+&<>`" else c for c in text)
+    return text
+
+
+@st.composite
+def _produced(draw):
+    value = draw(_shape_values)
+    style = draw(st.sampled_from(["plain", "ascii", "php", "dotnet", "all"]))
+    if style == "all":
+        text = "".join(f"\\u{ord(c):04x}" if c.isalnum() else c for c in json.dumps(value, ensure_ascii=True))
+    else:
+        text = _escape_as(style, json.dumps(value, ensure_ascii=style == "ascii", separators=draw(st.sampled_from([None, (",", ":")]))))
+    how = draw(st.sampled_from(["json", "json in a string", "json in json", "text"]))
+    if how == "json in a string":
+        return json.dumps(text)
+    if how == "json in json":
+        return _escape_as(style, json.dumps({"text": text, draw(st.sampled_from(_KEYS)): draw(_shape_strings)}))
+    if how == "text":
+        return draw(_shape_strings)
+    return text
+
+
+@settings(max_examples=800, deadline=None)
+@given(_produced())
+@example('{"progressToken":"progressToken\\u212a=a"}')
+@example('{"a":"http:\\/\\/u:p@h"}')
+# a second pass finds nothing new: a shape's marker gives no neighbour a boundary or a bracket it lacked, and a pair
+# or userinfo that a shape's marker makes readable is read on the first pass already
+@example('"secret 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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http://u:p@h"')
+@example("AKIAIOSFODNN7EXAMPLEeyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.x")
+@example("secret: " + AWS_SECRET + "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.x")
+@example('{"progressToken": "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\\u212ahttp://u:p@h"}')
+def test_the_fast_paths_give_the_closer_look(s):
+    """text() and column() skip the closer look only where it changes nothing: on any text (short keys: a key's tail
+    past 1 KiB after the secret word is the one documented exception), whatever its escapes and letters."""
+    want = redact._closer(s)
+    assert redact.text(s) == want
+    assert redact.column(pl.Series([s, '{"progressToken":1}'])).to_list() == [want, '{"progressToken":1}']
+    assert redact.text(want) == want
+
+
+def test_shaped_secrets_reach_no_output_and_not_the_store(tmp_path):
+    """The leaks of issue [3/5] item 5, end to end: a ;jsessionid= path parameter (JSON, HTML, JSON Lines, store), JWTs
+    under names with no secret word (an x-amzn-oidc-data header, an "assertion" argument, "id token eyJ..." in an
+    event), an AWS key id, and a "pass" key (store)."""
+    alb, jwt2 = ALB_JWT, JWT.replace("SflKx", "Zz9Kx")
+    url = f"http://{HOST}/mcp;jsessionid=JSID0123456789ABCDEF?keep=plain"
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "login", "arguments": {"user": "bob", "pass": "hunter2-PASSWORD", "assertion": JWT}, "_meta": {"progressToken": "pt-1"}}}
+    events = [json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": f"id token {jwt2} for bob"}}),
+              json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "pt-1", "progress": 1}}),
+              json.dumps({"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": f"using {AWS_KEY_ID}"}]}})]
+    ts = lambda n: f"2026-11-13T09:00:{n:02d}.000000Z"  # noqa: E731
+    lines = [
+        {"kind": "request", "ts": ts(1), "conn": "c1", "method": "POST", "url": url, "body": json.dumps(call),
+         "headers": {"content-type": "application/json", "accept": "application/json, text/event-stream", "mcp-session-id": SID, "x-amzn-oidc-data": alb}},
+        {"kind": "response", "ts": ts(2), "conn": "c1", "status": 200, "headers": {"content-type": "text/event-stream", "mcp-session-id": SID}},
+        *[{"kind": "sse", "ts": ts(3 + k), "conn": "c1", "id": f"E{k}", "event": None, "data": d, "retry": None} for k, d in enumerate(events)],
+        {"kind": "close", "ts": ts(9), "conn": "c1", "reason": "eof"},
+    ]
+    path = tmp_path / "shapes.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    secrets = ["JSID0123456789ABCDEF", alb, JWT, jwt2, AWS_KEY_ID, "hunter2-PASSWORD"]
+    raw = outputs(path, redact_secrets=False)
+    assert "JSID0123456789ABCDEF" in raw["json"]  # the URL is shown
+    got = outputs(path)
+    for name, text in got.items():
+        assert leaked(text, secrets) == [], name
+    assert f"http://{HOST}/mcp;jsessionid={redact.REDACTED}?keep=plain" in json.loads(got["json"])["exchanges"][0]["url"]
+    store = tmp_path / "st"
+    r = CliRunner().invoke(main, ["ingest", str(path), "--store", str(store)])
+    assert r.exit_code == 0, r.output
+    assert leaked(store_values(store), secrets) == []
+    x = pl.read_parquet(next(store.glob("exchanges/*/*.parquet")), hive_partitioning=False)
+    assert x["req_session_id"].to_list() == [SID]
+    assert json.loads(x["request_body"][0])["params"]["_meta"]["progressToken"] == "pt-1"
+
+
+def test_short_secret_words_are_candidates_only_as_whole_words(monkeypatch):
+    """"pass", "pw", "pwd", "otp" and "sig" are secret only as whole words (is_secret splits names at non-letters
+    and camelCase humps): the candidate regex reads them so, or every test runner's "passed: 12" and every
+    "signal: 5" would be looked at closer (a JSON parse per row)."""
+    for t in ["tests passed: 12", "signal: 5", "bypass=1", "typewriter: x", "footprint: 3", '{"passed": 3, "signals": 2, "compass": "N"}']:
+        assert not redact._CANDIDATE.search(t), t
+    for t in ["db_pass: x", "userPass=x", "PASS: x", '{"pwd": 1}', "otp=1", "x-sig: 1", '{"my pass": 1}', "pw=1"]:
+        assert redact._CANDIDATE.search(t) and redact.text(t) != t, t
+    calls = []
+    monkeypatch.setattr(redact, "_closer", lambda s: calls.append(s) or s)
+    col = pl.Series(['{"method":"notifications/message","params":{"data":"suite 3: tests passed: 12, failed: 0, signal: ok"}}'] * 3)
+    assert redact.column(col) is col and calls == []
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.sampled_from(["pass", "Pass", "PASS", "pw", "PW", "pwd", "otp", "OTP", "sig", "Sig", "SIG", "ed", "by", "x", "X", "_", "-", ".",
+                                 "1", "word", "token", "\u212a", "\u017f", "\u0130", "\u0131", "session", "id", "progress", "Token", "mcp", "last",
+                                 "event", "secret", "sessid", "PHP", "code", "nal", " "]), min_size=1, max_size=6).map("".join))
+def test_a_secret_name_is_always_a_candidate(name):
+    """Wherever is_secret takes a name (whole words, substrings, exemptions, odd letters), the fast paths look closer."""
+    for t in [f"{name}=v1", f'"{name}": "v1"', json.dumps({name: "v1"}), json.dumps({"a": f"{name}: v1"})]:
+        want = redact._closer(t)
+        assert redact.text(t) == want and redact.column(pl.Series([t])).to_list() == [want], t
