@@ -249,7 +249,7 @@ def main() -> None:
     "--port", "ports", type=click.IntRange(1, 65535), multiple=True, metavar="PORT",
     help="pcap only: analyze HTTP on these server ports (repeatable); default: any flow that looks like MCP.",
 )
-@click.option("--no-redact", is_flag=True, help="Keep secrets in the outputs: headers, URL parameters, userinfo and JSON keys whose names contain token, secret, key, auth, password, signature, cookie, credential, session, jwt (Mcp-Session-Id, Last-Event-ID, progressToken are never redacted).")
+@click.option("--no-redact", is_flag=True, help="Keep secrets in the outputs. Redacted by default: values of headers, URL parameters and JSON keys whose names contain token, secret, key, auth, password, signature, cookie, credential, session, jwt (or are the words pass, pwd, pw, sig, otp), URL userinfo, and secrets by shape wherever they stand (JWTs, AWS keys, GitHub/Slack/Google/OpenAI/Anthropic tokens, private keys, Bearer credentials, ;jsessionid=). Mcp-Session-Id, Last-Event-ID and progressToken are never redacted.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary; only errors.")
 @_limit_options
 @_tls_options
