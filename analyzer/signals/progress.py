@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from analyzer.signals import rpc
 from analyzer.signals.streams import Frames
 
 PROGRESS = "notifications/progress"
@@ -93,15 +94,7 @@ def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame) -> pl.DataFrame:
         .agg(values=pl.col("value"), tokens=pl.col("token").unique(), first_k=pl.col("_k").min())
     )
     # the call's own response after the reconnect, on the stream (this connection or a later one)
-    opener = (
-        f.messages.lazy()
-        .filter((pl.col("direction") == "client_to_server") & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null())
-        .join(f.exchanges.lazy().filter(pl.col("content_type") == "text/event-stream").select("gx", "stream"), on="gx")
-        .group_by("session", "stream")
-        .agg(n=pl.len(), call_id=pl.col("rpc_id").first())
-        .filter(pl.col("n") == 1)
-        .drop("n")
-    )
+    opener = rpc.openers(f).select("session", "stream", call_id="v_id")
     answers = (
         f.messages.lazy()
         .filter((pl.col("direction") == "server_to_client") & pl.col("kind").is_in(["response", "error"]) & pl.col("rpc_id").is_not_null()

@@ -73,6 +73,19 @@ def calls(f: Frames) -> pl.LazyFrame:
     )
 
 
+def openers(f: Frames) -> pl.LazyFrame:
+    """The request that opened each SSE stream, where one did (a batch's routing is the client's own):
+    ``session``, ``stream``, ``v_id`` (its id), ``v_call`` (:func:`call_label`) and ``v_ref``."""
+    return (
+        calls(f)
+        .filter(pl.col("content_type") == SSE)
+        .group_by("session", "stream")
+        .agg(n=pl.len(), v_id=pl.col("rpc_id").first(), v_call=pl.col("call").first(), v_ref=pl.col("ref").first())
+        .filter(pl.col("n") == 1)
+        .drop("n")
+    )
+
+
 def _tagged(f: Frames) -> pl.DataFrame:
     x = f.exchanges.select("gx", "stream", "status", "content_type", "method", pl.col("location").alias("x_location"))
     return f.messages.join(x.rename({"method": "http_method"}), on="gx", how="left", maintain_order="left")
@@ -258,13 +271,7 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame) -> pl.DataF
     answer's event, and the request it really answered when known)."""
     keys = b.lazy().select("gx", pl.col("pos").alias("b_pos"), "session", "stream")
     c = calls(f)
-    opener = (
-        c.filter(pl.col("content_type") == SSE)
-        .group_by("session", "stream")
-        .agg(n=pl.len(), v_id=pl.col("rpc_id").first(), v_call=pl.col("call").first(), v_ref=pl.col("ref").first())
-        .filter(pl.col("n") == 1)
-        .drop("n")
-    )
+    opener = openers(f)
     s2c_answer = (pl.col("direction") == "server_to_client") & pl.col("kind").is_in(["response", "error"]) & pl.col("rpc_id").is_not_null()
     first = (
         f.messages.lazy()
@@ -280,10 +287,10 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame) -> pl.DataF
         .filter(s2c_answer)
         .select("session", pl.col("rpc_id").alias("v_id"), pl.col("pos").alias("r_pos"))
     )
+    resumed = keys.join(opener, on=["session", "stream"])
     cand = (
-        keys.join(opener, on=["session", "stream"])
-        .join(first, on="gx")
-        .join(answered_before.join(keys.join(opener, on=["session", "stream"]).select("gx", "session", "v_id", "b_pos"), on=["session", "v_id"])
+        resumed.join(first, on="gx")
+        .join(answered_before.join(resumed.select("gx", "session", "v_id", "b_pos"), on=["session", "v_id"])
               .filter(pl.col("r_pos") < pl.col("b_pos")).select("gx").unique(), on="gx", how="anti")
     )
     # the answer's own event: where it is, and what it said
