@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzer.signals import rpc
+from analyzer.signals import idschemes, rpc
 from analyzer.signals.streams import Frames
 
 PROGRESS = "notifications/progress"
@@ -45,7 +45,8 @@ def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame) -> pl.DataFrame:
     whose first answer was another call's (rpc.wrong_results: their ``gx``), which prove nothing."""
     keys = (
         b.lazy()
-        .filter(pl.col("header").is_not_null())
+        # only opaque ids are judged by it (contiguous ids decide before the decision chain reaches its branch)
+        .filter(pl.col("header").is_not_null() & ~pl.col("id_scheme").is_in(idschemes.CONTIGUOUS))
         .select("gx", pl.col("pos").alias("b_pos"), "session", "stream", pl.col("header").alias("cursor"))
         .join(wrong.lazy().select("gx"), on="gx", how="anti")
     )
@@ -58,17 +59,20 @@ def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame) -> pl.DataFrame:
         .select("session", "stream", "gx", "pos", "ordinal", "id", "data")
         .sort("pos", "ordinal")
         .with_columns(_k=pl.int_range(pl.len()).over("session", "stream"))
+        .collect()  # once: the plans below read it three times (a lazy frame is scanned again by each)
     )
     # where the client's cursor is: the last delivery of its id before the reconnect
     at_cursor = (
-        keys.join(ev.select("session", "stream", "pos", "id", "_k"), on=["session", "stream"])
+        # (the events with a cursor's id alone: not every event of the stream once per reconnect)
+        keys.join(ev.lazy().select("session", "stream", "pos", "id", "_k")
+                  .join(keys.select(pl.col("cursor").alias("id")).unique(), on="id", how="semi"), on=["session", "stream"])
         .filter((pl.col("pos") < pl.col("b_pos")) & (pl.col("id") == pl.col("cursor")))
         .group_by("gx")
         .agg(cursor_k=pl.col("_k").max())
     )
     d = pl.col("data")
     prog = (
-        ev.filter(d.str.contains(PROGRESS, literal=True))
+        ev.lazy().filter(d.str.contains(PROGRESS, literal=True))
         .with_columns(
             method=d.str.json_path_match("$.method"),
             token=d.str.json_path_match("$.params.progressToken"),
@@ -76,7 +80,10 @@ def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame) -> pl.DataFrame:
         )
         .filter((pl.col("method") == PROGRESS) & pl.col("token").is_not_null() & pl.col("value").is_not_null())
         .select("session", "stream", "gx", "pos", "_k", "token", "value")
+        .collect()
+        .lazy()
     )
+    ev = ev.drop("data").lazy()
     k = keys.join(at_cursor, on="gx")
     # the call's progress up to the cursor: its token and last value, and the step between its last two values
     before = (
@@ -138,7 +145,9 @@ def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame) -> pl.DataFrame:
             step=pl.col("_step").first(),
         )
     )
-    short = _step_cut_short(f, k, ev, prog)
+    checked = checked.collect().lazy()
+    # (only a reconnect whose progress went on by its step can be proven, or cut short)
+    short = _step_cut_short(f, k.join(checked.filter(pl.col("ok")).select("gx"), on="gx", how="semi"), ev, prog)
     proven = (
         checked.filter(pl.col("ok"))
         .join(responded, on="gx")
