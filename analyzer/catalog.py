@@ -196,6 +196,11 @@ def effect(name: str) -> str:
     return VERDICT[name].effect if name in VERDICT else FINDING[name].effect
 
 
+def what(name: str, boundary: bool) -> str:
+    """What a finding's rule means, in one line: a boundary's is its verdict's meaning, a history rule's its ``what``."""
+    return VERDICT[name].meaning if boundary and name in VERDICT else FINDING[name].what if name in FINDING else ""
+
+
 def next_step(name: str, boundary: bool) -> str:
     """What to do about a finding: a boundary's is named by its verdict, a history rule's by its rule."""
     return VERDICT[name].next_step if boundary and name in VERDICT else FINDING[name].next_step if name in FINDING else ""

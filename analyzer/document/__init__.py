@@ -14,6 +14,7 @@ decides its shape is here, once:
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -42,6 +43,16 @@ def finding_key(rec: dict, pos: int) -> tuple:
     rest = {k: v for k, v in rec.items() if k not in _RENUMBERED and not k.startswith("_")}
     return (SEV_RANK[rec["severity"]], rec["rule"] not in FIRST_RULES, pos, rec["rule"], rec["message"],
             json.dumps(rest, sort_keys=True, default=str))
+
+
+def fingerprint(rule: str, session_id: str | None, time: str | None, subject: str | None) -> str:
+    """A finding's identity across runs: its rule, its Mcp-Session-Id, the time of the exchange it is found at and
+    what it is about in the wire's terms (``subject``: event ids, the Last-Event-ID sent, the calls hit; each rule
+    says, rules/history.subject).  Not its place (``f3``, a line number, a file name: the same traffic in a moved
+    or re-ingested archive keeps its fingerprints) and not its wording (a reworded message keeps them too).
+    24 hex digits of a sha256: 96 bits, no collision in any archive's findings."""
+    text = "\x1e".join((rule, session_id or "", time or "", subject or ""))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
 def generated_at() -> str:

@@ -12,7 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 import polars as pl
 
 from analyzer.rules import eras as era_rules, history, reconnects, reissue, rpc as rpc_rules
-from analyzer.document import finding_key
+from analyzer import catalog
+from analyzer.document import finding_key, fingerprint
 from analyzer.document.records import Records
 from analyzer.signals.streams import Frames
 from analyzer.catalog import VERDICT_ORDER
@@ -317,6 +318,24 @@ def _sessions_and_exchanges(f: Frames, b: pl.DataFrame, rev: pl.DataFrame) -> tu
     return sessions, exchanges, key
 
 
+# the keys of a finding a reader looks for first, in this order (then attempts, seen_in when present)
+FINDING_FIRST = ("id", "fingerprint", "rule", "severity", "session", "session_id", "boundary", "exchange", "time", "message", "effect",
+                 "what", "next_step", "evidence")
+
+
+def _identify(findings: list[dict], x: pl.DataFrame) -> None:
+    """Each finding's time (its exchange's start), catalog text and ``fingerprint`` (document.fingerprint), in place;
+    the rules' ``subject`` is used up here."""
+    at = [r["pos"] for r in findings if r["pos"] is not None and r["pos"] >= 0]
+    started = dict(x.filter(pl.col("pos").is_in(at)).select("pos", _iso("started")).iter_rows()) if at else {}
+    for r in findings:
+        boundary = r["boundary"] is not None
+        r["time"] = started.get(r["pos"])
+        r["what"] = catalog.what(r["rule"], boundary)
+        r["next_step"] = catalog.next_step(r["rule"], boundary)
+        r["fingerprint"] = fingerprint(r["rule"], r["session_id"], r["time"], r.pop("subject", None))
+
+
 # where a record is, in a finding's words: left out when two captures' findings are compared
 _LOCATION = re.compile(r"\b(?:line|entry|packet) [0-9]+(?: byte [0-9]+)?")
 
@@ -376,6 +395,7 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
         if fnd["attempts"] == 1:
             del fnd["attempts"], fnd["attempts_span"]
     findings += _once_per_incident(hist.to_dicts(), f.exchanges)
+    _identify(findings, f.exchanges)
     for fnd in findings:  # the captures that show it, when more than one does (a reconnect's views, a merged finding)
         sources = sorted({e["source"] for e in fnd["evidence"]})
         if len(sources) > 1:
@@ -392,6 +412,7 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
     for i, (r, p) in enumerate(zip(findings, positions), start=1):
         r["exchange"] = f"x{p + 1}" if p is not None and p >= 0 else None  # where in history: the exchange it is found at
         r["id"] = f"f{i}"
+    findings = [{k: r[k] for k in FINDING_FIRST} | r for r in findings]
     if keep_pos:  # the sort key above popped it: analyzer.scale.partitions needs it back to merge partitions
         for r, p in zip(findings, positions):
             r["_pos"] = p

@@ -13,7 +13,7 @@ from analyzer.signals.streams import SSE, Frames
 def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
     """Sessions of the stateless revisions that still behave like the old ones, and re-issued
     calls that ran twice."""
-    from analyzer.rules.history import _frame
+    from analyzer.rules.history import _frame, natural_order, subject
 
     x = f.exchanges.join(rev, on="session", how="left", maintain_order="left").filter(pl.col("era") == "stateless")
     ref = pl.struct("source", "location")
@@ -21,7 +21,8 @@ def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
         x.filter(pl.col("resp_session_id").is_not_null())
         .group_by("session", "session_id")
         .agg(pos=pl.col("pos").min(), evidence=ref.head(3), n=pl.len(), rev=pl.col("revision").first())
-        .with_columns(message=pl.format("a {} server minted or echoed Mcp-Session-Id on {} response(s); that revision has no sessions", pl.col("rev"), pl.col("n")))
+        .with_columns(message=pl.format("a {} server minted or echoed Mcp-Session-Id on {} response(s); that revision has no sessions", pl.col("rev"), pl.col("n")),
+                      subject=subject("rev"))
     )
     ev_count = f.events.group_by("gx").agg(n_ev=pl.len())
     honoured = (
@@ -31,6 +32,7 @@ def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
         .with_columns(
             message=pl.format("a {} server answered a Last-Event-ID reconnect with a replayed stream; that revision has no resumption", pl.col("revision")),
             evidence=pl.concat_list(ref),
+            subject=subject("revision", "last_event_id"),
         )
     )
     m = f.messages.join(rev, on="session", how="left", maintain_order="left").join(
@@ -43,10 +45,11 @@ def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
     twice = (
         calls.join(answered, on=["session", "rpc_id"], how="semi", maintain_order="left")
         .group_by("session", "session_id", "method", "params_digest")
-        .agg(n=pl.col("rpc_id").n_unique(), ids=pl.col("rpc_id").unique().sort().str.join(", "), pos=pl.col("pos").min(),
+        .agg(n=pl.col("rpc_id").n_unique(), ids=natural_order(pl.col("rpc_id").unique()).str.join(", "), pos=pl.col("pos").min(),
              evidence=pl.struct("source", "location").head(4), name=call_name(pl.col("method"), pl.col("request_body")).first())
         .filter(pl.col("n") > 1)
-        .with_columns(message=pl.format("{} with the same arguments was issued under {} ids ({}) and answered each time: it ran {} times", pl.col("name"), pl.col("n"), pl.col("ids"), pl.col("n")))
+        .with_columns(message=pl.format("{} with the same arguments was issued under {} ids ({}) and answered each time: it ran {} times", pl.col("name"), pl.col("n"), pl.col("ids"), pl.col("n")),
+                      subject=subject("name", "params_digest", "ids"))
     )
     return pl.concat(
         [

@@ -15,7 +15,23 @@ from analyzer.signals.keys import where_varies
 from analyzer.signals.streams import Frames
 
 REF = pl.Struct({"source": pl.String, "location": pl.String})
-FINDING_COLS = ["rule", "severity", "session", "session_id", "boundary", "message", "effect", "evidence", "pos"]
+FINDING_COLS = ["rule", "severity", "session", "session_id", "boundary", "message", "effect", "evidence", "pos", "subject"]
+
+
+def subject(*parts: pl.Expr | str) -> pl.Expr:
+    """What a finding is about, in the wire's own terms (event ids, calls, headers): with its rule, session id
+    and time it makes the finding's fingerprint (document.fingerprint), which must not change with the wording
+    of the message or the place of a record in a file.  Every rule sets one."""
+    cols = [(pl.col(p) if isinstance(p, str) else p).cast(pl.String).fill_null("") for p in parts]
+    return pl.concat_str(cols, separator="\x1f")
+
+
+def natural_order(ids: pl.Expr) -> pl.Expr:
+    """String ids in the order a reader expects: the all-digit ones by number (1, 2, 10, 11, 100, not 1, 10,
+    100, 11), then the others as strings."""
+    digits = ids.str.contains(r"^[0-9]+$")
+    return ids.sort_by(~digits, pl.when(digits).then(ids.str.len_chars()).otherwise(0), ids)
+
 
 def _frame(df: pl.LazyFrame, rule: str, severity: str) -> pl.LazyFrame:
     """Findings of ``rule``: its severity checked against the catalog, its effect the catalog's."""
@@ -38,6 +54,7 @@ def _either(df: pl.LazyFrame, cond: pl.Expr, yes: tuple[str, str], no: tuple[str
         pick(catalog.FINDING[yes[0]].effect, catalog.FINDING[no[0]].effect).alias("effect"),
         pl.col("evidence"),
         pl.col("pos"),
+        pl.col("subject"),
     )
 
 
@@ -114,10 +131,12 @@ def id_order(f: Frames) -> pl.LazyFrame:
         refs=_ref().head(5),
     ).with_columns(evidence=pl.concat_list(_ref("source", "prev_loc"), pl.col("refs")))
     backwards = per_conn.filter(pl.col("integer")).with_columns(
-        message=pl.format("{} event id(s) on one connection were not above an earlier id (first: {} after {})", pl.col("n"), pl.col("first_id"), pl.col("after"))
+        message=pl.format("{} event id(s) on one connection were not above an earlier id (first: {} after {})", pl.col("n"), pl.col("first_id"), pl.col("after")),
+        subject=subject("first_id", "after"),
     )
     repeated = per_conn.filter(~pl.col("integer")).with_columns(
-        message=pl.format("{} event id(s) were delivered again on the same connection (first: {})", pl.col("n"), pl.col("first_id"))
+        message=pl.format("{} event id(s) were delivered again on the same connection (first: {})", pl.col("n"), pl.col("first_id")),
+        subject=subject("first_id"),
     )
     return pl.concat([_frame(backwards, "id_not_monotonic", "error"), _frame(repeated, "id_repeated", "error")])
 
@@ -193,7 +212,8 @@ def digest_conflicts(f: Frames, b: pl.LazyFrame) -> pl.LazyFrame:
             message=pl.when(pl.col("_same"))
             .then(said("carried different payloads on one stream", "each carried different payloads on one stream"))
             .otherwise(said("was used on several streams of the session for different events",
-                            "were each used on several streams of the session for different events"))
+                            "were each used on several streams of the session for different events")),
+            subject=subject("ids"),
         )
         .sort("pos")
     )
@@ -217,11 +237,13 @@ def cursor_claims(b: pl.LazyFrame) -> pl.LazyFrame:
             pl.col("header"), pl.col("last_before"),
         ),
         evidence=evidence,
+        subject=subject("header", "last_before"),
     )
     # when a body of the session was not recorded, the id may well be in it: no finding then
     unknown = with_header.filter(~pl.col("id_found") & ~pl.col("session_has_unrecorded")).with_columns(
         message=pl.format("Last-Event-ID {} names an event that no capture shows being delivered in this session", pl.col("header")),
         evidence=evidence,
+        subject=subject("header"),
     )
     return pl.concat([_frame(stale, "stale_last_event_id", "warning"), _frame(unknown, "unknown_last_event_id", "warning")])
 
@@ -244,6 +266,7 @@ def cross_session(f: Frames, b: pl.LazyFrame) -> pl.LazyFrame:
         .with_columns(
             message=pl.format("the reconnect sent Last-Event-ID {}, an event of session {}", pl.col("header"), pl.col("o_session_id")),
             evidence=pl.concat_list(_ref()),
+            subject=subject("header", "o_session_id"),
         )
     )
     # the signal the verdicts read (signals/boundaries.replayed_across_sessions), on the reconnect's row
@@ -252,6 +275,7 @@ def cross_session(f: Frames, b: pl.LazyFrame) -> pl.LazyFrame:
                           pl.col("xs_n"), pl.col("xs_other"), pl.col("xs_ids").list.join(", "),
                           pl.when(pl.col("xs_n") > 5).then(pl.lit(", …")).otherwise(pl.lit(""))),
         evidence=pl.col("xs_evidence"),
+        subject=subject("xs_other", pl.col("xs_ids").list.join(",")),
     )
     return pl.concat([_frame(named, "last_event_id_of_other_session", "error"), _frame(replayed, "cross_session_replay", "critical")])
 
@@ -270,6 +294,7 @@ def ts_get_stream(b: pl.LazyFrame) -> pl.LazyFrame:
             "example event store registers such a resume under the wrong stream (issues #943, #2560)"
         ),
         evidence=pl.concat_list(_ref()),
+        subject=subject("header"),
     )
     return _frame(hit, "get_stream_resume_lost", "error")
 

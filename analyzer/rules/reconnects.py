@@ -12,6 +12,7 @@ import polars as pl
 
 from analyzer import catalog
 from analyzer.catalog import SEVERITIES
+from analyzer.rules.history import subject
 
 RETRY_EVIDENCE = 12  # evidence records of one reconnect retried many times
 
@@ -71,7 +72,8 @@ def findings(rows: pl.LazyFrame) -> pl.LazyFrame:
         .sort("_i")
     )
     runs = g.group_by(*key, "_run", maintain_order=True).agg(
-        *(pl.col(c).first() for c in ("verdict", "session_id", "boundary_id", "reason", "handled_correctly", "next_use", "started", "_pos")),
+        *(pl.col(c).first() for c in ("verdict", "session_id", "boundary_id", "reason", "handled_correctly", "next_use", "started", "_pos",
+                                      "last_event_id", "first_event_id_after")),
         _base=base.first(),
         _requests=pl.col("request").slice(1),
         attempts=pl.len().cast(pl.Int64),
@@ -100,6 +102,7 @@ def findings(rows: pl.LazyFrame) -> pl.LazyFrame:
         pos=pl.col("_pos"),
         attempts=pl.col("attempts"),
         attempts_span=pl.concat_list(pl.col("started"), pl.col("_last_started")),
+        subject=subject("last_event_id", "first_event_id_after"),
     )
     # another call's answer handed to the call the resumed stream was opened for (signals/rpc.wrong_results):
     # its own finding, whatever the verdict (the ids of a store keyed without the session even look continuous)
@@ -115,5 +118,6 @@ def findings(rows: pl.LazyFrame) -> pl.LazyFrame:
         pos=pl.col("_pos"),
         attempts=pl.lit(1, dtype=pl.Int64),
         attempts_span=pl.concat_list(pl.col("started"), pl.col("started")),
+        subject=subject(pl.col("wrong_result").struct.field("call"), pl.col("wrong_result").struct.field("got")),
     )
     return pl.concat([wrong, per_run], how="vertical_relaxed")

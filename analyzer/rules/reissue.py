@@ -57,7 +57,7 @@ def _ref(source: str, location: str) -> pl.Expr:
 
 def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
     """``reissued_after_break`` findings (history.FINDING_COLS shape)."""
-    from analyzer.rules.history import _either
+    from analyzer.rules.history import _either, subject
 
     x = f.exchanges
     m = f.messages.join(x.select("gx", "stream", "started", "location", "request_body"), on="gx", how="left", maintain_order="left")
@@ -183,5 +183,6 @@ def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
             _ref("end_source", "end_location"),
             _ref("source_b", "location_b"),
         ).list.unique(maintain_order=True),
+        subject=subject(name, "rpc_id", "rpc_id_b"),
     ).sort("pos", "rpc_id")
     return _either(out, pl.col("critical"), ("reissued_after_break", "critical"), ("reissued_after_break", "error"))

@@ -18,7 +18,7 @@ def _hidden_note(n: pl.Expr, what: str) -> pl.Expr:
 
 def findings(f: Frames) -> pl.LazyFrame:
     """JSON-RPC findings over the whole session history (frames in history.FINDING_COLS shape)."""
-    from analyzer.rules.history import _either, _frame
+    from analyzer.rules.history import _either, _frame, subject
 
     # a capture's TLS connections that no key decrypted: any of them may hold the missing half of a pair
     hidden_n = f.hidden.group_by("source").agg(n_hidden=pl.len())
@@ -59,6 +59,7 @@ def findings(f: Frames) -> pl.LazyFrame:
             message=pl.format("{} never got a response, although its stream broke, ended or was resumed", pl.col("call"))
             + _hidden_note(pl.col("n_hidden"), "its response"),
             evidence=pl.concat_list("ref"),
+            subject=subject("call"),
         )
     )
     dup_resp = (
@@ -67,7 +68,8 @@ def findings(f: Frames) -> pl.LazyFrame:
         .filter(pl.col("n") > 1)
         .join(by_id, on=["session", "rpc_id"], how="left", maintain_order="left")
         .with_columns(message=pl.format("the response to {} was delivered {} times",
-                                        pl.col("call").fill_null(pl.format("request id {}", pl.col("rpc_id"))), pl.col("n")))
+                                        pl.col("call").fill_null(pl.format("request id {}", pl.col("rpc_id"))), pl.col("n")),
+                      subject=subject("rpc_id", "call"))
     )
     server_req = m.filter(s2c & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null())
     client_ans = m.filter(c2s & answer & pl.col("rpc_id").is_not_null()).group_by("session", "rpc_id").agg(answers=pl.len())
@@ -78,7 +80,8 @@ def findings(f: Frames) -> pl.LazyFrame:
         .join(client_ans, on=["session", "rpc_id"], how="left", maintain_order="left")
         .with_columns(pl.col("answers").fill_null(0))
         .with_columns(
-            message=pl.format("the server's request {} (id {}) was delivered {} times and answered {} times", pl.col("method"), pl.col("rpc_id"), pl.col("n"), pl.col("answers"))
+            message=pl.format("the server's request {} (id {}) was delivered {} times and answered {} times", pl.col("method"), pl.col("rpc_id"), pl.col("n"), pl.col("answers")),
+            subject=subject("method", "rpc_id"),
         )
     )
     orphan = (
@@ -97,6 +100,7 @@ def findings(f: Frames) -> pl.LazyFrame:
             message=pl.format("a response to request id {} arrived, but this session never sent that request", pl.col("rpc_id"))
             + _hidden_note(pl.col("n_hidden"), "its request"),
             evidence=pl.concat_list("ref"),
+            subject=subject("rpc_id"),
         )
     )
     req_stream = requests.select("session", "rpc_id", pl.col("stream").alias("req_stream"), pl.col("call").alias("req_call"), pl.col("ref").alias("req_ref"))
@@ -109,6 +113,7 @@ def findings(f: Frames) -> pl.LazyFrame:
         .with_columns(
             message=pl.format("the response to {} was delivered on another stream than the one its request opened", pl.col("req_call")),
             evidence=pl.concat_list("req_ref", "ref"),
+            subject=subject("req_call", "rpc_id"),
         )
     )
     return pl.concat(

@@ -119,7 +119,7 @@ def boundary_signals(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
         .group_by("gx")
         .agg(
             owed=pl.len(),
-            owed_ids=pl.col("call").sort().str.join(", "),
+            owed_ids=pl.col("call").sort_by("req_pos").str.join(", "),  # in the order they were sent (id 2 before id 10)
             # the exchanges of those requests (the document's owed_requests: the report links their findings)
             owed_pos=pl.col("req_pos").unique().sort(),
         )
