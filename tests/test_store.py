@@ -76,7 +76,7 @@ def test_cli_ingest_then_analyze_store(tmp_path):
 def test_cli_store_errors_are_one_line(tmp_path):
     r = CliRunner().invoke(main, ["analyze", "--store", str(tmp_path / "empty")])
     assert r.exit_code == 2 and "no mcp-sse-audit store here" in r.stderr and "Traceback" not in r.output
-    r = CliRunner().invoke(main, ["analyze", "--since", "2026-01-01", str(SYN / "gap.har")])
+    r = CliRunner().invoke(main, ["analyze", "--session", "x", str(SYN / "gap.har")])
     assert r.exit_code == 2 and "add --store DIR" in r.stderr
     r = CliRunner().invoke(main, ["analyze"])
     assert r.exit_code == 2 and "give PATHs" in r.stderr

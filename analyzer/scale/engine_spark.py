@@ -10,8 +10,9 @@ capture and every input format therefore meet in one group, and no rule ever nee
 
 Data flow::
 
-    store Parquet (4 tables) --spark.read--> narrowed like store.load (pushdown on exchanges,
-    semi-join of events/messages, anomalies of the inputs that remain) --> one wide DataFrame with a
+    store Parquet (4 tables) --spark.read--> narrowed like store.load (--session pushed down on exchanges;
+    a window's whole sessions chosen by analyzer.window's Polars rule on the driver and kept by their
+    (source, xid); semi-join of events/messages, anomalies of the inputs that remain) --> one wide DataFrame with a
     ``table`` discriminator, the group label, and the stored order (input, row in its file)
     --groupBy("group").applyInArrow--> partitions.analyze_group (the function the local engine calls)
     --toArrow--> driver: partitions.partials_from_rows --> partitions.merge --> the document
@@ -30,7 +31,7 @@ import shutil
 import sys
 import tempfile
 import warnings
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Callable
 
@@ -38,6 +39,7 @@ import pyarrow as pa
 
 from analyzer.scale import partitions, store as store_mod
 from analyzer import pipeline
+from analyzer.window import Window
 from analyzer.errors import AuditError
 
 INSTALL_SPARK = "pip install 'mcp-sse-audit[spark]'"
@@ -153,8 +155,8 @@ def _group_rows(table: pa.Table) -> pa.Table:
 def analyze(
     store: str | Path,
     master: str = "local[2]",
-    since: datetime | None = None,
-    until: datetime | None = None,
+    since: datetime | timedelta | None = None,
+    until: datetime | timedelta | None = None,
     sessions: tuple[str, ...] = (),
     progress: Callable[[str], None] | None = None,
     spark=None,
@@ -163,10 +165,12 @@ def analyze(
     """The findings document of the store, computed by Spark; the same as ``partitions.analyze``.
 
     ``spark``: a running SparkSession to use (it is left running); else one is started on ``master``
-    (with ``conf``) and stopped at the end."""
+    (with ``conf``) and stopped at the end.  ``since``/``until``: as :func:`analyzer.scale.store.load`."""
     check()
     store = store_mod.locate(store)
     store_mod.input_rows(store)  # no store here: fail before starting a JVM
+    win = store_mod.window(store, since, until)  # a duration: from the store's newest start, on the driver
+    since, until = win.since, win.until
     comps = partitions.components(store)
     groups = comps["label"].n_unique()
     if progress:
@@ -191,6 +195,12 @@ def _run(spark, store, comps, since, until, sessions, progress) -> pipeline.Resu
     spark.conf.set("spark.sql.shuffle.partitions", str(max(1, min(groups, 200))))
     if store.remote:
         return _run_remote(spark, store, comps, since, until, sessions, progress)
+    win = Window(since, until)
+    if win.bounded:
+        # the window keeps whole sessions (analyzer.window): Polars decides which exchanges on the driver, from
+        # the store's exchanges, as store.load does; Spark keeps those (source, xid), so the engines cannot differ
+        keys = store_mod.narrowed(store_mod.scan(store, "exchanges"), since, until, tuple(sessions)).select("source", "xid").collect()
+        chosen_keys = spark.createDataFrame(keys.rows(), "source string, xid bigint")
     store = store.root
     mapping = spark.createDataFrame(comps.select("input", group="label").rows(), "input string, group string")
 
@@ -203,13 +213,11 @@ def _run(spark, store, comps, since, until, sessions, progress) -> pipeline.Resu
         )
 
     x = read("exchanges")
-    if since is not None:
-        x = x.filter(F.col("started") >= F.lit(since))
-    if until is not None:
-        x = x.filter(F.col("started") < F.lit(until))
     if sessions:
         x = x.filter(F.col("req_session_id").isin(list(sessions)) | F.col("resp_session_id").isin(list(sessions)))
-    narrowed = bool(since or until or sessions)
+    if win.bounded:
+        x = x.join(chosen_keys, on=["source", "xid"], how="left_semi")
+    narrowed = win.bounded or bool(sessions)
     chosen = x.select("source", "xid")
     frames = {"exchanges": x}
     for name in ("events", "messages"):
@@ -230,7 +238,7 @@ def _run(spark, store, comps, since, until, sessions, progress) -> pipeline.Resu
     partials = partitions.partials_from_rows(rows)
     # narrowed: the inputs whose exchanges remain (each group's order keys name every exchange's source)
     used = {src for pt in partials for src in pt.keys["source"].to_list()} if narrowed else None
-    return partitions.document_of(partials, store, used)
+    return partitions.document_of(partials, store, used, win)
 
 
 # --- a store on an object store: the tasks read their parts through pyarrow.fs ------------------------
@@ -271,9 +279,10 @@ def _run_remote(spark, where, comps, since, until, sessions, progress) -> pipeli
     if progress:
         progress(f"Spark returned {out.num_rows} rows from {len(set(out.column('group').to_pylist()))} group(s); merging")
     partials = partitions.partials_from_rows(out)
-    narrowed = bool(since or until or sessions)
+    win = Window(since, until)
+    narrowed = win.bounded or bool(sessions)
     used = {src for pt in partials for src in pt.keys["source"].to_list()} if narrowed else None
-    return partitions.document_of(partials, where, used)
+    return partitions.document_of(partials, where, used, win)
 
 
 def _remote_group(uri: str, since, until, sessions, table: pa.Table) -> pa.Table:

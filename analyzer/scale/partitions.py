@@ -36,7 +36,9 @@ import polars as pl
 import pyarrow as pa
 
 from analyzer import document, pipeline
+from analyzer import window as windows
 from analyzer.scale import store as store_mod
+from analyzer.window import Window
 
 MAX_ROUNDS = 64  # label propagation: each round at least halves no chain, but real graphs settle in a few
 
@@ -212,12 +214,13 @@ def partials_from_rows(rows: pa.Table) -> list[Partial]:
     return partials
 
 
-def document_of(partials: list[Partial], store, used: set[str] | None) -> pipeline.Result:
-    """The merged document; ``used``: the paths that still contribute after narrowing (None: all)."""
+def document_of(partials: list[Partial], store, used: set[str] | None, window: Window | None = None) -> pipeline.Result:
+    """The merged document; ``used``: the paths that still contribute after narrowing (None: all);
+    ``window``: the (resolved) window applied, recorded in the summary."""
     rows = store_mod.input_rows(store, used)
     man = store_mod.manifest(store)
     sha_of = dict(zip(man["path"].to_list(), man["sha256"].to_list()))
-    return pipeline.Result(merge(partials, rows, sha_of), sum(1 for r in rows if r["error"] is None))
+    return pipeline.Result(windows.stamp(merge(partials, rows, sha_of), window), sum(1 for r in rows if r["error"] is None))
 
 
 def analyze(
@@ -228,25 +231,28 @@ def analyze(
     sessions: tuple[str, ...] = (),
     progress: Callable[[str], None] | None = None,
 ) -> pipeline.Result:
-    """The findings document of the store, analyzed in ``n`` partitions one after another."""
+    """The findings document of the store, analyzed in ``n`` partitions one after another.
+
+    ``since``/``until``: as :func:`analyzer.scale.store.load` (resolved once, against the whole store)."""
     store = store_mod.locate(store)
     p = plan(store, n)
     if progress:
         mb = [s / 1e6 for s in p.sizes]
         progress(f"{p.components} independent group(s) of inputs in {len(p.partitions)} partition(s); largest {max(mb, default=0):.0f} MB of Parquet")
     store_mod.input_rows(store)  # no store here: fail before reading anything
+    win = store_mod.window(store, since, until)
     partials: list[Partial] = []
     used: set[str] = set()
     for i, shas in enumerate(p.partitions, start=1):
-        tables, rows = store_mod.load(store, since, until, sessions, inputs=shas)
+        tables, rows = store_mod.load(store, win.since, win.until, sessions, inputs=shas)
         used.update(r["path"] for r in rows)
         if progress:
             progress(f"partition {i}/{len(p.partitions)}: {len(shas)} input(s), {tables['exchanges'].num_rows} exchanges, {tables['events'].num_rows} events")
         partials.extend(partials_from_rows(analyze_group(f"p{i:06d}", tables)))
         del tables
         gc.collect()
-    narrowed = bool(since or until or sessions)
-    return document_of(partials, store, used if narrowed else None)
+    narrowed = win.bounded or bool(sessions)
+    return document_of(partials, store, used if narrowed else None, win)
 
 
 def merge(partials: list[Partial], input_rows: list[dict], sha_of: dict[str, str]) -> dict:

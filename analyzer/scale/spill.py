@@ -68,13 +68,14 @@ def write(
     store = store_mod.locate(store)
     p = plan(store, n)
     store_mod.input_rows(store)  # no store here: fail before reading anything
+    win = store_mod.window(store, since, until)  # a duration: from the whole store's newest start, once
     with tempfile.TemporaryDirectory(prefix="mcp-sse-audit-spill-", dir=spill_dir) as tmp:
         tmp = Path(tmp)
         keys, used = [], set()
         summary = document.Summary()
         parts = 0
         for i, shas in enumerate(p.partitions):
-            tables, rows = store_mod.load(store, since, until, sessions, inputs=shas)
+            tables, rows = store_mod.load(store, win.since, win.until, sessions, inputs=shas)
             used.update(r["path"] for r in rows)
             if progress:
                 progress(f"partition {i + 1}/{len(p.partitions)}: {len(shas)} input(s), {tables['exchanges'].num_rows} exchanges, {tables['events'].num_rows} events")
@@ -108,7 +109,7 @@ def write(
                 num.see_exchange(part, e)
         num.number_sessions()
 
-        rows = store_mod.input_rows(store, used if (since or until or sessions) else None)
+        rows = store_mod.input_rows(store, used if (win.bounded or sessions) else None)
         man = store_mod.manifest(store)
         sha_rank = {sha: r for r, sha in enumerate(sorted(man["sha256"].to_list()))}
         sha_of = dict(zip(man["path"].to_list(), man["sha256"].to_list()))
@@ -142,6 +143,8 @@ def write(
                                                            lambda part, a: a))),
         ]
         summary = summary.to_dict(rows, 0)
+        if win.bounded:
+            summary["window"] = win.summary()  # (as analyzer.window.stamp: last, like the single pass)
         _emit(document.head(), summary, sections, jsonl_out, json_out)
     return Written(summary, sum(1 for r in rows if r["error"] is None))
 

@@ -15,9 +15,10 @@ Layout (Hive-partitioned by input, so a new file only adds a folder)::
 
 An input is known by the sha256 of its bytes, not its name: a second run over
 an archive with a few new files parses only those, and a renamed file is not
-parsed again.  Analysis reads the store lazily; ``since``/``until``/``sessions``
-are pushed down into the Parquet scan of ``exchanges`` and the other tables
-follow by a semi-join on the exchanges that remain.
+parsed again.  Analysis reads the store lazily; ``sessions`` and the window
+(``since``/``until``: whole sessions, :mod:`analyzer.window`) are pushed down into
+the Parquet scan of ``exchanges`` and the other tables follow by a semi-join on
+the exchanges that remain.
 
 Crash safety.  The manifest is the commit record: an input exists when, and only when, its row is in
 ``inputs.parquet``.  Commit of one input: its four parts are written and fsync'd in ``.staging``,
@@ -42,7 +43,7 @@ import re
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterator
 
@@ -52,8 +53,10 @@ import pyarrow.parquet as pq
 
 from analyzer import anomalies as anomaly_catalog
 from analyzer import tables
+from analyzer import window as windows
 from analyzer.errors import AuditError, StoreError
 from analyzer.scale.storage import Local, Remote, file_sha256, locate  # noqa: F401 (file_sha256: re-exported)
+from analyzer.window import Window
 
 TABLES = {
     "exchanges": tables.EXCHANGES,
@@ -353,45 +356,70 @@ def input_rows(store: str | Path, used: set[str] | None = None) -> list[dict]:
 
 def load(
     store: str | Path,
-    since: datetime | None = None,
-    until: datetime | None = None,
+    since: datetime | timedelta | None = None,
+    until: datetime | timedelta | None = None,
     sessions: tuple[str, ...] = (),
     inputs: list[str] | None = None,
 ) -> tuple[dict[str, pa.Table], list[dict]]:
     """The canonical tables held by the store, narrowed lazily; and the inputs they came from.
 
+    ``since``/``until``: the sessions that overlap ``[since, until)``, whole (:mod:`analyzer.window`); a
+    duration counts back from the newest exchange start of the whole store (:func:`window`).
     ``inputs``: only these stored inputs (sha256s; their parts are the only files read)."""
     store = locate(store)
     snap = _manifest_or_fail(store)
     verify(snap, None if inputs is None else set(inputs))  # every damaged part named at once
     with _pin(snap):  # every table from this one manifest
-        return _load(store, snap, since, until, sessions, inputs)
+        win = window(store, since, until)
+        return _load(store, snap, win.since, win.until, sessions, inputs)
+
+
+def newest(store) -> datetime | None:
+    """The newest exchange start in the whole store (None: no exchange has one): a lazy max over one column."""
+    got = scan(store, "exchanges").select(pl.col("started").max()).collect().item()
+    return got if got is None or got.tzinfo is not None else got.replace(tzinfo=timezone.utc)
+
+
+def window(store, since: datetime | timedelta | None, until: datetime | timedelta | None) -> Window:
+    """``[since, until)`` with absolute bounds: a duration counts back from the store's :func:`newest` start
+    (read only when one is given)."""
+    w = Window(since, until)
+    return w.resolve(newest(store) if w.relative else None)
+
+
+def narrowed(x: pl.LazyFrame, since: datetime | None, until: datetime | None, sessions: tuple[str, ...] = ()) -> pl.LazyFrame:
+    """The stored exchanges ``x`` (a scan) narrowed to ``sessions`` and to the sessions overlapping the
+    window, whole (absolute bounds).  Two passes, so that the Parquet reader filters as it scans: the
+    ids of the sessions with an exchange started inside the window (the time predicate pushed into the
+    scan), then their exchanges (a literal ``is_in``) and the sessionless ones started inside."""
+    if sessions:
+        x = x.filter(pl.col("req_session_id").is_in(sessions) | pl.col("resp_session_id").is_in(sessions))
+    win = Window(since, until)
+    if not win.bounded:
+        return x
+    ids = windows.session_ids(x, win).collect()["session_id"]
+    return windows.overlapping(windows.candidates(x, win, ids), win)
 
 
 def _load(store, snap: Snapshot, since, until, sessions, inputs) -> tuple[dict[str, pa.Table], list[dict]]:
+    """``since``/``until``: absolute (resolved by :func:`load`, or by the Spark driver)."""
     def scan_(name: str) -> pl.LazyFrame:
         return scan(store, name, inputs)
 
-    x = scan_("exchanges")
-    if since is not None:
-        x = x.filter(pl.col("started") >= since)
-    if until is not None:
-        x = x.filter(pl.col("started") < until)
-    if sessions:
-        x = x.filter(pl.col("req_session_id").is_in(sessions) | pl.col("resp_session_id").is_in(sessions))
-    narrowed = bool(since or until or sessions)
+    x = narrowed(scan_("exchanges"), since, until, sessions)
+    narrowing = since is not None or until is not None or bool(sessions)
     out = {"exchanges": x.drop("input").collect()}
     chosen = out["exchanges"].select("source", "xid")
     for name in ("events", "messages"):
         out[name] = scan_(name).join(chosen.lazy(), on=["source", "xid"], how="semi").drop("input").collect()
     sources = chosen["source"].unique()
     anomalies = scan_("anomalies")
-    if narrowed:  # the anomalies of the inputs that still contribute
+    if narrowing:  # the anomalies of the inputs that still contribute
         anomalies = anomalies.filter(pl.col("source").is_in(sources.implode()))
     out["anomalies"] = anomalies.drop("input").collect()
     tables_ = {name: df.to_arrow().cast(TABLES[name]) for name, df in out.items()}
     if inputs is not None:  # a partition: its own inputs
         paths = {r["path"] for r in snap.rows if r["sha256"] in set(inputs)}
-        used = paths & set(sources.to_list()) if narrowed else paths
+        used = paths & set(sources.to_list()) if narrowing else paths
         return tables_, input_rows(store, used)
-    return tables_, input_rows(store, set(sources.to_list()) if narrowed else None)
+    return tables_, input_rows(store, set(sources.to_list()) if narrowing else None)
