@@ -15,11 +15,12 @@ import click
 
 from analyzer import __version__, document, limits, pipeline, report
 from analyzer.decode import tls
-from analyzer.document import build as findings, records
+from analyzer.document import build as findings, ci, records
 from analyzer.ingest import inputs
 from analyzer.anomalies import occurrences
 from analyzer.errors import AuditError
 from analyzer.tables import keep_pandas_out
+from analyzer import window as window_mod
 
 class Failure(click.ClickException):
     """A library error shown as one line; exit 2, never 1 (1 means findings)."""
@@ -43,11 +44,14 @@ Examples:
   SSLKEYLOGFILE=keys.log my-mcp-client ...   # then:
   mcp-sse-audit analyze https-traffic.pcap --tls-keylog keys.log --html report.html
   mcp-sse-audit analyze /archive/2026-11/ --json - --fail-on critical | jq .summary
+  mcp-sse-audit analyze logs/ --since 24h --baseline accepted.json --json tonight.json
+  mcp-sse-audit analyze captures/ --junit audit.xml --github-annotations   # in CI
 \b
 Exit codes (for scheduled jobs):
-  0 clean: no finding at or above --fail-on, no input damaged
+  0 clean: no finding at or above --fail-on (with --baseline: no new one),
+    no input damaged
   1 findings at or above --fail-on; with --fail-on error or warning also an
-    input that was unreadable, cut short or lost records (an error anomaly)
+    input that was missing, unreadable, cut short or lost records
   2 usage error, no input readable (the outputs are written and say so),
     nothing to judge because every connection was TLS without a key log,
     or standard output closed before the output was complete
@@ -153,6 +157,13 @@ def _tls_options(fn):
 _MAX_KEYLOG = 1 << 28
 
 
+def _phases():
+    """Progress on a terminal: each phase on its own line, with the time since the run began (the reading has
+    its own status line, TerminalMeter)."""
+    t0 = time.monotonic()
+    return lambda msg: click.echo(_safe(f"[{time.monotonic() - t0:6.1f} s] {msg}"), err=True)
+
+
 def _set_debug(ctx: click.Context, _param, value: bool) -> None:
     if value:
         ctx.meta["mcp_sse_audit.debug"] = True
@@ -210,12 +221,18 @@ def main() -> None:
 
 
 @main.command(epilog=EXAMPLES)
-@click.argument("paths", nargs=-1, type=click.Path(exists=True, dir_okay=True, readable=True, allow_dash=True))
+@click.argument("paths", nargs=-1, type=click.Path(dir_okay=True, allow_dash=True))
 @click.option("--store", "store_dir", metavar="DIR|URI", help="Analyze the Parquet store made by `mcp-sse-audit ingest` (instead of, or before, PATHs: new PATHs are ingested into it first). "
               "A folder, file:///abs/dir, s3://bucket/prefix (endpoint from AWS_ENDPOINT_URL or ?endpoint_override=host:port&scheme=http; "
               "credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) or gs://bucket/prefix. Example: --store s3://audit/store")
-@click.option("--since", type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S"]), help="With --store: only exchanges that started at or after this UTC time.")
-@click.option("--until", type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S"]), help="With --store: only exchanges that started before this UTC time.")
+@click.option("--since", type=window_mod.WhenParam(), metavar="TIME|DATE|DURATION",
+              help="Only the sessions with an exchange open at or after this time (it ended then or later: a stream opened before "
+              "that delivered into the window counts), each kept whole (its earlier exchanges too, so a resume keeps the history it names). RFC 3339 as the outputs print it (2026-11-13T09:00:03.000000Z, "
+              "2026-11-13T10:00:03+01:00; no offset: UTC), a date (2026-11-13: 00:00 UTC), or a duration counted back from the newest "
+              "exchange's start in the inputs or the store, not from the clock (30s, 90m, 24h, 7d). Example: --since 24h")
+@click.option("--until", type=window_mod.WhenParam(), metavar="TIME|DATE|DURATION",
+              help="Only the sessions with an exchange that started before this time (same forms; the window is [--since, --until), "
+              "so --until 2026-11-14 ends with the 13th), each kept whole. Example: --since 2026-11-13 --until 2026-11-14")
 @click.option("--session", "sessions", multiple=True, metavar="ID", help="With --store: only this Mcp-Session-Id (repeatable).")
 @click.option(
     "--partitions", type=click.IntRange(1, 100_000), default=1, show_default=True, metavar="N",
@@ -242,6 +259,17 @@ def main() -> None:
     "was unreadable, cut short or lost records (an error-severity anomaly).",
 )
 @click.option(
+    "--baseline", "baseline_path", metavar="FILE", type=click.Path(dir_okay=False),
+    help="The findings JSON (or JSON Lines) of an earlier run: findings whose fingerprint it has are 'known', the rest 'new'; "
+    "only new findings count for --fail-on and the exit code; the summary, JSON and report say how many are new, known and gone. "
+    "For nightly jobs: keep the last accepted run's JSON as the baseline.",
+)
+@click.option("--junit", "junit_out", metavar="FILE|-", help="Write JUnit XML for CI test reports: one test case per reconnect (and per finding "
+              "not tied to one), failed by its findings at or above --fail-on (known findings of --baseline are skipped, never failed); "
+              "at --fail-on error or warning also one case per input, an error when the input was damaged.")
+@click.option("--github-annotations", "github", is_flag=True, help="Print GitHub Actions annotations (::error file=...::...) on standard "
+              "output, one per finding at or above --fail-on (new ones only with --baseline); the summary then goes to stderr.")
+@click.option(
     "--format", "fmt", type=click.Choice(["auto", "jsonl", "har", "pcap"]), default="auto", show_default=True,
     help="Input format; auto recognises each file by its content (pcap covers pcapng).",
 )
@@ -253,7 +281,8 @@ def main() -> None:
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary; only errors.")
 @_limit_options
 @_tls_options
-def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_master, json_out, jsonl_out, html_out, fail_on, fmt, ports, no_redact, quiet):
+def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_master, json_out, jsonl_out, html_out, fail_on, baseline_path,
+            junit_out, github, fmt, ports, no_redact, quiet):
     """Analyze captured MCP traffic (HAR, proxy JSONL, pcap/pcapng; directories are walked, .gz is read).
 
     Rebuilds every session, stream and reconnect, judges each reconnect
@@ -263,7 +292,7 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
     """
     progress, meter = None, None
     if not quiet and sys.stderr.isatty():
-        progress = lambda msg: click.echo(_safe(msg), err=True)  # noqa: E731
+        progress = _phases()
         meter = TerminalMeter()
     if engine == "local":
         keep_pandas_out()  # (the Spark engine hands pandas objects to pyarrow; a store's pyarrow.dataset imports it anyway)
@@ -271,16 +300,28 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
         raise click.UsageError("give PATHs to analyze, or --store DIR")
     if engine == "spark" and partitions > 1:
         raise click.UsageError("--partitions is for --engine local; Spark makes one group per set of inputs sharing session ids")
-    if (since or until or sessions) and not store_dir:
-        raise click.UsageError("--since, --until and --session narrow a store: add --store DIR")
+    if sessions and not store_dir:
+        raise click.UsageError("--session narrows a store: add --store DIR (--since and --until work on PATHs too)")
+    window_mod.check(since, until)  # two times in the wrong order: an empty window
     if partitions > 1 and not store_dir:
         raise click.UsageError("--partitions splits a store: ingest first (mcp-sse-audit ingest PATH... --store DIR), or add --store DIR")
     if (store_dir or engine == "spark") and any(inputs.is_stream(p) for p in paths):
         raise click.UsageError("standard input or a pipe cannot go into a store (it knows inputs by the sha256 of a file): "
                                "save it to a file and name the file")
-    to_stdout = [name for name, out in (("--json", json_out), ("--json-lines", jsonl_out), ("--html", html_out)) if out == "-"]
+    to_stdout = [name for name, out in (("--json", json_out), ("--json-lines", jsonl_out), ("--html", html_out), ("--junit", junit_out),
+                                        ("--github-annotations", "-" if github else None)) if out == "-"]
     if len(to_stdout) > 1:
         raise click.UsageError(f"{' and '.join(to_stdout)} both write to standard output ('-'): send all but one to a file")
+    base = None
+    if baseline_path:
+        if partitions > 1 and store_dir and not html_out:
+            raise click.UsageError("--baseline needs the whole document: with --partitions N add --html FILE (or use --partitions 1)")
+        from analyzer.document import baseline as baseline_mod
+
+        try:  # read first: a baseline that cannot be used fails the run before the analysis, not after it
+            base = baseline_mod.load(baseline_path)
+        except AuditError as exc:
+            raise Failure(str(exc)) from None
     lost_input = False
     try:
         with inputs.metering(meter):  # the status line while inputs are read (a terminal only)
@@ -296,7 +337,6 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
                     for path in rep.unreadable:
                         click.echo(_safe(f"error: {path}: could not be read into the store (analyze it without --store for the reason)"), err=True)
                     lost_input = bool(rep.unreadable) and fail_on in ("error", "warning")
-                utc = lambda d: d.replace(tzinfo=timezone.utc) if d else None  # noqa: E731
                 with store_mod.reading(store_dir) as notes:  # one manifest snapshot, every part checked first
                     for note in notes:
                         click.echo(f"warning: {note}", err=True)
@@ -304,8 +344,8 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
                         # bounded memory: the outputs are written partition by partition, never held whole
                         from analyzer.scale import spill
 
-                        written = spill.write(store_dir, partitions, jsonl_out, json_out, utc(since), utc(until), tuple(sessions), progress)
-                        _nothing_matched(written.summary, since, until, sessions)
+                        written = spill.write(store_dir, partitions, jsonl_out, json_out, since, until, tuple(sessions), progress)
+                        _nothing_matched(written.summary, since, until, sessions, "the store")
                         if not quiet:
                             outs = tuple(o for o in (json_out, jsonl_out) if o)
                             click.echo(_safe(summary_text({"summary": written.summary, "findings": [], "anomalies": []}, outs)), err=bool(to_stdout))
@@ -313,49 +353,62 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
                     if partitions > 1:  # the HTML report needs the whole document in memory
                         from analyzer.scale import partitions as partitions_mod
 
-                        result = partitions_mod.analyze(store_dir, partitions, utc(since), utc(until), tuple(sessions), progress)
+                        result = partitions_mod.analyze(store_dir, partitions, since, until, tuple(sessions), progress)
                     else:
-                        tables, rows = store_mod.load(store_dir, utc(since), utc(until), tuple(sessions))
+                        win = store_mod.window(store_dir, since, until)  # a duration: back from the store's newest start
+                        tables, rows = store_mod.load(store_dir, win.since, win.until, tuple(sessions))
                         # a filter that kept no input read the store all the same: that is "nothing matched", not "unreadable"
-                        readable = len(rows) or (store_mod.manifest(store_dir).height if (since or until or sessions) else 0)
+                        readable = len(rows) or (store_mod.manifest(store_dir).height if (win.bounded or sessions) else 0)
                         # handed over: the events are let go once the frames exist, and their hex digests sooner
                         result = pipeline.analyze_tables(tables, rows, [], [], readable, consume=True, columnar=True)
+                        window_mod.stamp(result.document, win)  # summary.window: the bounds applied
                         del tables
             else:
                 result = pipeline.run(
-                    list(paths), fmt=fmt, redact_secrets=not no_redact, progress=progress, ports=frozenset(ports) or None, columnar=True
+                    list(paths), fmt=fmt, redact_secrets=not no_redact, progress=progress, ports=frozenset(ports) or None, columnar=True,
+                    window=window_mod.of(since, until),
                 )
     except AuditError as exc:
         raise Failure(str(exc)) from None
-    for exc in result.errors:
+    nothing = result.readable == 0
+    doc = result.document if result.document.get("summary") else None
+    # one input, unreadable (a missing path, a file of another kind): one line says it all, below
+    alone = nothing and len(result.errors) == 1 and doc is not None and doc["summary"]["inputs"] == 1
+    for exc in result.errors if not alone else ():
         click.echo(_safe(f"error: {exc}"), err=True)
     if not quiet:
         for path, why in sorted(result.skip_reasons.items()):
             rule = "" if why.startswith(pipeline.NOT_A_CAPTURE) else " (read: regular files, standard input, and pipes named on the command line)"
             click.echo(_safe(f"skipped: {path}: {why}{rule}"), err=True)
-    nothing = result.readable == 0
     # (a Spark run over an empty temporary store has no document to write)
-    doc = result.document if result.document.get("summary") else None
     written = []
     if doc is not None:
+        if base is not None:
+            baseline_mod.apply(doc, base)
         # with nothing readable the outputs are still written: a scheduled job's report says so (exit 2)
-        for out, render in ((json_out, lambda: document_json(doc)),
-                            (jsonl_out, lambda: "".join(line + "\n" for line in findings.json_lines(records.plain(doc)))),
-                            (html_out, lambda: report.render(records.plain(doc)))):
+        for out, what, render in ((json_out, "findings JSON", lambda: document_json(doc)),
+                                  (jsonl_out, "JSON Lines", lambda: "".join(line + "\n" for line in findings.json_lines(records.plain(doc)))),
+                                  (html_out, "report", lambda: report.render(records.plain(doc))),
+                                  (junit_out, "JUnit XML", lambda: ci.junit_xml(records.plain(doc), fail_on)),
+                                  ("-" if github else None, "", lambda: ci.github_annotations(records.plain(doc), fail_on))):
             if out:
+                if progress and what:
+                    progress(f"writing the {what}")
                 _emit(out, render())
-                written.append(out)
+                if out in (json_out, jsonl_out, html_out):  # the outputs the summary points to for the rest
+                    written.append(out)
     if nothing:
         names = ", ".join(w for w in written if w != "-")
-        click.echo("error: no input was readable; nothing to analyze (give HAR, proxy JSONL or pcap files, or directories)"
-                   + (_safe(f"; the outputs written say so: {names}") if names else ""), err=True)
+        said = _safe(f"error: {result.errors[0]}; nothing to analyze") if alone else \
+            "error: no input was readable; nothing to analyze (give HAR, proxy JSONL or pcap files, or directories)"
+        click.echo(said + (_safe(f"; the outputs written say so: {names}") if names else ""), err=True)
         sys.exit(2)
-    _nothing_matched(doc["summary"], since, until, sessions)
+    _nothing_matched(doc["summary"], since, until, sessions, "the store" if store_dir else "the inputs")
     if ports and doc["summary"]["exchanges"] == 0:
         click.echo(f"warning: no HTTP exchange on port {', '.join(map(str, sorted(ports)))}: the captures hold no MCP traffic to or "
                    "from it (drop --port to analyze every flow that looks like MCP)", err=True)
     if not quiet:
-        click.echo(summary_text(doc, tuple(written)), err=bool(to_stdout))
+        click.echo(summary_text(doc, tuple(written), _width()), err=bool(to_stdout))
     encrypted = occurrences(doc["anomalies"], "tls_not_decrypted")
     if doc["summary"]["exchanges"] == 0 and encrypted:
         # every connection that could be MCP was encrypted: that is "cannot tell", never a clean run
@@ -382,7 +435,7 @@ stderr); 2 usage error, another ingest holds the lock, nothing readable, a write
 failed (full disk) or a damaged input could not be repaired; 3 internal error
 (--debug shows the traceback).
 """)
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=True, readable=True))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=True))
 @click.option("--store", "store_dir", required=True, metavar="DIR|URI",
               help="The store: a folder (created if missing), file:///abs/dir, or s3://bucket/prefix (the bucket must exist; endpoint "
               "from AWS_ENDPOINT_URL or ?endpoint_override=host:port&scheme=http; credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY; "
@@ -425,7 +478,8 @@ def ingest(paths, store_dir, fmt, ports, no_redact, lock_timeout, drop_unrepaira
 def _report_ingest(rep, store_dir, quiet: bool) -> int:
     """The store's housekeeping and damage, on stderr; 2 when a damaged input could not be repaired."""
     for path in rep.unreadable:
-        click.echo(_safe(f"error: {path}: could not be read (run analyze on it for the reason)"), err=True)
+        why = "does not exist" if not os.path.lexists(path) else "could not be read (run analyze on it for the reason)"
+        click.echo(_safe(f"error: {path}: {why}"), err=True)
     for msg in rep.unrepairable:
         click.echo(_safe(f"error: {msg}"), err=True)
     if not quiet:
@@ -452,7 +506,6 @@ def _analyze_spark(paths, store_dir, since, until, sessions, master, fmt, no_red
     from analyzer.scale import engine_spark, store as store_mod
 
     engine_spark.check()  # no pyspark or no Java: say so before ingesting anything
-    utc = lambda d: d.replace(tzinfo=timezone.utc) if d else None  # noqa: E731
     with tempfile.TemporaryDirectory(prefix="mcp-sse-audit-store-") as tmp:
         where = store_dir or tmp
         if paths:
@@ -466,7 +519,7 @@ def _analyze_spark(paths, store_dir, since, until, sessions, master, fmt, no_red
         with store_mod.reading(where, check_parts=not store_mod.locate(where).remote) as notes:
             for note in notes:
                 click.echo(f"warning: {note}", err=True)
-            return engine_spark.analyze(where, master, utc(since), utc(until), tuple(sessions), progress)
+            return engine_spark.analyze(where, master, since, until, tuple(sessions), progress)
 
 
 def document_json(doc: dict) -> bytes:
@@ -483,6 +536,7 @@ class TerminalMeter(inputs.Meter):
     into it, the rate and the time left; then one line for the whole read.  Off a terminal: nothing."""
 
     EVERY = 0.2  # seconds between redraws
+    SHOWN_FROM = 1 << 20  # bytes: smaller inputs show no percentage
 
     def __init__(self, stream=None) -> None:
         self.stream = stream or sys.stderr
@@ -494,6 +548,7 @@ class TerminalMeter(inputs.Meter):
         self.file_t0 = self.t0
         self.last = 0.0
         self.drawn = 0  # characters of the line on screen
+        self.passed_over = 0  # inputs begun, then skipped as no capture: not inputs of the summary
 
     def begin(self, n: int, total: int, path: str, size: int) -> None:
         if self.inputs:
@@ -512,11 +567,12 @@ class TerminalMeter(inputs.Meter):
         path, size, n, total = self.current
         rate = position / max(now - self.file_t0, 1e-3) / 1e6
         parts = [f"reading [{n}/{total}]" + (f", {self.records:,} records so far" if self.records else "")]
-        if size:
+        # how far into this input: only for one large enough to take a while (no "0% of 0.0 MB" for small files)
+        if size >= self.SHOWN_FROM and position:
             left = (size - position) / 1e6 / rate if rate > 0 else None
             parts.append(f"{min(position * 100 // size, 100)}% of {size / 1e6:.1f} MB, {rate:.1f} MB/s"
                          + (f", ETA {left:.0f} s" if left is not None else ""))
-        else:
+        elif not size and position:
             parts.append(f"{position / 1e6:.1f} MB, {rate:.1f} MB/s")
         head = "  ".join(parts)
         width = shutil.get_terminal_size((100, 20)).columns - 1
@@ -534,20 +590,25 @@ class TerminalMeter(inputs.Meter):
     def done(self, records: int) -> None:
         self.records += records
 
+    def skipped(self) -> None:
+        self.passed_over += 1
+
     def end(self) -> None:
         path, size, _n, _total = self.current
         total_bytes = self.bytes_done + size
         secs = max(time.monotonic() - self.t0, 1e-3)
-        self._draw(f"read {self.inputs} input(s), {self.records:,} records, {total_bytes / 1e6:.1f} MB in {secs:.1f} s "
+        skipped = f" ({self.passed_over} skipped: not a capture)" if self.passed_over else ""
+        self._draw(f"read {self.inputs - self.passed_over} input(s){skipped}, {self.records:,} records, {total_bytes / 1e6:.1f} MB in {secs:.1f} s "
                    f"({total_bytes / 1e6 / secs:.1f} MB/s)", "\n")
 
 
-def _nothing_matched(summary: dict, since, until, sessions) -> None:
-    """A store filter that selected no exchange says so (else an empty result reads as a clean one)."""
-    if (since or until or sessions) and not summary.get("exchanges"):
-        used = ([f"--since {since:%Y-%m-%dT%H:%M:%S}"] if since else []) + ([f"--until {until:%Y-%m-%dT%H:%M:%S}"] if until else []) \
-            + [f"--session {s}" for s in sessions]
-        click.echo(_safe(f"warning: no exchange in the store matches {' '.join(used)}"), err=True)
+def _nothing_matched(summary: dict, since, until, sessions, where: str = "the store") -> None:
+    """A window or a store filter that selected no exchange says so (else an empty result reads as a clean one)."""
+    if (since is not None or until is not None or sessions) and not summary.get("exchanges"):
+        resolved = summary.get("window") or {}  # a duration, as it resolved
+        used = [f"--{name} {window_mod.describe(given, resolved.get(name))}" for name, given in (("since", since), ("until", until))
+                if given is not None] + [f"--session {s}" for s in sessions]
+        click.echo(_safe(f"warning: no exchange in {where} matches {' '.join(used)}"), err=True)
 
 
 def _emit(out: str, text: str | bytes) -> None:
@@ -589,9 +650,33 @@ def session_name(rec: dict) -> str:
     return f"session {rec.get('session') or '?'} {short}" if sid else f"session {rec.get('session') or '?'}, {short}"
 
 
-def summary_text(doc: dict, outputs: tuple[str, ...] = ()) -> str:
-    """The terminal summary; ``outputs``: the files written (``-``: standard output), which it points to."""
+SHOWN_FINDINGS = 10  # finding lines in the terminal summary; the rest are counted and pointed to
+
+
+def _width() -> int | None:
+    """Finding lines are cut to this many characters: $COLUMNS, else the terminal's width when stderr is one;
+    off a terminal (cron mail, CI logs) lines are whole."""
+    cols = os.environ.get("COLUMNS", "")
+    if cols.isdigit() and int(cols) >= 40:
+        return int(cols)
+    return shutil.get_terminal_size((100, 20)).columns if sys.stderr.isatty() else None
+
+
+def _fit(line: str, width: int | None) -> str:
+    return line if width is None or len(line) <= width else line[: width - 1] + "…"
+
+
+def _span(lo: str, hi: str) -> str:
+    """``lo`` to ``hi`` (the document's RFC 3339 times) as one short range: the day once when it is one day."""
+    a, b = lo[:19].replace("T", " "), hi[:19].replace("T", " ")
+    return f"{a} to {b[11:] if a[:10] == b[:10] else b} UTC"
+
+
+def summary_text(doc: dict, outputs: tuple[str, ...] = (), width: int | None = None) -> str:
+    """The terminal summary; ``outputs``: the files written (``-``: standard output), which it points to;
+    ``width``: finding lines are cut to it (None: whole)."""
     s = doc["summary"]
+    base = s.get("baseline")
     named = [o if o != "-" else "standard output" for o in outputs]
     pointer = ("in " + " and ".join(named)) if named else "with --json FILE or --html FILE"
     lines = [
@@ -602,18 +687,37 @@ def summary_text(doc: dict, outputs: tuple[str, ...] = ()) -> str:
         lines.append("reconnect verdicts: " + ", ".join(f"{v} {n}" for v, n in s["verdicts"].items() if n))
     sev = s["findings_by_severity"]
     lines.append("findings: " + ", ".join(f"{n} {k}" for k, n in sev.items()))
-    for f in doc["findings"][:10]:
+    shown = doc["findings"]
+    if base is not None:
+        split = ", ".join(f"{n} {k}" for k, n in base["new_by_severity"].items() if n)
+        lines.append(f"baseline {base['source']}: {base['new']} new" + (f" ({split})" if split else "")
+                     + f", {base['known']} known, {base['gone']} gone; only the new count for --fail-on")
+        shown = [f for f in shown if f.get("baseline") == "new"]
+    for f in shown[:SHOWN_FINDINGS]:
         where = f["evidence"][0]
         seen = f" (seen in {len(f['seen_in'])} captures)" if f.get("seen_in") else ""
-        lines.append(f"  [{f['severity']}] {f['rule']} at {where['source']} {where['location']}{seen} ({session_name(f)}): {f['message']}")
-    if len(doc["findings"]) > 10:
-        lines.append(f"  … {len(doc['findings']) - 10} more {pointer}")
+        lines.append(_fit(_safe(f"  [{f['severity']}] {f['rule']}, {session_name(f)}, at {where['source']} {where['location']}{seen}"), width))
+        lines.append(_fit(_safe(f"      {f['message']}"), width))
+    if len(shown) > SHOWN_FINDINGS:
+        lines.append(f"  … {len(shown) - SHOWN_FINDINGS} more{' new' if base is not None else ''} {pointer}")
     if s["anomalies"]:
         by = s.get("anomalies_by_severity") or {}
         split = ", ".join(f"{n} {k}" for k, n in by.items())
         lines.append(f"input anomalies: {s['anomalies']}" + (f" ({split})" if split else "") + f" (listed {pointer})")
         if by.get("error"):
             lines.append("  error anomalies mean lost or unreadable input: they fail --fail-on error and warning")
+    firsts = [x["first_seen"] for x in doc.get("sessions", ()) if x.get("first_seen")]
+    lasts = [x["last_seen"] for x in doc.get("sessions", ()) if x.get("last_seen")]
+    if firsts and lasts:  # the incident's window, as the report's "When?" gives it
+        times = sorted(f["time"] for f in doc["findings"] if f.get("time"))
+        asked = s.get("window")  # --since/--until: the sessions kept, whole, may reach past them
+        lines.append(f"incident window: {_span(min(firsts), max(lasts))}" + (f"; findings {_span(times[0], times[-1])}" if times else "")
+                     + (f" (--since {asked['since'] or '-'} --until {asked['until'] or '-'} kept the sessions open then, whole)" if asked else ""))
+    if shown:  # one next step: the worst finding's, where to read about it
+        f = shown[0]
+        html = next((o for o in outputs if o != "-" and o.endswith((".html", ".htm"))), None)
+        where = f"open {html} at {f['session'] or f['id']}" if html else f"see {f['id']} {pointer}"
+        lines.append(_fit(_safe(f"next: {where} ({f['rule']}); {f.get('next_step') or ''}"), width))
     return "\n".join(_safe(line) for line in lines)
 
 

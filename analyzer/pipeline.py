@@ -58,7 +58,9 @@ def fails(summary: dict, fail_on: str) -> bool:
     if fail_on == "never":
         return False
     limit = SEVERITIES.index(fail_on)
-    if any(summary["findings_by_severity"].get(s) for s in SEVERITIES[: limit + 1]):
+    # with --baseline only the new findings count (document/baseline.py); damaged input counts all the same
+    counts = summary["baseline"]["new_by_severity"] if "baseline" in summary else summary["findings_by_severity"]
+    if any(counts.get(s) for s in SEVERITIES[: limit + 1]):
         return True
     return limit >= SEVERITIES.index("error") and bool(summary.get("anomalies_by_severity", {}).get("error"))
 
@@ -120,6 +122,8 @@ def read_inputs(
         try:
             got = inputs.read_one(path, fmt, redact_secrets, ports)
         except InputError as exc:
+            if meter is not None and path in collected.walked and (path.endswith(".json") or isinstance(exc, NotACapture)):
+                meter.skipped()
             if path in collected.walked and path.endswith(".json"):
                 # a .json met while walking a directory (package.json, a config) is not an error
                 out.skipped.append(path)
@@ -160,24 +164,35 @@ def run(
     progress: Callable[[str], None] | None = None,
     ports: frozenset[int] | None = None,
     columnar: bool = False,
+    window=None,
 ) -> Result:
-    """``columnar``: the document's exchanges and boundaries are :class:`~analyzer.document.records.Records` (see there)."""
+    """``columnar``: the document's exchanges and boundaries are :class:`~analyzer.document.records.Records` (see there).
+
+    ``window``: an :class:`analyzer.window.Window`; only the sessions that overlap it are analyzed, whole
+    (a duration counts back from the newest exchange start read).  Every input read still counts (the
+    summary's ``inputs``, ``records``); the window applied, resolved, is the summary's ``window``."""
     with compact_digests():  # the tables go to the analysis, never to a store
         got = read_inputs(paths, fmt, redact_secrets, progress, ports)
     readable = got.readable
     tables = inputs.concat(got.parts)
     got.parts = []  # the tables hold the parts' frames now: one owner, so the analysis can let them go
     release_freed()  # before the analysis's peak, not after it
+    if window is not None:
+        from analyzer import window as windows
+
+        tables, window = windows.apply(tables, window)
     if progress:
         progress(f"analyzing {tables['exchanges'].num_rows} exchanges, {len(tables['events'])} events")
-    result = analyze_tables(tables, got.input_rows, got.errors, got.skipped, readable, consume=True, columnar=columnar)
+    result = analyze_tables(tables, got.input_rows, got.errors, got.skipped, readable, consume=True, columnar=columnar, progress=progress)
     result.skip_reasons = got.skip_reasons
+    if window is not None:
+        windows.stamp(result.document, window)
     return result
 
 
 def analyze_tables(
     tables: dict, input_rows: list[dict], errors: list[InputError], skipped: list[str], readable: int, keep_pos: bool = False,
-    consume: bool = False, columnar: bool = False,
+    consume: bool = False, columnar: bool = False, progress: Callable[[str], None] | None = None,
 ) -> Result:
     """Canonical tables (from inputs or from a store) → the findings document.
 
@@ -188,11 +203,15 @@ def analyze_tables(
     n_events = len(tables["events"])
     if consume:
         tables["events"] = streams.owned_events(tables)
+    say = progress or (lambda _msg: None)
+    say("rebuilding sessions, streams and reconnects")
     frames, links = streams.build(tables)
     if consume:
         tables["events"] = None
     rev = eras.revisions(frames)
+    say(f"judging the reconnects of {frames.exchanges.height:,} exchanges")
     b = verdicts.judge(frames, links, rev)
+    say(f"{b.height:,} reconnect(s) judged; checking the whole history and building the findings")
     body = findings.build_document(frames, b, rev, keep_pos=keep_pos, columnar=columnar)
 
     anomalies = pl.from_arrow(tables["anomalies"]) if tables["anomalies"].num_rows else pl.from_arrow(ANOMALY_SCHEMA.empty_table())

@@ -87,9 +87,21 @@ def test_one_bad_file_among_good_ones_is_reported_and_the_rest_analyzed(tmp_path
     assert run("analyze", str(bad), str(SYN / "continuous.jsonl"), "--fail-on", "critical").exit_code == 0
 
 
-def test_missing_path_is_a_usage_error():
-    r = run("analyze", "/nonexistent/capture.har")
-    assert r.exit_code == 2 and "does not exist" in r.stderr
+def test_missing_path_is_one_line_and_the_outputs_say_so(tmp_path):
+    """A missing PATH is an unreadable input, as README's exit codes say: named in one line, counted in
+    inputs_unreadable, and the outputs asked for are still written (a nightly job's report says what went wrong)."""
+    out = tmp_path / "f.json"
+    r = run("analyze", "/nonexistent/capture.har", "--json", str(out))
+    assert r.exit_code == 2
+    assert r.stderr.splitlines() == [f"error: /nonexistent/capture.har: does not exist (check the path; it is counted as an unreadable "
+                                     f"input); nothing to analyze; the outputs written say so: {out}"]
+    doc = json.loads(out.read_text())
+    assert doc["summary"]["inputs_unreadable"] == 1 and doc["inputs"][0]["error"].startswith("does not exist")
+    # beside a readable input it is lost input: exit 1 at the default --fail-on error, the rest analyzed
+    r = run("analyze", "/nonexistent/capture.har", str(SYN / "continuous.jsonl"), "--json", str(out))
+    assert r.exit_code == 1 and "error: /nonexistent/capture.har: does not exist" in r.stderr
+    assert json.loads(out.read_text())["summary"]["boundaries"] == 1
+    assert run("analyze", "/nonexistent/capture.har", str(SYN / "continuous.jsonl"), "--fail-on", "critical").exit_code == 0
 
 
 def test_terminal_summary_escapes_control_characters(tmp_path, capture):
@@ -122,7 +134,10 @@ def test_progress_goes_to_a_terminal_only(monkeypatch):
 
     seen = []
     pipeline.run([str(SYN / "gap.jsonl")], progress=seen.append)
-    assert seen[0].startswith("[1/1]") and "MB/s" in seen[0] and seen[-1].startswith("analyzing")
+    assert seen[0].startswith("[1/1]") and "MB/s" in seen[0]
+    # every phase after the reading says it began: the analysis is no silent stretch
+    assert [m.split(" ")[0] for m in seen[1:]] == ["analyzing", "rebuilding", "judging", "1"], seen
+    assert seen[-1].startswith("1 reconnect(s) judged; checking the whole history")
     r = run("analyze", str(SYN / "gap.jsonl"))  # CliRunner's stderr is no terminal: no progress lines
     assert "MB/s" not in r.stderr
 
@@ -223,3 +238,12 @@ def test_release_freed_is_best_effort(monkeypatch):
     monkeypatch.setattr(ctypes, "CDLL", NoTrim)
     pipeline.release_freed()
     assert calls == [None]
+
+
+def test_ingest_names_a_missing_path_and_exits_as_analyze_does(tmp_path):
+    """A missing PATH is lost input for ingest too: named on stderr, the rest stored, exit 1 (2 when nothing was)."""
+    r = run("ingest", "/nonexistent/night.jsonl", str(SYN / "gap.jsonl"), "--store", str(tmp_path / "s"))
+    assert r.exit_code == 1 and "error: /nonexistent/night.jsonl: does not exist" in r.stderr
+    assert "stored 1 new input(s), 0 already" in r.stdout and "1 unreadable" in r.stdout
+    r = run("ingest", "/nonexistent/night.jsonl", "--store", str(tmp_path / "t"))
+    assert r.exit_code == 2 and "error: /nonexistent/night.jsonl: does not exist" in r.stderr

@@ -108,7 +108,7 @@ def test_the_terminal_names_sessions_as_the_json_does():
     r = run("analyze", SAMPLE, "--json", "-")
     doc = json.loads(r.stdout)
     f = doc["findings"][0]
-    assert f"({session_name(f)})" in r.stderr and session_name(f).startswith(f"session {f['session']} {f['session_id'][:12]}")
+    assert f", {session_name(f)}, at " in r.stderr and session_name(f).startswith(f"session {f['session']} {f['session_id'][:12]}")
     assert session_name({"session": "S9", "session_id": ""}) == "session S9, no Mcp-Session-Id"
 
 
@@ -175,6 +175,7 @@ def test_the_terminal_meter_draws_one_line_in_place():
 
     out = io.StringIO()
     m = TerminalMeter(out)
+    m.EVERY = 0  # every position drawn
     m.begin(1, 2, "a\x1b[31m.jsonl", 2_000_000)
     m.at(1_000_000)
     m.done(1234)
@@ -185,4 +186,5 @@ def test_the_terminal_meter_draws_one_line_in_place():
     text = out.getvalue()
     assert text.count("\n") == 1 and text.endswith("\n") and text.rstrip(" \n").endswith("MB/s)") and "\x1b" not in text
     assert "read 2 input(s), 1,244 records, 3.0 MB in " in text and "1,234 records so far" in text and "\x1b[31m" not in text and "a\\x1b[31m.jsonl" in text
-    assert "reading [1/2]  0% of 2.0 MB" in text
+    # how far into an input only once it has begun, and only for one of 1 MiB or more: no "0% of 0.0 MB" lines
+    assert "reading [1/2]  50% of 2.0 MB" in text and " 0% of" not in text and "of 1.0 MB" not in text

@@ -275,6 +275,9 @@ class Meter:
     def done(self, records: int) -> None:  # the current input is read: it held this many records
         pass
 
+    def skipped(self) -> None:  # the current input was passed over (not a capture): it is no input of the summary's
+        pass
+
     def end(self) -> None:  # every input read
         pass
 
@@ -344,6 +347,8 @@ def open_input(source: str) -> BinaryIO:
             fh = open(source, "rb")
     except InputError as exc:
         raise InputError(source, exc.reason) from None
+    except FileNotFoundError:
+        raise InputError(source, "does not exist (check the path; it is counted as an unreadable input)") from None
     except OSError as exc:
         raise InputError(source, f"cannot open: {exc.strerror}") from None
     if _meter is not None:

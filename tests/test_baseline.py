@@ -1,0 +1,139 @@
+"""Fingerprints and --baseline: a nightly audit alerts on what is new, not on what it already reported."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import jsonschema
+import pytest
+from click.testing import CliRunner
+
+from analyzer import pipeline
+from analyzer.cli import main
+from analyzer.document import records
+
+ROOT = Path(__file__).resolve().parent.parent
+SYN = ROOT / "sample_logs" / "synthetic"
+SCHEMA = json.loads((ROOT / "schemas" / "findings.schema.json").read_text())
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def findings(*paths) -> list[dict]:
+    return records.plain(pipeline.run([str(p) for p in paths]).document)["findings"]
+
+
+def test_every_finding_carries_fingerprint_time_and_what_to_do():
+    fs = findings(SYN)
+    assert fs and all(len(f["fingerprint"]) == 24 and int(f["fingerprint"], 16) >= 0 for f in fs)
+    assert all(f["time"] and f["what"] and f["next_step"] for f in fs)
+    assert list(fs[0])[:3] == ["id", "fingerprint", "rule"]
+
+
+def test_the_fingerprint_is_content_not_position(tmp_path):
+    """The same capture alone, among others (other S/b/x/f numbers), renamed in another folder, and with its records
+    moved down the file (other line numbers in every message): the same fingerprints."""
+    alone = findings(SYN / "gap.jsonl")
+    among = [f for f in findings(SYN) if any(e["source"].endswith("synthetic/gap.jsonl") for e in f["evidence"])]
+    moved = tmp_path / "elsewhere" / "night-2026-11-13.jsonl"
+    moved.parent.mkdir()
+    lines = (SYN / "gap.jsonl").read_text().splitlines(keepends=True)
+    # two unrelated connections' records first: every line number of gap.jsonl's records changes
+    noise = [json.dumps({"kind": "close", "ts": "2026-11-13T08:00:00Z", "conn": f"other-{i}", "reason": "eof"}) + "\n" for i in range(2)]
+    moved.write_text("".join(noise + lines))
+    shifted = findings(moved)
+    assert alone and [f["message"] for f in shifted] != [f["message"] for f in alone]  # the messages name other lines
+    assert sorted(f["fingerprint"] for f in shifted) == sorted(f["fingerprint"] for f in alone)
+    # in the folder the HAR of the same traffic is beside it (its finding reported once, seen in both): the same fingerprint
+    assert {f["fingerprint"] for f in alone} <= {f["fingerprint"] for f in among}
+
+
+def test_fingerprints_tell_findings_apart():
+    """Within the samples, two findings share a fingerprint only when they are one thing seen twice: the HAR and
+    the proxy log of the same stateless traffic, which no session id ties into one finding."""
+    fs = findings(ROOT / "sample_logs")
+    seen: dict[str, list[dict]] = {}
+    for f in fs:
+        seen.setdefault(f["fingerprint"], []).append(f)
+    shared = [group for group in seen.values() if len(group) > 1]
+    for group in shared:
+        assert len({(f["rule"], f["session_id"], f["time"]) for f in group}) == 1
+        assert all(not f["session_id"] for f in group)
+        assert len({f["evidence"][0]["source"].rsplit(".", 1)[0] for f in group}) == 1  # one traffic, two formats
+    assert len(seen) >= len(fs) - len(shared)
+
+
+def test_baseline_counts_only_new_findings(tmp_path):
+    base = tmp_path / "base.json"
+    # last night: the gap capture alone (a critical finding); tonight: the gap capture and the epoch change
+    assert run("analyze", str(SYN / "gap.jsonl"), "--json", str(base)).exit_code == 1
+    out = tmp_path / "tonight.json"
+    r = run("analyze", str(SYN / "gap.jsonl"), str(SYN / "epoch_change.jsonl"), "--baseline", str(base), "--json", str(out))
+    doc = json.loads(out.read_text())
+    jsonschema.validate(doc, SCHEMA)
+    old = {f["fingerprint"] for f in json.loads(base.read_text())["findings"]}
+    for f in doc["findings"]:
+        assert f["baseline"] == ("known" if f["fingerprint"] in old else "new")
+    b = doc["summary"]["baseline"]
+    assert b["known"] == len(old) and b["new"] == len(doc["findings"]) - len(old) > 0 and b["gone"] == 0
+    assert r.exit_code == 1  # the epoch change is new and critical
+    assert f"baseline {base}: {b['new']} new" in r.stdout and f"{b['known']} known, 0 gone" in r.stdout
+    assert "epoch_change" in r.stdout and "  [critical] gap" not in r.stdout  # only new findings are listed
+    # the same night again, with tonight's run as the baseline: nothing new, exit 0 although criticals exist
+    r = run("analyze", str(SYN / "gap.jsonl"), str(SYN / "epoch_change.jsonl"), "--baseline", str(out))
+    assert r.exit_code == 0 and "0 new," in r.stdout and "findings: 2 critical" in r.stdout
+    # and damaged input still fails the run: the baseline is about findings, not about lost input
+    r = run("analyze", str(SYN / "gap.jsonl"), str(SYN / "epoch_change.jsonl"), "/nonexistent.jsonl", "--baseline", str(out))
+    assert r.exit_code == 1
+
+
+def test_gone_findings_are_counted_and_listed(tmp_path):
+    base = tmp_path / "base.jsonl"
+    assert run("analyze", str(SYN / "gap.jsonl"), str(SYN / "epoch_change.jsonl"), "--json-lines", str(base)).exit_code == 1
+    out = tmp_path / "f.json"
+    r = run("analyze", str(SYN / "gap.jsonl"), "--baseline", str(base), "--json", str(out))  # a JSON Lines baseline
+    doc = json.loads(out.read_text())
+    b = doc["summary"]["baseline"]
+    assert b["new"] == 0 and b["known"] == len(doc["findings"]) and b["gone"] >= 1
+    assert {g["rule"] for g in b["gone_findings"]} == {"epoch_change"}
+    assert r.exit_code == 0
+
+
+@pytest.mark.parametrize("content, says", [
+    ("not json at all", "not a findings document of mcp-sse-audit"),
+    ('{"findings": []}', "not a findings document of mcp-sse-audit"),
+    (json.dumps({"tool": {"name": "mcp-sse-audit", "version": "0.0.9"}, "findings": [{"rule": "gap", "severity": "critical"}]}),
+     "its findings have no fingerprints (written by mcp-sse-audit 0.0.9"),
+])
+def test_a_baseline_that_cannot_be_used_is_one_clear_error(tmp_path, content, says):
+    base = tmp_path / "base.json"
+    base.write_text(content)
+    out = tmp_path / "f.json"
+    r = run("analyze", str(SYN / "gap.jsonl"), "--baseline", str(base), "--json", str(out))
+    assert r.exit_code == 2 and says in r.stderr and str(base) in r.stderr and len(r.stderr.splitlines()) == 1
+    assert not out.exists()  # it fails before the analysis
+    r = run("analyze", str(SYN / "gap.jsonl"), "--baseline", str(tmp_path / "missing.json"))
+    assert r.exit_code == 2 and "cannot read it" in r.stderr
+
+
+def test_the_same_fingerprints_through_a_store(tmp_path):
+    """Engines differ in how they number things; the fingerprints do not."""
+    shutil.copy(SYN / "gap.jsonl", tmp_path / "gap.jsonl")
+    store = tmp_path / "store"
+    assert run("ingest", str(tmp_path / "gap.jsonl"), str(SYN / "epoch_change.har"), "--store", str(store), "-q").exit_code == 0
+    out = tmp_path / "f.json"
+    run("analyze", "--store", str(store), "--json", str(out), "-q")
+    direct = findings(tmp_path / "gap.jsonl", SYN / "epoch_change.har")
+    assert sorted(f["fingerprint"] for f in json.loads(out.read_text())["findings"]) == sorted(f["fingerprint"] for f in direct)
+
+
+def test_the_report_says_new_known_and_gone(tmp_path):
+    base, page = tmp_path / "base.json", tmp_path / "r.html"
+    run("analyze", str(SYN / "gap.jsonl"), "--json", str(base))
+    run("analyze", str(SYN / "gap.jsonl"), str(SYN / "epoch_change.jsonl"), "--baseline", str(base), "--html", str(page))
+    html = page.read_text()
+    assert f"Against the baseline <code>{base}</code>" in html and "<strong>1 new</strong>, 1 known, 0 gone" in html
+    assert html.count('data-baseline="new"') >= 1 and html.count('data-baseline="known"') >= 1
