@@ -21,6 +21,7 @@ The README's screenshot is made from here, too:
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -33,6 +34,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from analyzer import pipeline, report  # noqa: E402
+from analyzer.document import records  # noqa: E402
 from analyzer.report.view import _merged_sessions  # noqa: E402
 
 
@@ -127,7 +129,8 @@ def open_report(browser):
     contexts = []
 
     def _open(path: Path, fragment: str = "", **options) -> Loaded:
-        ctx = browser.new_context(viewport={"width": 1280, "height": 900}, **options)
+        options.setdefault("viewport", {"width": 1280, "height": 900})
+        ctx = browser.new_context(**options)
         contexts.append(ctx)
         page = ctx.new_page()
         page.set_default_timeout(TIMEOUT_MS)
@@ -239,10 +242,10 @@ def test_sample_report_renders(target, open_report, pages_dir):
     want: dict[str, list] = {}
     for b in doc["boundaries"]:
         want.setdefault(group_of[b["session"]], []).append(b)
-    numbers = {e["session"]: str(n) for n, e in enumerate(entries, start=1)}
+    members = {e["session"]: " ".join(e["members"]) for e in entries}  # a section's data-s: its sessions' JSON keys
     seen = 0
     for sec in sessions:
-        sid = next(k for k, v in numbers.items() if v == sec["s"])
+        sid = next(k for k, v in members.items() if v == sec["s"])
         bs = want.get(sid, [])
         # one mark per reconnect, drawn, linked to its card, in its verdict's colour
         assert len(sec["marks"]) == len(bs), (target, sec["s"])
@@ -273,7 +276,7 @@ def test_filters_change_what_is_visible(synthetic, open_report):
     page.select_option("#f-verdict", "gap")
     gaps = {f"boundary-{b['boundary_id']}" for b in doc["boundaries"] if b["verdict"] == "gap"}
     assert set(loaded.visible("article.card")) == gaps
-    gap_sessions = {str(n) for n, e in enumerate(_merged_sessions(doc["sessions"])[0], start=1)
+    gap_sessions = {e["session"] for e in _merged_sessions(doc["sessions"])[0]
                     if any(b["session"] in e["members"] and b["verdict"] == "gap" for b in doc["boundaries"])}
     assert {i.removeprefix("session-") for i in loaded.visible("section.session")} == gap_sessions
     gap_findings = {f"finding-{f['id']}" for f in doc["findings"] if f["boundary"] in {g.removeprefix("boundary-") for g in gaps}}
@@ -303,10 +306,10 @@ def test_filters_change_what_is_visible(synthetic, open_report):
 
     page.select_option("#f-sev", "")
     b = next(b for b in doc["boundaries"] if b["verdict"] == "replay_reset")
-    n = next(str(k) for k, e in enumerate(_merged_sessions(doc["sessions"])[0], start=1) if b["session"] in e["members"])
-    page.select_option("#f-session", n)
-    assert loaded.visible("section.session") == [f"session-{n}"]
-    assert set(loaded.visible("article.card")) == {f"boundary-{x['boundary_id']}" for x in doc["boundaries"] if x["session"] == b["session"]}
+    entry = next(e for e in _merged_sessions(doc["sessions"])[0] if b["session"] in e["members"])
+    page.select_option("#f-session", entry["session"])
+    assert loaded.visible("section.session") == [f"session-{entry['session']}"]
+    assert set(loaded.visible("article.card")) == {f"boundary-{x['boundary_id']}" for x in doc["boundaries"] if x["session"] in entry["members"]}
 
     page.click("button[type=reset]")
     page.wait_for_function("document.getElementById('f-count').textContent === ''")
@@ -325,8 +328,7 @@ def test_search_box(synthetic, open_report):
     # a session id finds its section, every card in it and its findings
     s = next(s for s in doc["sessions"] if s["boundaries"] and s["session_id"])
     page.fill("#f-q", s["session_id"][:10])
-    n = doc["sessions"].index(s) + 1
-    assert f"session-{n}" in loaded.visible("section.session")
+    assert f"session-{_merged_sessions(doc['sessions'])[1][s['session']]}" in loaded.visible("section.session")
     assert {f"boundary-{x['boundary_id']}" for x in doc["boundaries"] if x["session"] == s["session"]} <= set(loaded.visible("article.card"))
     page.fill("#f-q", "no such text anywhere 7f3a")
     assert loaded.visible("article.card") == [] and loaded.visible("section.session") == []
@@ -386,11 +388,11 @@ def test_deep_links(everything, open_report):
     page.evaluate("h => { location.hash = h; }", f"#boundary-{cont['boundary_id']}")
     page.wait_for_function("() => document.getElementById('f-verdict').value === ''")
     assert page.locator(f"#boundary-{cont['boundary_id']}").is_visible()
-    # timeline marks link to their cards, sessions are reachable by #session-N
+    # timeline marks link to their cards, sessions are reachable by their JSON key: #session-S10
     page.locator("svg.timeline .bmark a").first.click()
     assert re.search(r"#boundary-[bn]\d+$", page.url)
-    page.goto(path.as_uri() + "#session-1")
-    assert page.locator("#session-1").is_visible()
+    page.goto(path.as_uri() + "#session-S10")
+    assert page.locator("#session-S10").is_visible()
     loaded.assert_clean()
 
 
@@ -487,7 +489,7 @@ def _poke(loaded: Loaded, searches: list[str]) -> None:
     page.click("button[type=reset]")
     for button in page.locator("th button.sort").all()[:10]:
         button.click()
-    page.evaluate("() => { location.hash = '#nonexistent%E0%A4%A'; location.hash = '#session-1'; }")
+    page.evaluate("() => { location.hash = '#nonexistent%E0%A4%A'; location.hash = '#session-S1'; }")
 
 
 def _assert_inert(loaded: Loaded, expect_text: list[str]) -> None:
@@ -537,7 +539,8 @@ def test_a_csp_violation_would_be_seen(synthetic, pages_dir, open_report):
 
 
 def make_screenshot(out: Path = SCREENSHOT) -> Path:
-    """The synthetic samples' report, 1200 px wide: the summary, then one session's timeline and card.
+    """The report of the README's first command (``analyze sample_logs/``), 1200 px wide: the summary, then the
+    session of its worst reconnect (a wrong result, else a gap) with its timeline and card.
 
     The two parts are stacked and reduced to 256 colours with Pillow (pip install pillow; a
     maintainer tool, not a test dependency), so the PNG stays well under 300 KB."""
@@ -550,10 +553,11 @@ def make_screenshot(out: Path = SCREENSHOT) -> Path:
     if exe is None:
         sys.exit("no Chromium found; set CHROMIUM=/path/to/chromium")
     os.chdir(ROOT)
-    doc = pipeline.run(["sample_logs/synthetic"]).document
-    doc["generated_at"] = "2026-11-13T09:30:00Z"  # the picture does not change with the day it is made
-    gap = next(b for b in doc["boundaries"] if b["verdict"] == "gap" and b["lost_count"])
-    n = next(k for k, e in enumerate(_merged_sessions(doc["sessions"])[0], start=1) if gap["session"] in e["members"])
+    doc = json.loads(json.dumps(records.plain(pipeline.run(["sample_logs/"]).document)))
+    doc["generated_at"] = "2026-12-04T09:30:00Z"  # the picture does not change with the day it is made
+    gap = next((b for b in doc["boundaries"] if b.get("wrong_result")), None) or next(
+        b for b in doc["boundaries"] if b["verdict"] == "gap" and b["lost_count"])
+    key = _merged_sessions(doc["sessions"])[1][gap["session"]]
     args = ["--no-sandbox"] if os.geteuid() == 0 else []
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as pw:
         page_path = write_report(Path(tmp), "screenshot-source", doc)
@@ -568,7 +572,7 @@ def make_screenshot(out: Path = SCREENSHOT) -> Path:
             return Image.open(io.BytesIO(page.screenshot(clip=box, full_page=True)))
 
         summary = clip("body", "#sum-where + div table")
-        session = clip(f"#session-{n}", f"#boundary-{gap['boundary_id']} .sides")
+        session = clip(f"#session-{key}", f"#boundary-{gap['boundary_id']} .sides")
         b.close()
     sheet = Image.new("RGB", (1200, summary.height + session.height), "white")
     sheet.paste(summary, (0, 0))
@@ -614,3 +618,70 @@ def test_a_large_run_stays_in_budget_and_every_critical_reconnect_has_a_card(syn
     assert count.startswith(f"Showing {len(critical)} of {n_cards} reconnects")
     # the count says the page holds cards for part of the run, and how many the run has
     assert n_cards < len(doc["boundaries"]) and f"cards for {n_cards} of the run's {len(doc['boundaries'])} reconnects" in count
+
+
+# --------------------------------------------------------------------------
+# one name per session, the page's width, rule names (the issue of the report's names and order)
+
+
+def test_search_finds_exactly_the_session_of_a_key(everything, open_report):
+    """Searching a JSON session key shows that session's section and its rows only: S1 is not S10 nor S11
+    (a text search for "S1" found all three), and a key of a merged section (S11) finds that section."""
+    doc, path = everything
+    loaded = open_report(path)
+    page = loaded.page
+    entries, group_of = _merged_sessions(doc["sessions"])
+    tokens_js = "() => [...document.querySelectorAll('[data-f]')].filter(e => e.checkVisibility()).map(e => e.dataset.s)"
+    for query, section in (("S1", "S1"), ("s10", "S10"), ("S11", "S10"), ("S100", group_of["S100"])):
+        page.fill("#f-q", query)
+        assert loaded.visible("section.session") == [f"session-{section}"], query
+        members = next(e["members"] for e in entries if e["session"] == section)
+        shown = page.evaluate(tokens_js)
+        assert shown and all(t.split() == members for t in shown), (query, shown)
+        want = sum(1 for b in doc["boundaries"] if b["session"] in members)
+        assert len(loaded.visible("section.session article.card")) == want
+    page.fill("#f-q", "")
+    page.select_option("#f-session", "S10")
+    assert loaded.visible("section.session") == ["session-S10"]
+    assert set(loaded.visible("article.card")) == {f"boundary-{b['boundary_id']}" for b in doc["boundaries"] if b["session"] in ("S10", "S11")}
+    loaded.assert_clean()
+
+
+def test_timelines_take_the_page_width(everything, open_report):
+    _, path = everything
+    loaded = open_report(path)
+    widths = loaded.page.evaluate("""() => ({
+      main: document.querySelector('#summary').getBoundingClientRect().width,
+      svgs: [...document.querySelectorAll('svg.overview, svg.timeline')].map(s => s.getBoundingClientRect().width),
+    })""")
+    assert widths["svgs"] and all(abs(w - widths["main"]) <= 1 for w in widths["svgs"]), widths
+    loaded.assert_clean()
+
+
+BROKEN_NAMES_JS = """() => {
+  const out = [];
+  for (const code of document.querySelectorAll('table code, ol.top code')) {
+    if (!/^[a-z][a-z0-9]*(_[a-z0-9]+)+$/.test(code.textContent) || !code.checkVisibility()) continue;  // snake_case names
+    const walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+    for (let t = walker.nextNode(); t; t = walker.nextNode()) {
+      const re = /[^_]+_?/g;  // each word with its underscore: it may end a line, never be cut inside
+      for (let m = re.exec(t.data); m; m = re.exec(t.data)) {
+        const r = document.createRange();
+        r.setStart(t, m.index); r.setEnd(t, m.index + m[0].length);
+        const lines = new Set([...r.getClientRects()].map(x => Math.round(x.top)));
+        if (lines.size > 1) out.push(code.textContent + ': ' + m[0]);
+      }
+    }
+  }
+  return out;
+}"""
+
+
+def test_rule_names_never_break_inside_a_word(everything, open_report):
+    """At a narrow width the rule names in tables wrapped mid-word (wrong_re / sult_del / ivered)."""
+    _, path = everything
+    loaded = open_report(path, viewport={"width": 900, "height": 900})
+    page = loaded.page
+    page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
+    assert page.evaluate(BROKEN_NAMES_JS) == []
+    loaded.assert_clean()

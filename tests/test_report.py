@@ -31,14 +31,15 @@ ALLOWED_TAGS = {
     "h1", "h2", "h3", "h4", "h5", "h6", "p", "ul", "ol", "li", "dl", "dt", "dd", "div", "span", "strong", "a",
     "code", "br", "table", "caption", "thead", "tbody", "tr", "th", "td", "details", "summary",
     "form", "label", "select", "option", "input", "button", "output",
-    "svg", "g", "line", "rect", "circle", "text", "path",
+    "svg", "g", "line", "rect", "circle", "text", "path", "wbr",
 }
 # data-* attributes and the only values they may take: the script reads nothing else.
 TOKENS = set(report.VERDICTS) | {"unknown"}
 SEV_TOKENS = set(report.SEVERITIES) | {"none"}
 DATA_ATTRS = {
     "data-f": lambda v: v in ("b", "f", "s", "r", "w"),
-    "data-s": lambda v: v == "" or v.isdigit(),
+    # the JSON keys of a section's sessions (or, for a key not of the schema's form, a hash of it)
+    "data-s": lambda v: v == "" or all(re.fullmatch(r"S[0-9]+|h[0-9a-f]{12}", t) for t in v.split(" ")),
     "data-k": lambda v: v == "" or v.isdigit(),
     "data-v": lambda v: v == "" or set(v.split(" ")) <= TOKENS,
     "data-sev": lambda v: v == "" or set(v.split(" ")) <= SEV_TOKENS,
@@ -132,13 +133,13 @@ def csp(html: str) -> str:
     return m.group(1)
 
 
-def session_chunks(html: str) -> dict[int, str]:
-    """Session section number -> its HTML (up to the next session section or the quiet list)."""
-    parts = re.split(r'(?=<section class="session" id="session-\d+")', html.split('<h2 id="quiet">')[0])
+def session_chunks(html: str) -> dict[str, str]:
+    """Session section key (``S10``, its anchor's suffix) -> its HTML (up to the next session section or the quiet list)."""
+    parts = re.split(r'(?=<section class="session" id="session-)', html.split('<h2 id="quiet">')[0])
     out = {}
     for part in parts[1:]:
-        n = int(re.match(r'<section class="session" id="session-(\d+)"', part).group(1))
-        out[n] = part
+        key = re.match(r'<section class="session" id="session-([A-Za-z0-9]+)"', part).group(1)
+        out[key] = part
     return out
 
 
@@ -176,7 +177,7 @@ def check_page(doc: dict, html: str) -> Collector:
             if name in ("src", "href", "action", "xlink:href", "formaction", "poster", "data"):
                 assert value is not None and value.startswith("#"), (tag, name, value)  # in-page links only
         if "id" in attrs:
-            assert re.fullmatch(r"[a-z0-9-]+", attrs["id"]), attrs["id"]
+            assert re.fullmatch(r"[A-Za-z0-9-]+", attrs["id"]), attrs["id"]
     targets = set(ids)
     for _, attrs in c.tags:
         if "href" in attrs:
@@ -209,9 +210,9 @@ def _entries(doc: dict) -> tuple[list[dict], dict]:
     return _merged_sessions(doc["sessions"])
 
 
-def _section_of(doc: dict, n: int) -> tuple[str, set]:
-    """Section ``n``'s entry key and the document session keys it holds."""
-    e = _entries(doc)[0][n - 1]
+def _section_of(doc: dict, key: str) -> tuple[str, set]:
+    """The section of entry key ``key`` (its anchor is ``session-<key>``): the key and the document session keys it holds."""
+    e = next(e for e in _entries(doc)[0] if e["session"] == key)
     return e["session"], set(e["members"])
 
 
@@ -309,7 +310,7 @@ def test_hostile_ids_and_enums_do_not_reach_attributes(merged_doc):
     for _, attrs in c.tags:
         assert not any(k.startswith("on") for k in attrs)
         if "id" in attrs:
-            assert re.fullmatch(r"[a-z0-9-]+", attrs["id"])
+            assert re.fullmatch(r"[A-Za-z0-9-]+", attrs["id"])
         assert "class" not in attrs or re.fullmatch(r"[a-z0-9_ -]+", attrs["class"]), attrs["class"]
     assert 'id="boundary-n1"' in html and 'class="card v-unknown"' in html
     # filter tokens come from the fixed tables, whatever the document says
@@ -394,7 +395,7 @@ def test_quiet_sessions_are_a_compact_list(merged_doc):
         d["sessions"].append(s)
     html = report.render(d)
     check_page(d, html)
-    sections = re.findall(r'<section class="session" id="session-(\d+)"', html)
+    sections = re.findall(r'<section class="session" id="session-(S\d+)"', html)
     g = _entries(d)[1]
     assert len(sections) == len({g[b["session"]] for b in d["boundaries"]} | {g[f["session"]] for f in d["findings"] if f["session"] is not None})
     quiet = html.split('<h2 id="quiet">')[1]
@@ -425,11 +426,11 @@ def test_only_the_worst_sessions_get_full_sections(merged_doc):
     busy = {b["session"] for b in merged_doc["boundaries"]} | {f["session"] for f in merged_doc["findings"]}
     html = report.render(merged_doc, max_full=2)
     assert len(re.findall(r'<section class="session" id="session-', html)) == 2
-    assert html.count("More sessions with reconnects or findings") == 1
+    assert html.count("More sessions with findings") == 2  # the contents and the heading
     # the two shown in full are among the ones with critical findings
     critical = {f["session"] for f in merged_doc["findings"] if f["severity"] == "critical"}
-    shown = re.findall(r'<section class="session" id="session-(\d+)"', html)
-    assert all(_section_of(merged_doc, int(n))[1] & critical for n in shown)
+    shown = re.findall(r'<section class="session" id="session-(S\d+)"', html)
+    assert all(_section_of(merged_doc, k)[1] & critical for k in shown)
     assert "Findings per rule" in html and len(busy) > 2
 
 
@@ -535,10 +536,13 @@ def test_summary_answers_at_a_glance(merged_doc):
     diverged = sum(n for k, n in v.items() if k not in ("continuous", "unverifiable"))
     assert f"Diverged: <strong class=\"count\">{diverged}</strong>" in summary
     assert f"Could not be verified: <strong class=\"count\">{v['unverifiable']}</strong>" in summary
-    # where: the worst reconnects, critical first, each linked to its card
+    # where: the worst reconnects, most harmful first (view.harm_order), each linked to its card
+    from analyzer.report.view import harm_order
+
     where = summary[summary.index('<h3 id="sum-where">') : summary.index('<h3 id="sum-top">')]
-    sevs = re.findall(r'<td data-k="(\d)"><span class="sev', where)
-    assert sevs and sevs == sorted(sevs) and sevs[0] == "0"
+    pos = {b["boundary_id"]: n for n, b in enumerate(merged_doc["boundaries"], start=1)}
+    ranked = sorted((dict(b, _n=pos[b["boundary_id"]]) for b in merged_doc["boundaries"] if b["verdict"] != "continuous"), key=harm_order)
+    assert _where_rows(html) == [b["boundary_id"] for b in ranked[:SUMMARY_ROWS]]
     for bid in re.findall(r'<a href="#boundary-(b\d+)">', where):
         assert f'id="boundary-{bid}"' in html
     # how bad: critical findings first
@@ -546,7 +550,7 @@ def test_summary_answers_at_a_glance(merged_doc):
     ranks = [report.SEV_RANK[s] for s in re.findall(r'<li><span class="sev s-(\w+)">', top)]
     assert ranks and ranks == sorted(ranks) and ranks[0] == 0
     # inputs and their anomalies
-    assert "sse_unterminated_event</code> × 2" in summary
+    assert "sse_<wbr>unterminated_<wbr>event</code> × 2" in summary
     assert "(17 har, 18 jsonl)" in summary
     quiet = copy.deepcopy(merged_doc)
     quiet["summary"]["verdicts"] = {k: 0 for k in v}
@@ -578,7 +582,7 @@ def test_client_reaction_located(merged_doc):
             target = re.search(r'without re-initializing\. <a href="#(conn-x\d+)">', card).group(1)
             assert f'<tr id="{target}">' in html
         elif b["handled_correctly"] is True:
-            assert re.search(r"A new session \(\d+\) started with POST x\d+", card), card
+            assert re.search(r"A new session \(S\d+\) started with POST x\d+", card), card
         else:
             assert "The capture ends before the client re-initialized" in card
     # one marker per reconnect that was not continuous, in its session's timeline
@@ -674,7 +678,7 @@ def test_critical_findings_first_names_every_critical_rule():
     top = html[html.index('<h3 id="sum-top">') : html.index('<section aria-labelledby="findings">')]
     critical_rules = {f["rule"] for f in merged_doc["findings"] if f["severity"] == "critical"}
     assert "reissued_request_ran_twice" in critical_rules and len(critical_rules) > 1
-    shown = set(re.findall(r'<a href="#finding-[^"]+"><code>([^<]+)</code></a>', top))
+    shown = {r.replace("<wbr>", "") for r in re.findall(r'<a href="#finding-[^"]+"><code class="name">(.+?)</code></a>', top)}
     assert critical_rules <= shown
     n_major = sum(1 for f in merged_doc["findings"] if f["severity"] in ("critical", "error"))
     assert top.count("<li>") == max(SUMMARY_ROWS, len(critical_rules)) < n_major
@@ -696,7 +700,7 @@ def test_every_card_and_finding_says_what_to_do(merged_doc):
     rule_table = html[html.index("<caption>Findings per rule</caption>"):]
     rule_table = rule_table[: rule_table.index("</table>")]
     for f in merged_doc["findings"]:  # once per rule, in the table of rules
-        rows = re.findall(rf'<tr><th scope="row"><code>{re.escape(f["rule"])}</code></th>.*?</tr>', rule_table)
+        rows = re.findall(rf'<tr><th scope="row" class="rule"><code class="name">{re.escape(f["rule"].replace("_", "_<wbr>"))}</code></th>.*?</tr>', rule_table)
         want = (str(escape(f["effect"])), str(escape(catalog.next_step(f["rule"], f["boundary"] is not None))))
         assert any(want[0] in row and want[1] in row for row in rows), (f["rule"], rows)
 
@@ -812,7 +816,260 @@ def test_a_verdict_and_a_history_rule_of_one_name_keep_their_own_next_steps(merg
     d["findings"].append(dict(b_find, id="f9999", boundary=None, effect=catalog.FINDING["cross_stream_replay"].effect))
     html = report.render(d)
     table = html[html.index("<caption>Findings per rule</caption>"):]
-    rows = re.findall(r'<tr><th scope="row"><code>cross_stream_replay</code></th>.*?</tr>', table[: table.index("</table>")])
+    rows = re.findall(r'<tr><th scope="row" class="rule"><code class="name">cross_<wbr>stream_<wbr>replay</code></th>.*?</tr>', table[: table.index("</table>")])
     assert len(rows) == 2
     for boundary in (True, False):
         assert any(str(escape(catalog.next_step("cross_stream_replay", boundary))) in r for r in rows)
+
+
+# --------------------------------------------------------------------------
+# the worst reconnects by harm, ids in number order, the "When?" chart, rule names, the other sessions
+
+
+def _handmade_boundary(n: int, verdict: str, severity: str | None, session: str = "S1", **kw) -> dict:
+    """A boundary record of the document's shape (schemas/findings.schema.json), written by hand."""
+    b = {
+        "boundary_id": f"b{n}", "session": session, "session_id": f"sid-{session}", "stream": "s1",
+        "request": {"source": "hand.jsonl", "location": f"line {n}"}, "request_exchange": "x1", "resumes_exchange": None,
+        "resumes": None, "last_event_id": "5", "last_before": "5", "first_event_id_after": "6", "verdict": verdict,
+        "rule_id": "hand", "evidence": "ids", "reason": f"hand-made {verdict}", "severity": severity,
+        "lost_event_ids": [], "lost_count": 0, "duplicated_event_ids": [], "duplicated_count": 0,
+        "handled_correctly": True if verdict == "continuous" else False, "reaction_exchange": None, "owed_requests": [],
+        "wrong_result": None, "id_scheme": "integer", "boundary_event_resent": False,
+        "started": f"2026-11-13T09:00:{n:02d}.000000Z",
+        "http": {"method": "GET", "status": 200, "request_session_id": f"sid-{session}", "response_session_id": None,
+                 "protocol_version": "2025-06-18", "content_type": "text/event-stream", "replay_epoch_before": None,
+                 "replay_epoch_after": None, "end_reason": "complete"},
+        "events_before": [], "events_after": [], "cut_off_before": [], "views": [],
+    }
+    b.update(kw)
+    return b
+
+
+def _handmade_doc(boundaries: list[dict], findings: list[dict] | None = None) -> dict:
+    """A findings document with one session per key the boundaries name and one finding per boundary that is
+    not continuous (as the rules give), unless ``findings`` is given."""
+    keys = sorted({b["session"] for b in boundaries}, key=lambda k: int(k[1:]))
+    sessions = [{"session": k, "incident": k, "session_id": f"sid-{k}", "protocol_version": "2025-06-18", "era": "sessions",
+                 "id_scheme": "integer", "first_seen": "2026-11-13T09:00:00.000000Z", "last_seen": "2026-11-13T09:01:00.000000Z",
+                 "exchanges": 1, "streams": 1, "events": 3, "boundaries": sum(b["session"] == k for b in boundaries),
+                 "verdicts": dict(Counter(b["verdict"] for b in boundaries if b["session"] == k)),
+                 "initialize_results": 1, "sources": ["hand.jsonl"]} for k in keys]
+    exchanges = [{"exchange_id": "x1", "session": keys[0], "session_id": f"sid-{keys[0]}", "stream": "s1", "source": "hand.jsonl",
+                  "location": "line 1", "conn": "c1", "started": "2026-11-13T09:00:00.000000Z", "ended": "2026-11-13T09:00:01.000000Z",
+                  "method": "GET", "url": "http://127.0.0.1:9/mcp", "status": 200, "content_type": "text/event-stream",
+                  "last_event_id": None, "end_reason": "eof", "body_recorded": True, "events": 3, "cut_off_events": 0,
+                  "first_id": "1", "last_id": "3", "event_offsets_ms": None, "cut_off_offsets_ms": None}]
+    if findings is None:
+        findings = [{"id": f"f{n}", "rule": b["verdict"], "severity": b["severity"], "session": b["session"],
+                     "session_id": b["session_id"], "boundary": b["boundary_id"], "exchange": "x1", "message": b["reason"],
+                     "effect": "hand-made effect", "evidence": [b["request"]]}
+                    for n, b in enumerate((b for b in boundaries if b["verdict"] != "continuous"), start=1)]
+    verdicts = Counter(b["verdict"] for b in boundaries)
+    by_sev = Counter(f["severity"] for f in findings)
+    return {
+        "schema_version": 1, "tool": {"name": "mcp-sse-audit", "version": "0"}, "generated_at": "2026-11-13T10:00:00Z",
+        "summary": {"inputs": 1, "inputs_unreadable": 0, "records": 10, "rejected": 0, "sessions": len(sessions),
+                    "exchanges": 1, "events": 3, "messages": 0, "boundaries": len(boundaries),
+                    "verdicts": {v: verdicts.get(v, 0) for v in report.VERDICTS},
+                    "findings_by_severity": {s: by_sev.get(s, 0) for s in report.SEVERITIES},
+                    "anomalies": 0, "anomalies_by_severity": {}},
+        "inputs": [{"path": "hand.jsonl", "format": "jsonl", "records": 10, "rejected": 0, "error": None, "notes": []}],
+        "skipped": [], "sessions": sessions, "exchanges": exchanges, "boundaries": boundaries, "findings": findings,
+        "anomalies": [],
+    }
+
+
+def _where_rows(html: str) -> list[str]:
+    where = html[html.index('<h3 id="sum-where">'): html.index('<h3 id="sum-top">')]
+    return re.findall(r'<tr data-f="w"[^>]*><th scope="row"[^>]*>(?:<a href="#[^"]*">)?(b\d+)<', where)
+
+
+def _where_caption(html: str) -> str:
+    where = html[html.index('<h3 id="sum-where">'): html.index('<h3 id="sum-top">')]
+    return re.search(r"<caption>(.*?)</caption>", where, re.S).group(1)
+
+
+def test_worst_reconnects_by_harm_on_a_handmade_document():
+    """Issue item 2: a wrong result first, then lost or duplicated events (more first), then the other critical
+    and error verdicts, then the others, a session_invalid the client handled last; continuous never."""
+    bs = [
+        _handmade_boundary(1, "session_invalid", "critical"),  # the client kept using the dead session
+        _handmade_boundary(2, "session_invalid", "warning", handled_correctly=True),  # 404, re-initialized: harmless
+        _handmade_boundary(3, "gap", "critical", lost_event_ids=["6", "7", "8"], lost_count=3),
+        _handmade_boundary(4, "replay_reset", "error", handled_correctly=None, duplicated_event_ids=[str(i) for i in range(1, 11)],
+                           duplicated_count=10),
+        _handmade_boundary(5, "cross_stream_replay", "error", handled_correctly=None,
+                           wrong_result={"call": "tools/call a (id 2)", "got": "tools/call b (id 1)", "preview": "x"}),
+        _handmade_boundary(6, "continuous", None),
+        _handmade_boundary(7, "unverifiable", "warning"),
+        _handmade_boundary(8, "session_resurrected", "error", handled_correctly=None),
+    ]
+    doc = _handmade_doc(bs)
+    html = report.render(doc)
+    check_page(doc, html)
+    assert _where_rows(html) == ["b5", "b4", "b3", "b1", "b8", "b7", "b2"]
+    from analyzer.report.view import harm_order
+
+    assert [b["boundary_id"] for b in sorted((b for b in bs if b["verdict"] != "continuous"), key=harm_order)] == _where_rows(html)
+    caption = _where_caption(html)
+    assert "critical first" not in caption and "most harmful first" in caption, caption
+    # without a critical finding the heading is plain
+    calm = _handmade_doc([b for b in bs if b["severity"] != "critical"])
+    caption = _where_caption(report.render(calm))
+    assert caption.startswith("The worst reconnects (") and "critical" not in caption, caption
+
+
+def test_worst_reconnects_by_harm_on_the_samples():
+    """The sample logs' top ten used to be ten 404s with nothing lost: now the wrong results lead, then the
+    reconnects that lost or duplicated events, and a session_invalid the client handled comes last."""
+    _require_samples()
+    doc = pipeline.run([str(SYNTHETIC.parent)]).document
+    html = report.render(doc)
+    by_id = {b["boundary_id"]: b for b in doc["boundaries"]}
+    rows = [by_id[i] for i in _where_rows(html)]
+    assert len(rows) == SUMMARY_ROWS
+
+    def tier(b):
+        if b["wrong_result"]:
+            return 0
+        if b["lost_count"] or b["duplicated_count"]:
+            return 1
+        if b["verdict"] == "session_invalid" and b["handled_correctly"] is True:
+            return 4
+        return 2 if b["severity"] in ("critical", "error") else 3
+
+    tiers = [tier(b) for b in rows]
+    assert tiers == sorted(tiers) and tiers[0] == 0, tiers
+    wrong = [b for b in doc["boundaries"] if b["wrong_result"]]
+    assert {b["boundary_id"] for b in rows[: len(wrong)]} == {b["boundary_id"] for b in wrong}
+    harmed = [b["lost_count"] + b["duplicated_count"] for b in rows if tier(b) == 1]
+    assert harmed and harmed == sorted(harmed, reverse=True)
+    assert {b["verdict"] for b in rows} != {"session_invalid"}
+    assert all(b["verdict"] != "continuous" for b in rows)
+    assert "most harmful first" in _where_caption(html)
+
+
+def test_integer_ids_are_listed_in_number_order():
+    """Issue item 3: ids listed as 1, 10, 100, 11, 2 (the order they came in) read as one number each; the card
+    lists them by number, as ranges: 1–2, 10–11, 100."""
+    ids = ["1", "10", "100", "11", "2"]
+    b = _handmade_boundary(1, "gap", "critical", lost_event_ids=ids, lost_count=5, duplicated_event_ids=list(reversed(ids)),
+                           duplicated_count=5)
+    html = report.render(_handmade_doc([b]))
+    card = _card(html, "b1")
+    assert "Lost ids:</span> <strong>5</strong> — <code>1–2</code>, <code>10–11</code>, <code>100</code>" in card
+    assert "Duplicated ids:</span> <strong>5</strong> — <code>1–2</code>, <code>10–11</code>, <code>100</code>" in card
+    svg = re.search(r'<svg class="timeline tl".*?</svg>', html, re.S).group(0)
+    assert "ids 1–2 10–11 100" in svg
+    from analyzer.report.common import natural_key
+
+    # all-digit ids by number, the others after them, digit runs by number there too (as the page's sortable columns)
+    assert sorted(["b", "10", "a_10", "2", "a_9", "007"], key=natural_key) == ["2", "007", "10", "a_9", "a_10", "b"]
+
+
+def test_the_when_chart_has_a_legend_and_dates_across_days():
+    """Issue item 4: the chart says what each colour means, and its axis carries dates when its window spans days."""
+    _require_samples()
+    doc = pipeline.run([str(SYNTHETIC.parent)]).document
+    html = report.render(doc)
+    when = html[html.index('<h3 id="sum-when">'): html.index('<h3 id="sum-where">')]
+    legend = re.search(r'<ul class="legend[^"]*">(.*?)</ul>', when, re.S)
+    assert legend, "the When? chart has a legend"
+    for cls in ("ov-div", "ov-unv", "ov-ok", "ov-lost", "ov-dup"):
+        assert f'class="{cls}"' in legend.group(1), cls
+    for words in ("diverged", "not verifiable", "continuous", "lost", "twice"):
+        assert words in legend.group(1), words
+    ov = re.search(r'<svg class="overview tl".*?</svg>', when, re.S).group(0)
+    labels = re.findall(r'<text x="[\d.]+" y="[\d.]+" text-anchor="(?:start|middle|end)">([^<]*)</text>', ov)
+    starts = sorted(x["started"] for x in doc["exchanges"] if x["started"])
+    assert starts[0][:10] != starts[-1][:10], "the samples span days"
+    assert labels[0].startswith(starts[0][:10]) and labels[-1].startswith(max(x["ended"] or x["started"] for x in doc["exchanges"] if x["started"])[:10])
+    assert len(set(labels)) == len(labels), labels  # never "00:00" twice
+    assert all(re.match(r"\d{4}-\d\d-\d\d|\d\d-\d\d\b", t) for t in labels), labels
+    # within one day: times alone
+    one_day = report.render(merged_doc_of(SYNTHETIC / "gap.jsonl"))
+    ov = re.search(r'<svg class="overview tl".*?</svg>', one_day, re.S).group(0)
+    labels = re.findall(r'<text x="[\d.]+" y="[\d.]+" text-anchor="(?:start|middle|end)">([^<]*)</text>', ov)
+    assert labels and all(re.fullmatch(r"\d\d:\d\d(:\d\d(\.\d+)?Z?)?", t) for t in labels), labels
+
+
+def merged_doc_of(path: Path) -> dict:
+    return pipeline.run([str(path)]).document
+
+
+def test_the_axis_labels_carry_dates_only_across_days():
+    from datetime import datetime, timezone
+
+    from analyzer.report import timeline
+
+    lo = datetime(2026, 11, 13, 9, 0, 0, tzinfo=timezone.utc).timestamp()
+
+    def sx_of(lo, hi):
+        return lambda v: timeline.PLOT_X0 + (v - lo) / (hi - lo) * timeline.PLOT_W
+
+    same = timeline._axis_ticks(lo, lo + 3600, sx_of(lo, lo + 3600))
+    assert same and all(re.fullmatch(r"\d\d:\d\d", k["label"]) for k in same)
+    for span in (20 * 3600, 3 * 86400, 21 * 86400):
+        hi = lo + span
+        ticks = timeline._axis_ticks(lo, hi, sx_of(lo, hi))
+        assert ticks and all(re.match(r"\d\d-\d\d", k["label"]) for k in ticks), (span, ticks)
+        assert len({k["label"] for k in ticks}) == len(ticks)
+    assert timeline._axis_label(lo, True) == "09:00:00.000Z"
+    assert timeline._axis_label(lo, True, dated=True) == "2026-11-13 09:00:00.000Z"
+
+
+def test_timelines_take_the_page_width(merged_doc):
+    """Issue item 4: the SVGs were 960 px wide on a 1200 px page; they are drawn at the page's width and scale with it."""
+    from analyzer.report import timeline
+
+    html = report.render(merged_doc)
+    css = style_text(html)
+    assert re.search(r"svg\.timeline, svg\.overview \{[^}]*width: 100%", css)
+    assert timeline.SVG_W >= 1200
+    for w in re.findall(r'<svg class="(?:timeline|overview) tl"[^>]* width="(\d+)"', html):
+        assert int(w) == timeline.SVG_W
+
+
+def test_rule_names_break_at_underscores_only(merged_doc):
+    """Issue item 4: rule names broke mid-word in narrow columns (wrong_re|sult_del|ivered); now only after an
+    underscore (<wbr>), never inside a word."""
+    html = report.render(merged_doc)
+    css = style_text(html)
+    assert re.search(r"code\.name \{[^}]*overflow-wrap: normal;[^}]*word-break: keep-all", css)
+    rules = {f["rule"] for f in merged_doc["findings"]}
+    table = html[html.index("<caption>Findings per rule</caption>"):]
+    table = table[: table.index("</table>")]
+    for rule in rules:
+        assert f'<code class="name">{rule.replace("_", "_<wbr>")}</code>' in table, rule
+    findings = html[html.index('<table class="findings sortable">'):]
+    assert '<td class="rule"><code class="name">' in findings and "wrong_<wbr>result_<wbr>delivered" in findings
+    assert not re.search(r"td\.rule \{[^}]*nowrap", css)
+
+
+def test_other_sessions_list_only_sessions_with_findings_and_their_verdicts(merged_doc):
+    """Issue item 4: "Other sessions with findings" listed sessions without findings too (a continuous reconnect is
+    not a finding) and said nothing of their verdicts; now only sessions with findings, each with its verdict counts."""
+    html = report.render(merged_doc, max_full=2)
+    c = parse(html)
+    assert not c.errors and all(b <= a + 1 for a, b in zip(c.headings, c.headings[1:])), c.headings  # compact cards: h2, h3
+    entries, group_of = _entries(merged_doc)
+    with_findings = {group_of[f["session"]] for f in merged_doc["findings"] if f["session"]}
+    busy = html[html.index('<h2 id="busy">'):]
+    busy = busy[: busy.index("</table>")]
+    rows = re.findall(r'<tr id="session-(S\d+)"[^>]*>(.*?)</tr>', busy, re.S)
+    assert rows
+    for key, row in rows:
+        assert key in with_findings, key
+        verdicts = Counter(b["verdict"] for b in merged_doc["boundaries"] if group_of[b["session"]] == key)
+        for v, n in verdicts.items():
+            assert f'<span class="vcount v-{v}">{v} {n}</span>' in row, (key, v, row)
+    listed = {k for k, _ in rows}
+    shown_full = set(re.findall(r'<section class="session" id="session-(S\d+)"', html))
+    assert with_findings - shown_full == listed
+    # a session with reconnects but no findings is in the list of sessions without findings, with its reconnects
+    quiet = html[html.index('<h2 id="quiet">'):]
+    no_findings = {group_of[b["session"]] for b in merged_doc["boundaries"]} - with_findings - shown_full
+    assert no_findings
+    for key in no_findings:
+        assert f'<tr id="session-{key}"' in quiet

@@ -7,10 +7,15 @@ Everything the page shows comes from log content an attacker may control
   document is ever marked safe. The only Markup built here is in ``_text``,
   which escapes each piece itself and adds fixed ``<span>`` markers for
   invisible characters (bidi overrides, U+2028, controls) so they show;
-* ``id``/``href``/``data-*`` values are never taken from the document: sessions
-  are anchored by their index, boundaries, findings and exchanges by their ids
-  only when those match the schema's ``b<n>``/``f<n>``/``x<n>`` pattern, and
-  class names and filter tokens come from fixed tables;
+* ``id``/``href``/``data-*`` values are never taken from the document as they
+  are: sessions, boundaries, findings and exchanges are anchored by their ids
+  only when those match the schema's ``S<n>``/``b<n>``/``f<n>``/``x<n>``
+  pattern (else by a hash or an index), and class names and filter tokens come
+  from fixed tables;
+* every session is called by its document key (``S10``: the terminal's and the
+  JSON's name), in headings, anchors (``#session-S10``), rows, links and the
+  filter's tokens; a section holding several per-capture sessions of one
+  incident is named by all their keys. The page never numbers sessions itself;
 * no JSON, no remote resource. A Content-Security-Policy allows exactly one
   inline ``<style>`` and one inline ``<script>``, each by the sha256 that
   ``render`` computes over the exact text it emits, and Trusted Types in
@@ -41,7 +46,8 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from .common import (  # noqa: F401  (the tables and limits are part of this package's interface)
     COLLAPSE_ROWS, DECISIVE, DIVERGED, MAX_FULL_SESSIONS, MAX_ROWS, NO_EFFECT, SEV_RANK, SEVERITIES, TEMPLATE,
-    TICKS_PER_TIMELINE, VERDICTS, _clip, _or_dash, _plain, _ref, _session_id, _text, _truncate,
+    TICKS_PER_TIMELINE, VERDICTS, _clip, _name, _or_dash, _plain, _ref, _session_id, _text, _truncate, natural_key,
+    session_token,
 )
 from .view import _context, _ranges  # noqa: F401
 
@@ -78,6 +84,7 @@ def _environment() -> Environment:
     env.filters["ref"] = _ref
     env.filters["trunc"] = _truncate
     env.filters["clip"] = _clip
+    env.filters["name"] = _name
     return env
 
 

@@ -2,6 +2,7 @@
 filters every value from the document goes through (see the package docstring)."""
 from __future__ import annotations
 
+import hashlib
 import re
 from datetime import datetime, timezone
 
@@ -68,6 +69,12 @@ _ANCHOR_OK = re.compile(r"^[bfx][0-9]{1,12}$")
 _INT = re.compile(r"^(0|[1-9][0-9]{0,17})$")
 
 
+_SESSION_KEY = re.compile(r"^S[0-9]{1,12}$")  # the document's session keys (schema: ^S[0-9]+$)
+
+
+_DIGITS = re.compile(r"([0-9]+)")
+
+
 # Invisible or deceptive characters made visible: C0/C1 controls (tab and
 # newline kept), DEL, zero-width and bidi controls, line/paragraph separators
 # (U+2028/2029 also break naive JavaScript embedding), BOM.
@@ -113,6 +120,30 @@ def _anchor(kind: str, ident, fallback) -> str:
     return f"{kind}-n{fallback}"
 
 
+def session_token(key) -> str:
+    """A document session key as the page's anchor suffix and filter token: the key itself (``S10``), so
+    ``#session-S10`` and a search for S10 name the JSON's S10; a key not of the schema's form is never put in
+    an attribute: it becomes ``h`` and 12 hex of its hash (stable, and no position of the page's own)."""
+    if isinstance(key, str) and _SESSION_KEY.match(key):
+        return key
+    return "h" + hashlib.sha256(repr(key).encode("utf-8")).hexdigest()[:12]
+
+
+def session_sort(key) -> str:
+    """A sortable column's ``data-k`` for a session key: its number (S9 before S10), else empty."""
+    return key[1:] if isinstance(key, str) and _SESSION_KEY.match(key) else ""
+
+
+def natural_key(ident) -> tuple:
+    """Ids in the order a reader expects: the all-digit ones by number (1, 2, 10, 11, 100: not 1, 10, 100, 11),
+    then the others by their text with each run of digits as a number (a_9 before a_10), as the page's
+    sortable columns compare them (Intl.Collator numeric)."""
+    s = str(ident)
+    if s.isdigit():
+        return (0, int(s), s)
+    return (1, tuple((0, int(p), p) if p.isdigit() else (1, 0, p) for p in _DIGITS.split(s) if p), s)
+
+
 def _key(ref) -> tuple | None:
     if not ref:
         return None
@@ -142,6 +173,17 @@ def _text(value) -> Markup:
 def _or_dash(value) -> Markup:
     """``_text``, or a muted dash for null (so "not known" never looks like "empty")."""
     return _DASH if value is None else _text(value)
+
+
+_WBR = Markup("_<wbr>")
+
+
+def _name(value) -> Markup:
+    """A snake_case name (a rule, an anomaly code) that may wrap after an underscore but never inside a word:
+    each piece escaped by ``_text``, a fixed ``<wbr>`` after each underscore (CSS ``code.name`` forbids other breaks)."""
+    if value is None:
+        return Markup("")
+    return _WBR.join(_text(p) for p in str(value).split("_"))
 
 
 def _session_id(value) -> Markup:

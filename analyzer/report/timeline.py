@@ -12,8 +12,9 @@ from .common import (
 )
 
 
-# Timeline geometry (SVG user units = CSS px at 100%).
-SVG_W = 960
+# Timeline geometry (SVG user units = CSS px at 100%). The SVGs are as wide as the page's content
+# (body max-width 78rem less its padding: 1200 px) and CSS scales them to the page's width below it.
+SVG_W = 1200
 LABEL_W = 190
 PLOT_X0 = LABEL_W + 10
 PLOT_W = SVG_W - PLOT_X0 - 20
@@ -24,6 +25,7 @@ TICK = 3  # ticks stick out of the bar by this much
 LANE_H = 20  # the "client" lane: what the client did after each reconnect (one row of it)
 REACT_SLOTS = 4  # rows of the lane, so that neighbouring reactions do not cover one another
 REACT_GAP = 46  # px a reaction and its label need before the next one in the same row
+CHAR_W = 6.7  # px of one character of the SVGs' 11 px monospace labels
 
 # --------------------------------------------------------------------------
 # timeline
@@ -320,6 +322,11 @@ def _timeline(exchanges: list[dict], boundaries: list[dict], by_ref: dict, x_anc
             m["clustered"] = len(group) > 1
     for bar in bars:
         del bar["x0"], bar["w_"]
+    # dates on the axis when it spans more than one (UTC) day, times alone otherwise
+    dated = timed and _spans_days(lo, hi)
+    full_dated = zoomed and _spans_days(*full)
+    lo_label, hi_label = _axis_label(lo, timed, dated), _axis_label(hi, timed, dated)
+    span_label = _span(hi - lo) if timed else ""
     return {
         "timed": timed,
         "width": SVG_W,
@@ -337,12 +344,12 @@ def _timeline(exchanges: list[dict], boundaries: list[dict], by_ref: dict, x_anc
         "dups": dups,
         "reacts": reacts,
         "hidden": hidden,
-        "axis_ticks": _axis_ticks(lo, hi, sx) if timed else [],
-        "lo_label": _axis_label(lo, timed),
-        "hi_label": _axis_label(hi, timed),
-        "span_label": f"{hi - lo:.3f} s" if timed else "",
-        "zoom_note": (f"Zoomed to the reconnects: the session's connections span {_axis_label(full[0], True)} to "
-                      f"{_axis_label(full[1], True)} ({full[1] - full[0]:.3f} s); arrows mark connections that run past an edge.")
+        "axis_ticks": _axis_ticks(lo, hi, sx, dated, (lo_label, f"{hi_label} (+{span_label})")) if timed else [],
+        "lo_label": lo_label,
+        "hi_label": hi_label,
+        "span_label": span_label,
+        "zoom_note": (f"Zoomed to the reconnects: the session's connections span {_axis_label(full[0], True, full_dated)} to "
+                      f"{_axis_label(full[1], True, full_dated)} ({_span(full[1] - full[0])}); arrows mark connections that run past an edge.")
         if zoomed else "",
     }
 
@@ -395,13 +402,34 @@ AXIS_TICKS = 8
 END_LABELS = (130, 210)  # px kept clear of ticks beside the start and the end label (their text, and half a tick label)
 
 
-def _axis_ticks(lo: float, hi: float, sx) -> list[dict]:
-    """Time ticks between the axis' two end labels: round times of day (UTC), as many as fit."""
+def _spans_days(lo: float, hi: float) -> bool:
+    """Do ``lo`` and ``hi`` fall on different UTC days (then times alone would be ambiguous: 00:00 twice)?"""
+    return datetime.fromtimestamp(lo, timezone.utc).date() != datetime.fromtimestamp(hi, timezone.utc).date()
+
+
+def _span(secs: float) -> str:
+    """An axis' span: to the millisecond under a minute, in larger units above (``21 d 8 h``)."""
+    return f"{secs:.3f} s" if secs < 60 else _duration(secs)
+
+
+def _axis_ticks(lo: float, hi: float, sx, dated: bool | None = None, ends: tuple[str, str] | None = None) -> list[dict]:
+    """Time ticks between the axis' two end labels: round times of day (UTC), as many as fit; with the date
+    (``11-14 06:00``, or the date alone for steps of days) when the axis spans more than one day (``dated``:
+    by default when ``lo`` and ``hi`` fall on different days). ``ends``: the end labels' text, to keep ticks
+    clear of them (at least END_LABELS)."""
     span = hi - lo
     if span <= 0:
         return []
+    if dated is None:
+        dated = _spans_days(lo, hi)
     step = next((s for s in NICE_STEPS if span / s <= AXIS_TICKS), NICE_STEPS[-1])
     fmt = "%H:%M" if step >= 60 else "%H:%M:%S" if step >= 1 else None
+    if step >= 86400:
+        fmt, dated = "", True
+    sample = (5 if fmt == "%H:%M" else 8 if fmt else 0 if fmt == "" else 11) + (6 if dated else 0)
+    clear = END_LABELS
+    if ends is not None:  # each end label's width, and half a tick label beside it
+        clear = tuple(max(c, len(t) * CHAR_W + sample * CHAR_W / 2 + 6) for c, t in zip(END_LABELS, ends))
     out = []
     first = math.ceil(lo / step) * step
     for k in range(AXIS_TICKS + 2):  # bounded: at most AXIS_TICKS steps fit in the span
@@ -409,18 +437,21 @@ def _axis_ticks(lo: float, hi: float, sx) -> list[dict]:
         if v > hi:
             break
         x = sx(v)
-        if x < PLOT_X0 + END_LABELS[0] or x > PLOT_X0 + PLOT_W - END_LABELS[1]:
+        if x < PLOT_X0 + clear[0] or x > PLOT_X0 + PLOT_W - clear[1]:
             continue
         when = datetime.fromtimestamp(v, timezone.utc)
-        label = when.strftime(fmt) if fmt else when.strftime("%H:%M:%S.%f")[: 9 + max(len(f"{step:g}") - 2, 1)]
+        label = when.strftime(fmt) if fmt is not None else when.strftime("%H:%M:%S.%f")[: 9 + max(len(f"{step:g}") - 2, 1)]
+        if dated:
+            label = (when.strftime("%m-%d") + " " + label).strip()
         out.append({"x": f"{x:.1f}", "label": label})
     return out
 
 
-def _axis_label(v: float, timed: bool) -> str:
+def _axis_label(v: float, timed: bool, dated: bool = False) -> str:
+    """An axis' end: ``09:00:01.250Z``, with the date (``2026-11-13 09:00:01.250Z``) when the axis spans days."""
     if not timed:
         return f"exchange #{int(v) + 1}"
-    return datetime.fromtimestamp(v, timezone.utc).strftime("%H:%M:%S.%f")[:-3] + "Z"
+    return datetime.fromtimestamp(v, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f" if dated else "%H:%M:%S.%f")[:-3] + "Z"
 
 
 # --------------------------------------------------------------------------
@@ -466,11 +497,13 @@ def _overview(exchanges: list[dict], boundaries: list[dict]) -> dict | None:
     top_e = max((c["lost"] + c["dup"] for c in bins), default=0) or 1
     bw = PLOT_W / OVERVIEW_BINS
     y_r, y_e = 8 + OV_BAND, 8 + 2 * OV_BAND + 14  # the bottoms of the two bands
+    dated = _spans_days(lo, hi)
+    when_fmt = "%Y-%m-%d %H:%M:%S" if dated else "%H:%M:%S"
     rects = []
     for i, c in enumerate(bins):
         x = PLOT_X0 + i * bw
-        t0 = datetime.fromtimestamp(lo + i * width / OVERVIEW_BINS, timezone.utc).strftime("%H:%M:%S")
-        t1 = datetime.fromtimestamp(lo + (i + 1) * width / OVERVIEW_BINS, timezone.utc).strftime("%H:%M:%S")
+        t0 = datetime.fromtimestamp(lo + i * width / OVERVIEW_BINS, timezone.utc).strftime(when_fmt)
+        t1 = datetime.fromtimestamp(lo + (i + 1) * width / OVERVIEW_BINS, timezone.utc).strftime(when_fmt)
         for band, keys, top, bottom in (("r", ("div", "unv", "ok"), top_r, y_r), ("e", ("lost", "dup"), top_e, y_e)):
             y = bottom
             for k in keys:
@@ -483,6 +516,7 @@ def _overview(exchanges: list[dict], boundaries: list[dict]) -> dict | None:
                 rects.append({"x": f"{x + 0.5:.1f}", "y": f"{y:.1f}", "w": f"{max(bw - 1, 1):.1f}", "h": f"{h:.1f}",
                               "cls": f"ov-{k}", "n": c[k], "title": f"{t0}–{t1} UTC: {c[k]} {what}"})
     span = hi - lo
+    lo_label, hi_label = _axis_label(lo, True, dated), _axis_label(hi, True, dated)
     return {
         "width": SVG_W,
         "height": y_e + 24,
@@ -491,9 +525,10 @@ def _overview(exchanges: list[dict], boundaries: list[dict]) -> dict | None:
         "axis_y": y_e + 2,
         "y_r": y_r,
         "rects": rects,
-        "axis_ticks": _axis_ticks(lo, hi, lambda v: PLOT_X0 + (v - lo) / width * PLOT_W),
-        "lo_label": _axis_label(lo, True),
-        "hi_label": _axis_label(hi, True),
+        "axis_ticks": _axis_ticks(lo, hi, lambda v: PLOT_X0 + (v - lo) / width * PLOT_W, dated, (lo_label, hi_label)),
+        "lo_label": lo_label,
+        "hi_label": hi_label,
+        "bin": _span(width / OVERVIEW_BINS) if span > 0 else "",
         "top_r": top_r,
         "top_e": top_e,
         "untimed": untimed,

@@ -11,7 +11,7 @@ from .common import (
     COLLAPSE_ROWS, CONN_ROWS, DECISIVE, EVIDENCE_SHOWN, MINOR_ROWS, DIVERGED, IDS_SHOWN, MAX_FULL_SESSIONS, MAX_ROWS,
     NO_EFFECT, SEVERITIES, SEV_RANK, SUMMARY_ROWS, TICKS_PER_BAR, VERDICTS,
     V_RANK, _INT, _anchor, _plural, _ref, _sev_class,
-    _sev_token, _verdict_class, _verdict_token,
+    _sev_token, _verdict_class, _verdict_token, natural_key, session_sort, session_token,
 )
 from .timeline import _overview, _timeline
 
@@ -37,8 +37,16 @@ def _ranges(ids: list[str]) -> list[str]:
 
 
 def _shorten(ids: list, count: int) -> dict:
-    shown = [str(i) for i in ids[:IDS_SHOWN]]
+    """The first IDS_SHOWN ids by number (``natural_key``: the document lists them as they came, and 1, 10, 100, 11
+    reads as four unrelated numbers), as ranges, and how many more the JSON has."""
+    shown = sorted((str(i) for i in ids), key=natural_key)[:IDS_SHOWN]
     return {"count": count, "shown": _ranges(shown), "more": max(count - len(shown), 0)}
+
+
+def _and(names: list) -> str:
+    """``S10``, ``S10 and S11``, ``S1, S30 and S35``."""
+    names = [str(n) for n in names]
+    return names[0] if len(names) < 2 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def _handled_words(value, verdict) -> str:
@@ -129,7 +137,7 @@ def _reaction(b: dict, by_xid: dict) -> dict | None:
     return {"kind": "reuse" if handled is False else "reinit", "x": x}
 
 
-def _reaction_words(r: dict | None, s_anchor: dict, s_number: dict, x_anchor: dict) -> tuple[str, str | None]:
+def _reaction_words(r: dict | None, s_anchor: dict, x_anchor: dict) -> tuple[str, str | None]:
     """The card's sentence about the client's reaction, and where it links."""
     if r is None:
         return "", None
@@ -141,11 +149,43 @@ def _reaction_words(r: dict | None, s_anchor: dict, s_number: dict, x_anchor: di
     where = f"{x.get('method') or '?'} {x.get('exchange_id', '')} at {x.get('started') or 'unknown time'} ({_ref(x)})"
     if r["kind"] == "reuse":
         return f"It sent {where} on the old session without re-initializing.", x_anchor.get(id(x))
-    n = s_number.get(x.get("session"))
+    key = x.get("session")  # the new session by its JSON key, as everywhere on the page
     return (
-        f"A new session{f' ({n})' if n else ''} started with {where}, and the old one was not used again.",
+        f"A new session{f' ({key})' if key else ''} started with {where}, and the old one was not used again.",
         s_anchor.get(x.get("session")),
     )
+
+
+# --------------------------------------------------------------------------
+# the summary's worst reconnects
+
+
+def harm_order(b: dict) -> tuple:
+    """The sort key of the summary's worst reconnects, most harmful first (the samples' first ten used to be
+    404s that lost nothing, ranked by severity alone):
+
+    0. a wrong result delivered (``wrong_result``): a call completed with another call's answer;
+    1. events lost or delivered twice (``lost_count`` + ``duplicated_count``), the most first;
+    2. the other critical, then error verdicts (the client kept using a dead or replayed session…);
+    3. the rest: warnings (unverifiable, a reset the client handled);
+    4. a ``session_invalid`` the client handled (``handled_correctly`` true: it re-initialized, as the spec
+       asks after a 404): known and harmless, last.
+
+    Then severity, the verdict's place in the catalog and the reconnect's place in the document (``_n``).
+    Continuous reconnects are never listed: the caller leaves them out."""
+    harmed = (b.get("lost_count") or len(b.get("lost_event_ids") or [])) + (
+        b.get("duplicated_count") or len(b.get("duplicated_event_ids") or []))
+    if b.get("wrong_result"):
+        tier = 0
+    elif harmed > 0:
+        tier = 1
+    elif b.get("verdict") == "session_invalid" and b.get("handled_correctly") is True:
+        tier = 4
+    elif b.get("severity") in ("critical", "error"):
+        tier = 2
+    else:
+        tier = 3
+    return (tier, -harmed, SEV_RANK.get(b.get("severity"), len(SEVERITIES)), V_RANK.get(b.get("verdict"), 99), b.get("_n", 0))
 
 
 # --------------------------------------------------------------------------
@@ -281,8 +321,18 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
                  "sources": [], "_orphan": True}
             )
 
+    # Every session is named by its document key (S10), as the terminal and the JSON name it: a section or
+    # row by the keys of the per-capture sessions it holds (``members``), its anchor and filter token by
+    # ``session_token`` (the key itself). The page never numbers sessions of its own.
     s_anchor: dict[str, str] = {}
-    s_number: dict[str, int] = {}
+    s_tokens: dict[str, str] = {}  # document session key -> its entry's tokens (data-s: every member's key)
+    for s in sessions:
+        members = s.get("members") or [s.get("session")]
+        tokens = " ".join(session_token(m) for m in members)
+        s_tokens[s.get("session")] = tokens
+        for m in members:
+            s_tokens.setdefault(m, tokens)
+
     full, quiet, busy = [], [], []
     # the worst sessions get full sections: by their worst finding, then how many, then position
     def badness(s: dict) -> tuple:
@@ -294,38 +344,47 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
     compact_more = 0
     ranked = sorted((s for s in sessions if b_by_session.get(s.get("session")) or f_by_session.get(s.get("session"))), key=badness)
     shown_full = {id(s) for s in ranked[:max_full]}
-    for n, s in enumerate(sessions, start=1):
+    anchors: set[str] = set()
+    for s in sessions:
         sid = s.get("session")
-        s_number.setdefault(sid, n)
-        anchor = f"session-{n}"
+        anchor = f"session-{session_token(sid)}"
+        if anchor in anchors:  # one key twice in a (broken) document: the second gets a suffix, ids stay unique
+            anchor = f"{anchor}-{len(anchors)}"
+        anchors.add(anchor)
         bs = b_by_session.get(sid, [])
         fs = f_by_session.get(sid, [])
         sevs = sorted({f["_sev"] for f in fs} | {b["_sev"] for b in bs if b.get("severity") is not None}, key=lambda t: SEV_RANK.get(t, 9))
+        members = s.get("members") or [sid]
+        counts = Counter(b["_v"] for b in bs)
         entry = {
-            "s": s, "anchor": anchor, "n": n, "boundaries": bs, "findings": fs,
-            "_v": " ".join(sorted({b["_v"] for b in bs}, key=lambda v: V_RANK.get(v, 99))),
+            "s": s, "key": sid, "also": members[1:], "anchor": anchor, "tokens": s_tokens[sid], "sort": session_sort(sid),
+            "names": _and(members),  # "S10 and S11"
+            "also_note": (f"also {', '.join(str(m) for m in members[1:])}: the same session in "
+                          f"{'another capture' if len(members) == 2 else 'other captures'}"),
+            "boundaries": bs, "findings": fs,
+            "_v": " ".join(sorted(counts, key=lambda v: V_RANK.get(v, 99))),
             "_sev": " ".join(sevs),
+            # its reconnects by verdict, as the JSON's verdicts: "gap 2, continuous 1"
+            "vcounts": [(v, counts[v], _verdict_class(v)) for v in sorted(counts, key=lambda v: V_RANK.get(v, 99))],
         }
-        if not bs and not fs:
-            if len(quiet) < max_rows:
-                quiet.append(entry)
-                s_anchor.setdefault(sid, anchor)
-            continue
         if id(s) not in shown_full:
+            # One row each: the sessions with findings in their list, the others (no reconnect, or continuous ones
+            # only) in the list of sessions without findings.
+            rows = busy if fs else quiet
+            listed = len(rows) < max_rows
+            if listed:
+                entry["worst"] = sevs[0] if sevs and sevs[0] in SEVERITIES else None
+                rows.append(entry)
+                s_anchor.setdefault(sid, anchor)
             # Every critical reconnect is reachable with its evidence: those of sessions not shown in full get
             # a compact card (reason, effect, what to do, the client, the ids and the records that prove it).
-            listed = len(busy) < max_rows
             for b in bs:
                 if b.get("severity") == "critical":
                     if len(compact) < max_rows:
-                        b["_session_n"], b["_session_anchor"] = n, anchor if listed else None
+                        b["_session_anchor"] = anchor if listed else None
                         compact.append(b)
                     else:
                         compact_more += 1
-            if listed:
-                entry["worst"] = sevs[0] if sevs and sevs[0] in SEVERITIES else None
-                busy.append(entry)
-                s_anchor.setdefault(sid, anchor)
             continue
         s_anchor.setdefault(sid, anchor)
         xs = x_by_session.get(sid, [])
@@ -341,8 +400,6 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         full.append(entry)
 
     for key, entry_key in group_of.items():  # a document session key links where its merged entry is
-        if entry_key in s_number:
-            s_number.setdefault(key, s_number[entry_key])
         if entry_key in s_anchor:
             s_anchor.setdefault(key, s_anchor[entry_key])
 
@@ -350,9 +407,11 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
     card_anchor: dict[str, str] = {}
     for b in [b for e in full for b in e["boundaries"]] + compact:
         card_anchor.setdefault(b.get("boundary_id"), b["_anchor"])
+        b["_session_tokens"] = s_tokens.get(b.get("session"), "")
     for f in prepared_findings:
         f["_session_anchor"] = s_anchor.get(f.get("session"))
-        f["_session_n"] = s_number.get(f.get("session"), "")
+        f["_session_tokens"] = s_tokens.get(f.get("session"), "") if f.get("session") is not None else ""
+        f["_session_sort"] = session_sort(f.get("session"))
         f["_boundary_anchor"] = card_anchor.get(f.get("boundary")) if f.get("boundary") is not None else None
         f["_boundary_n"] = b_pos.get(f.get("boundary"), "") if f.get("boundary") is not None else ""
 
@@ -369,7 +428,7 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
             x_anchor[id(x)] = a
     for b in [b for e in full for b in e["boundaries"]] + compact:
         b["_reaction"] = _reaction(b, by_xid)
-        b["_reaction_words"], b["_reaction_anchor"] = _reaction_words(b["_reaction"], s_anchor, s_number, x_anchor)
+        b["_reaction_words"], b["_reaction_anchor"] = _reaction_words(b["_reaction"], s_anchor, x_anchor)
     for e in full:
         e["timeline"] = _timeline(e["exchanges"], e["boundaries"], by_ref, x_anchor)
         e["rows"] = [(x, x_anchor[id(x)]) for x in e["exchanges"][:conn_rows]]
@@ -388,14 +447,12 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
     for f in major[:max_rows] + minor[:minor_rows]:  # rows on the page: links to the others would dangle
         f["_shown"] = True
 
-    # Summary: where it diverged (the worst reconnects) and what the inputs cost.
-    worst_b = sorted(
-        (b for bs in b_by_session.values() for b in bs if b.get("verdict") != "continuous"),
-        key=lambda b: (SEV_RANK.get(b.get("severity"), len(SEVERITIES)), V_RANK.get(b.get("verdict"), 99), b["_n"]),
-    )
+    # Summary: where it diverged (the worst reconnects, most harmful first) and what the inputs cost.
+    worst_b = sorted((b for bs in b_by_session.values() for b in bs if b.get("verdict") != "continuous"), key=harm_order)
     where = [
         {"b": b, "link": card_anchor.get(b.get("boundary_id")) or s_anchor.get(b.get("session")),
-         "session_n": s_number.get(b.get("session")), "session_link": s_anchor.get(b.get("session"))}
+         "tokens": s_tokens.get(b.get("session"), ""), "sort": session_sort(b.get("session")),
+         "session_link": s_anchor.get(b.get("session"))}
         for b in worst_b[:SUMMARY_ROWS]
     ]
     not_continuous = [b for b in boundaries if b.get("verdict") != "continuous"]
@@ -459,7 +516,10 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         "anomalies": anomalies,
         "full_sessions": full,
         "quiet_sessions": quiet,
-        "session_options": sorted(((e["n"], e["s"].get("session_id")) for e in full + busy), key=lambda o: o[0]),
+        # the session filter: one option per section or row with findings, by key (S9 before S10)
+        "session_options": [(e["tokens"].split()[0], ", ".join(str(m) for m in [e["key"], *e["also"]]), e["s"].get("session_id"))
+                            for e in sorted(full + busy, key=lambda e: natural_key(e["key"]))],
+        "where_critical": any(f.get("severity") == "critical" for f in findings),
         "diverged_tokens": " ".join(DIVERGED),
         "verdicts": VERDICTS,
         "collapse": COLLAPSE_ROWS,
