@@ -1,13 +1,20 @@
-"""README's decision table is the decision chain the code runs (issue [1/6] item 8).
+"""README's generated parts are what the code does: the decision chain the code runs (issue [1/6] item 8),
+the first command's terminal output and the CLI reference from ``--help`` (issue [4/5] item 7).
 
-    python tests/test_readme.py --write    # rewrite the table from analyzer/verdicts.decision_chain
+    python tests/test_readme.py --write    # rewrite all three from the code
 """
 from __future__ import annotations
 
 import ast
+import os
 import re
+import shlex
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
+
+from click.testing import CliRunner
 
 from analyzer import catalog
 from analyzer.rules import verdicts
@@ -63,7 +70,7 @@ def test_layout_names_every_module():
 
 # The import order of the stages.  tables.py is the schema the ingesters write through, so it comes
 # before ingest/ in imports although ingest/ feeds it; the scale engines run the pipeline's pieces.
-SHARED = {"__init__.py", "anomalies.py", "catalog.py", "errors.py", "limits.py", "redact.py"}
+SHARED = {"__init__.py", "anomalies.py", "catalog.py", "errors.py", "limits.py", "redact.py", "window.py"}
 RANK = {"decode": 1, "tables.py": 2, "ingest": 3, "signals": 4, "rules": 5, "document": 6, "report": 7,
         "pipeline.py": 8, "scale": 9, "cli.py": 10, "mitm_addon.py": 10, "__main__.py": 11}
 
@@ -110,9 +117,83 @@ def test_stages_import_only_earlier_stages():
                 bad.append(f"{rel} imports {dep}: the report reads the document and the catalog only")
     assert not bad, bad
 
+
+RUN_START, RUN_END = "<!-- first-run:start -->\n", "<!-- first-run:end -->"
+HELP_START, HELP_END = "<!-- cli-help:start -->\n", "<!-- cli-help:end -->"
+COLUMNS = 120  # the terminal width the README's output is shown at
+NEWCOMER_WORDS = 2000  # the part before "## Reference" that a newcomer reads
+
+
+def _first_command() -> list[str]:
+    """The analyzer command of the README's first line of set-up (after the last ``&&``), as arguments."""
+    block = README.read_text().split("```sh\n", 1)[1].split("```", 1)[0]
+    line = next(ln for ln in block.splitlines() if ln and not ln.startswith("#"))
+    args = shlex.split(line.split("&&")[-1])
+    assert args[0] == "mcp-sse-audit", line
+    return args[1:]
+
+
+def first_run() -> tuple[str, int]:
+    """What the first command prints (stdout) and its exit code, run as a process from the repository root on a
+    terminal COLUMNS wide, its outputs in a scratch folder beside a link to sample_logs/ (same names, same text)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        os.symlink(README.parent / "sample_logs", Path(tmp) / "sample_logs")
+        env = dict(os.environ, COLUMNS=str(COLUMNS), PYTHONPATH=str(README.parent))
+        env.pop("SOURCE_DATE_EPOCH", None)
+        r = subprocess.run([sys.executable, "-m", "analyzer", *_first_command()], cwd=tmp, env=env, capture_output=True, text=True,
+                           timeout=600)
+        assert (Path(tmp) / "out" / "findings.json").exists() and (Path(tmp) / "out" / "report.html").exists(), r.stderr
+    return r.stdout, r.returncode
+
+
+def _run_block(out: str) -> str:
+    return "```\n" + out + "```\n"
+
+
+def cli_help() -> str:
+    """The CLI reference: ``--help`` of the program and of each command, as a reader's terminal shows it."""
+    from analyzer.cli import main
+
+    parts = []
+    for args in ([], *([name] for name in sorted(main.commands))):
+        r = CliRunner().invoke(main, [*args, "--help"], prog_name="mcp-sse-audit", terminal_width=100)
+        assert r.exit_code == 0, r.output
+        parts.append(f"`mcp-sse-audit {' '.join(args + ['--help'])}`:\n\n```\n{r.output.rstrip()}\n```\n")
+    return "\n".join(parts)
+
+
+def _between(text: str, start: str, end: str) -> str:
+    return text[text.index(start) + len(start) : text.index(end)]
+
+
+def test_readme_shows_what_the_first_command_prints():
+    out, code = first_run()
+    assert code == 1  # as its comment says: the samples hold critical findings
+    assert _between(README.read_text(), RUN_START, RUN_END) == _run_block(out), "run: python tests/test_readme.py --write"
+
+
+def test_readme_cli_reference_is_the_help_text():
+    assert _between(README.read_text(), HELP_START, HELP_END) == cli_help(), "run: python tests/test_readme.py --write"
+
+
+def test_the_newcomers_part_is_short_and_comes_first():
+    text = README.read_text()
+    head = text[: text.index("\n## Reference\n")]
+    assert len(head.split()) < NEWCOMER_WORDS
+    for must in ("## What you get", "## Capture the traffic", "## Read the report", "## Exit codes", "## Nightly audits and CI",
+                 "mitm_addon.py", "SSLKEYLOGFILE", "HAR", "--baseline", "--junit", "cron"):
+        assert must in head, must
+    # internal material lives with its readers: no benchmark targets or allocator knobs in the README
+    assert "_RJEM_MALLOC_CONF" not in text and "Issue [1/5]" not in text
+
+
 if __name__ == "__main__":
     if "--write" not in sys.argv:
         sys.exit(__doc__)
     text = README.read_text()
-    README.write_text(text[: text.index(START) + len(START)] + verdicts.chain_markdown() + text[text.index(END) :])
-    print(f"wrote the decision table in {README}")
+    text = text[: text.index(START) + len(START)] + verdicts.chain_markdown() + text[text.index(END) :]
+    text = text[: text.index(HELP_START) + len(HELP_START)] + cli_help() + text[text.index(HELP_END) :]
+    out, _ = first_run()
+    text = text[: text.index(RUN_START) + len(RUN_START)] + _run_block(out) + text[text.index(RUN_END) :]
+    README.write_text(text)
+    print(f"wrote the decision table, the CLI reference and the first run's output in {README}")
