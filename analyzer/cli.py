@@ -314,8 +314,6 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
         raise click.UsageError(f"{' and '.join(to_stdout)} both write to standard output ('-'): send all but one to a file")
     base = None
     if baseline_path:
-        if partitions > 1 and store_dir and not html_out:
-            raise click.UsageError("--baseline needs the whole document: with --partitions N add --html FILE (or use --partitions 1)")
         from analyzer.document import baseline as baseline_mod
 
         try:  # read first: a baseline that cannot be used fails the run before the analysis, not after it
@@ -340,17 +338,18 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
                 with store_mod.reading(store_dir) as notes:  # one manifest snapshot, every part checked first
                     for note in notes:
                         click.echo(f"warning: {note}", err=True)
-                    if partitions > 1 and not html_out:
+                    if partitions > 1 and not (html_out or junit_out or github):
                         # bounded memory: the outputs are written partition by partition, never held whole
                         from analyzer.scale import spill
 
-                        written = spill.write(store_dir, partitions, jsonl_out, json_out, since, until, tuple(sessions), progress)
+                        written = spill.write(store_dir, partitions, jsonl_out, json_out, since, until, tuple(sessions), progress,
+                                              baseline=base)
                         _nothing_matched(written.summary, since, until, sessions, "the store")
                         if not quiet:
                             outs = tuple(o for o in (json_out, jsonl_out) if o)
                             click.echo(_safe(summary_text({"summary": written.summary, "findings": [], "anomalies": []}, outs)), err=bool(to_stdout))
                         sys.exit(1 if written.fails(fail_on) or lost_input else 0)
-                    if partitions > 1:  # the HTML report needs the whole document in memory
+                    if partitions > 1:  # the HTML report, JUnit and the annotations need the whole document in memory
                         from analyzer.scale import partitions as partitions_mod
 
                         result = partitions_mod.analyze(store_dir, partitions, since, until, tuple(sessions), progress)

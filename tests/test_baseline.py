@@ -137,3 +137,21 @@ def test_the_report_says_new_known_and_gone(tmp_path):
     html = page.read_text()
     assert f"Against the baseline <code>{base}</code>" in html and "<strong>1 new</strong>, 1 known, 0 gone" in html
     assert html.count('data-baseline="new"') >= 1 and html.count('data-baseline="known"') >= 1
+
+
+def test_a_baseline_over_a_store_in_partitions_is_the_same(tmp_path):
+    """The spilling writer (--partitions N, no --html) marks and counts as the whole document does: same bytes."""
+    store = tmp_path / "store"
+    run("ingest", str(SYN / "gap.jsonl"), str(SYN / "epoch_change.jsonl"), str(SYN / "replay_reset.jsonl"), "--store", str(store), "-q")
+    base = tmp_path / "base.json"
+    run("analyze", str(SYN / "gap.jsonl"), "--json", str(base), "-q")
+    one, two = tmp_path / "one.json", tmp_path / "two.json"
+    env = {"SOURCE_DATE_EPOCH": "1764547200"}
+    r1 = CliRunner().invoke(main, ["analyze", "--store", str(store), "--baseline", str(base), "--json", str(one), "-q"], env=env)
+    r2 = CliRunner().invoke(main, ["analyze", "--store", str(store), "--partitions", "2", "--baseline", str(base), "--json", str(two), "-q"],
+                            env=env)
+    assert r1.exit_code == r2.exit_code == 1
+    a, b = json.loads(one.read_text()), json.loads(two.read_text())
+    assert a["summary"]["baseline"] == b["summary"]["baseline"] and a["summary"]["baseline"]["known"] >= 1
+    assert [f["baseline"] for f in a["findings"]] == [f["baseline"] for f in b["findings"]]
+    assert a == b

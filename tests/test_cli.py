@@ -247,3 +247,15 @@ def test_ingest_names_a_missing_path_and_exits_as_analyze_does(tmp_path):
     assert "stored 1 new input(s), 0 already" in r.stdout and "1 unreadable" in r.stdout
     r = run("ingest", "/nonexistent/night.jsonl", "--store", str(tmp_path / "t"))
     assert r.exit_code == 2 and "error: /nonexistent/night.jsonl: does not exist" in r.stderr
+
+
+def test_junit_and_annotations_are_written_over_a_store_in_partitions(tmp_path):
+    """--junit and --github-annotations need the whole document: with --partitions N it is merged in memory, as for
+    --html, rather than the outputs being left unwritten by the spilling writer."""
+    store = tmp_path / "store"
+    run("ingest", str(SYN / "gap.jsonl"), str(SYN / "continuous.jsonl"), "--store", str(store), "-q")
+    xml = tmp_path / "j.xml"
+    r = run("analyze", "--store", str(store), "--partitions", "2", "--junit", str(xml), "--github-annotations")
+    assert r.exit_code == 1
+    assert "<testsuites" in xml.read_text() and 'failures="1"' in xml.read_text()
+    assert r.stdout.startswith("::error file=") and "gap" in r.stdout

@@ -64,7 +64,10 @@ def write(
     sessions: tuple[str, ...] = (),
     progress: Callable[[str], None] | None = None,
     spill_dir: str | None = None,
+    baseline=None,
 ) -> Written:
+    """``baseline``: an :class:`analyzer.document.baseline.Baseline`; each finding is marked new or known and the
+    summary gets its tally, as ``baseline.apply`` does to a whole document."""
     store = store_mod.locate(store)
     p = plan(store, n)
     store_mod.input_rows(store)  # no store here: fail before reading anything
@@ -92,7 +95,10 @@ def write(
                     summary.items[kind] += items.height
                 else:
                     for text in items["json"]:
-                        summary.add(kind, json.loads(text))
+                        rec = json.loads(text)
+                        summary.add(kind, rec)
+                        if kind == "finding" and baseline is not None:
+                            baseline.count(rec)  # the tally now (the summary is written first); the mark as written
             c = json.loads(g.filter(pl.col("kind") == "counts")["json"][0])
             summary.events += c["events"]
             summary.messages += c["messages"]
@@ -131,7 +137,10 @@ def write(
 
         def findings() -> Iterator[dict]:  # (after every boundary is numbered: the sections are written in order)
             got = merged("finding", lambda part, i, f: document.finding_key(f, f["_g"]), num.finding)
-            yield from document.number_findings(f for _, f in got)
+            for f in document.number_findings(f for _, f in got):
+                if baseline is not None:
+                    f["baseline"] = baseline.status(f)
+                yield f
 
         sections = [
             ("input", "inputs", iter(rows)),
@@ -145,6 +154,8 @@ def write(
         summary = summary.to_dict(rows, 0)
         if win.bounded:
             summary["window"] = win.summary()  # (as analyzer.window.stamp: last, like the single pass)
+        if baseline is not None:
+            summary["baseline"] = baseline.summary()  # (after the window, as the command applies it to a whole document)
         _emit(document.head(), summary, sections, jsonl_out, json_out)
     return Written(summary, sum(1 for r in rows if r["error"] is None))
 
