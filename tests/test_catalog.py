@@ -52,16 +52,16 @@ def test_the_decision_chain_gives_exactly_the_catalog_verdicts():
 
 
 def test_every_rule_the_code_names_is_in_the_catalog_with_its_severity():
-    """Each `_frame(frame, "rule", "severity")` call in the analyzer, and each (rule, severity) pair of an
-    `_either(frame, condition, ("rule", "severity"), ("rule", "severity"))` call, and each
+    """Each `finding_frame(frame, "rule", "severity")` call in the analyzer, and each (rule, severity) pair of an
+    `either(frame, condition, ("rule", "severity"), ("rule", "severity"))` call (rules/shape.py), and each
     `finding_severity("rule", "severity")` call (a rule that builds its own record: rules/reconnects.py), names a
     catalog rule and one of its severities."""
     calls = []
     for path in (ROOT / "analyzer").rglob("*.py"):
         text = path.read_text()
-        calls += re.findall(r'_frame\(.*?,\s*"(\w+)",\s*"(\w+)"\)', text)
+        calls += re.findall(r'\bfinding_frame\(.*?,\s*"(\w+)",\s*"(\w+)"\)', text)
         calls += re.findall(r'\bfinding_severity\(\s*"(\w+)",\s*"(\w+)"\)', text)
-        for a, b, c, d in re.findall(r'_either\(.*?\(\s*"(\w+)",\s*"(\w+)"\),\s*\(\s*"(\w+)",\s*"(\w+)"\)\)', text):
+        for a, b, c, d in re.findall(r'\beither\(.*?\(\s*"(\w+)",\s*"(\w+)"\),\s*\(\s*"(\w+)",\s*"(\w+)"\)\)', text):
             calls += [(a, b), (c, d)]
     assert len(calls) >= len(catalog.FINDING_RULES)
     named = set()
@@ -87,6 +87,32 @@ def test_every_finding_of_the_samples_is_in_the_catalog(sample):
         assert b["verdict"] in catalog.VERDICT
 
 
+def test_every_finding_rule_is_in_the_registry_once():
+    """analyzer/rules/registry.py lists every rule the document reports; the catalog's decided_by names its entry."""
+    from analyzer.rules import registry
+
+    names = {h.name for h in registry.HISTORY}
+    for r in catalog.FINDING_RULES:
+        owners = [h.name for h in registry.HISTORY if r.rule in h.reports]
+        if r.rule in registry.RECONNECT_REPORTS:
+            assert owners == [], r.rule
+            continue
+        assert owners == [r.decided_by], (r.rule, owners)
+    reported = {rule for h in registry.HISTORY for rule in h.reports} | set(registry.RECONNECT_REPORTS)
+    assert reported == {r.rule for r in catalog.FINDING_RULES}
+    assert len(names) == len(registry.HISTORY)
+
+
+def test_the_history_rules_report_only_what_the_registry_says():
+    from analyzer import pipeline
+    from analyzer.rules import registry
+
+    doc = pipeline.run([str(Path(__file__).resolve().parent.parent / "sample_logs")]).document
+    said = {rule for h in registry.HISTORY for rule in h.reports}
+    got = {f["rule"] for f in doc["findings"] if f["boundary"] is None}
+    assert got and got <= said
+
+
 if __name__ == "__main__":
     if "--write" not in sys.argv:
         sys.exit(__doc__)
@@ -97,3 +123,4 @@ if __name__ == "__main__":
         text = text[: text.index(start) + len(start)] + table + text[text.index(end) :]
     README.write_text(text)
     print(f"wrote the catalog tables in {README}")
+

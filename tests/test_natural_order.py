@@ -7,7 +7,7 @@ from pathlib import Path
 import polars as pl
 
 from analyzer import pipeline
-from analyzer.rules.history import natural_order
+from analyzer.rules.shape import natural_order
 
 SYN = Path(__file__).resolve().parent.parent / "sample_logs" / "synthetic"
 

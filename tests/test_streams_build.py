@@ -165,7 +165,7 @@ def _backwards_reference(rows: list[dict]) -> dict[int, tuple[int, str, str | No
 def test_id_order_flags_what_a_window_over_every_connection_flags(rows):
     """``id_order`` looks only at connections whose ids somewhere fail to rise: it finds what the check over
     every connection finds, nulls included."""
-    from analyzer.rules import history
+    from analyzer.rules import event_ids as history
 
     events = pl.DataFrame(rows, schema={"gx": pl.Int64, "pos": pl.Int64, "ordinal": pl.Int32, "seq": pl.Int64, "id": pl.String,
                                         "location": pl.String}).with_columns(

@@ -48,7 +48,7 @@ def finding_key(rec: dict, pos: int) -> tuple:
 def fingerprint(rule: str, session_id: str | None, time: str | None, subject: str | None) -> str:
     """A finding's identity across runs: its rule, its Mcp-Session-Id, the time of the exchange it is found at and
     what it is about in the wire's terms (``subject``: event ids, the Last-Event-ID sent, the calls hit; each rule
-    says, rules/history.subject).  Not its place (``f3``, a line number, a file name: the same traffic in a moved
+    says, rules/shape.subject).  Not its place (``f3``, a line number, a file name: the same traffic in a moved
     or re-ingested archive keeps its fingerprints) and not its wording (a reworded message keeps them too).
     24 hex digits of a sha256: 96 bits, no collision in any archive's findings."""
     text = "\x1e".join((rule, session_id or "", time or "", subject or ""))

@@ -72,7 +72,7 @@ def apply(doc: dict, base: Baseline) -> None:
 
 def load(path: str) -> Baseline:
     """A findings JSON (``--json``) or JSON Lines (``--json-lines``) of an earlier run; a clear error otherwise."""
-    fix = f"give the file an earlier `mcp-sse-audit analyze ... --json FILE` wrote"
+    fix = "give the file an earlier `mcp-sse-audit analyze ... --json FILE` wrote"
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:

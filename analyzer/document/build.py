@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import polars as pl
 
-from analyzer.rules import eras as era_rules, history, reconnects, reissue, rpc as rpc_rules
+from analyzer.rules import registry
 from analyzer import catalog
 from analyzer.document import finding_key, fingerprint
 from analyzer.document.records import Records
@@ -375,15 +375,10 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
     rows = _boundary_rows(f, b)
     # every rule is a lazy plan over the same tables: collected here, once, together
     lf, lb, lrev = f.lazy(), b.lazy(), rev.lazy()
-    hist_plan = pl.concat(
-        [history.id_order(lf), history.digest_conflicts(lf, lb), history.cursor_claims(lb), history.cross_session(lf, lb),
-         history.ts_get_stream(lb), rpc_rules.findings(lf), era_rules.findings(lf, lrev), reissue.findings(lf, lrev)],
-        how="vertical_relaxed",
-    ).sort("pos")
     # the rules' plans are Polars work, which releases the GIL: collected in a worker thread while this one
     # turns the boundary, session and exchange rows into Python objects
     with ThreadPoolExecutor(1, thread_name_prefix="findings") as pool:
-        job = pool.submit(pl.collect_all, [reconnects.findings(rows.lazy()), history.once_per_capture(lf, hist_plan)])
+        job = pool.submit(pl.collect_all, [registry.reconnect_findings(rows.lazy()), registry.history_findings(lf, lb, lrev)])
         sessions, exchanges, key = _sessions_and_exchanges(f, b, rev)
         boundaries = rows.drop("next_use", "_hist_refs", "_wr_message", "_wr_refs", "_pos").with_columns(
             pl.col("session").replace_strict(key, default=None, return_dtype=pl.String))

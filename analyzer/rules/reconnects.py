@@ -12,7 +12,7 @@ import polars as pl
 
 from analyzer import catalog
 from analyzer.catalog import SEVERITIES
-from analyzer.rules.history import subject
+from analyzer.rules.shape import subject
 
 RETRY_EVIDENCE = 12  # evidence records of one reconnect retried many times
 
@@ -24,7 +24,7 @@ def findings(rows: pl.LazyFrame) -> pl.LazyFrame:
     """One finding per run of attempts, from the document's boundary rows (document/build.py) in
     boundary order, with ``next_use``, ``_hist_refs`` and ``_pos`` beside the record's fields.
 
-    Columns: those of ``history.FINDING_COLS`` plus ``attempts`` and ``attempts_span``."""
+    Columns: those of ``shape.FINDING_COLS`` plus ``attempts`` and ``attempts_span``."""
     key = ["session", "stream"]
 
     def prev(c: str) -> pl.Expr:

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from analyzer.rules.shape import either, ref, subject
 from analyzer.signals.eras import READ_ONLY
 from analyzer.signals.streams import Frames
 
@@ -51,13 +52,8 @@ ENDED_OPEN = ["open", "capture_end"]
 BROKE = ["reset", "error", "aborted"]
 
 
-def _ref(source: str, location: str) -> pl.Expr:
-    return pl.struct(pl.col(source).alias("source"), pl.col(location).alias("location"))
-
-
 def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
-    """``reissued_after_break`` findings (history.FINDING_COLS shape)."""
-    from analyzer.rules.history import _either, subject
+    """``reissued_after_break`` findings (rules/shape.FINDING_COLS)."""
 
     x = f.exchanges
     m = f.messages.join(x.select("gx", "stream", "started", "location", "request_body"), on="gx", how="left", maintain_order="left")
@@ -178,11 +174,11 @@ def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
         ),
         # the first request, the last event it delivered, the connection that broke (when a resume), the re-issue
         evidence=pl.concat_list(
-            _ref("source", "location"),
-            _ref("ev_source", "ev_location"),
-            _ref("end_source", "end_location"),
-            _ref("source_b", "location_b"),
+            ref("source", "location"),
+            ref("ev_source", "ev_location"),
+            ref("end_source", "end_location"),
+            ref("source_b", "location_b"),
         ).list.unique(maintain_order=True),
         subject=subject(name, "rpc_id", "rpc_id_b"),
     ).sort("pos", "rpc_id")
-    return _either(out, pl.col("critical"), ("reissued_after_break", "critical"), ("reissued_after_break", "error"))
+    return either(out, pl.col("critical"), ("reissued_after_break", "critical"), ("reissued_after_break", "error"))

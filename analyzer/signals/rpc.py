@@ -12,7 +12,7 @@ What the pairing shows that event ids cannot:
   response on a resumed stream, so only the wire shows it);
 - a server that forgot the session it still answers to (``session_resurrected``).
 
-This module computes those facts (the verdicts read them per boundary); analyzer/rules/rpc.py turns them
+This module computes those facts (the verdicts read them per boundary); analyzer/rules/calls.py turns them
 into findings.
 """
 from __future__ import annotations

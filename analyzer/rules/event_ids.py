@@ -1,65 +1,13 @@
-"""Checks over the whole history, beyond the first event after a boundary.
-
-Each rule returns a lazy findings frame (a plan; document/build.py collects them all at once) with the
-columns of ``FINDING_COLS``:
-the rule name, its severity, the session, one sentence, the operational
-effect and the evidence (source + location of each record that proves it).
-"""
+"""Event ids over the whole history: reference case 4 ("continue to validate every subsequent event") inside
+each connection, and one (session, id) with two payloads or on two streams."""
 from __future__ import annotations
 
 import polars as pl
 
-from analyzer import catalog
+from analyzer.rules.shape import either, finding_frame, ref, subject
 from analyzer.signals import idschemes
 from analyzer.signals.keys import where_varies
 from analyzer.signals.streams import Frames
-
-REF = pl.Struct({"source": pl.String, "location": pl.String})
-FINDING_COLS = ["rule", "severity", "session", "session_id", "boundary", "message", "effect", "evidence", "pos", "subject"]
-
-
-def subject(*parts: pl.Expr | str) -> pl.Expr:
-    """What a finding is about, in the wire's own terms (event ids, calls, headers): with its rule, session id
-    and time it makes the finding's fingerprint (document.fingerprint), which must not change with the wording
-    of the message or the place of a record in a file.  Every rule sets one."""
-    cols = [(pl.col(p) if isinstance(p, str) else p).cast(pl.String).fill_null("") for p in parts]
-    return pl.concat_str(cols, separator="\x1f")
-
-
-def natural_order(ids: pl.Expr) -> pl.Expr:
-    """String ids in the order a reader expects: the all-digit ones by number (1, 2, 10, 11, 100, not 1, 10,
-    100, 11), then the others as strings."""
-    digits = ids.str.contains(r"^[0-9]+$")
-    return ids.sort_by(~digits, pl.when(digits).then(ids.str.len_chars()).otherwise(0), ids)
-
-
-def _frame(df: pl.LazyFrame, rule: str, severity: str) -> pl.LazyFrame:
-    """Findings of ``rule``: its severity checked against the catalog, its effect the catalog's."""
-    return _either(df, pl.lit(True), (rule, severity), (rule, severity))
-
-
-def _either(df: pl.LazyFrame, cond: pl.Expr, yes: tuple[str, str], no: tuple[str, str]) -> pl.LazyFrame:
-    """Findings of one plan under two (rule, severity) pairs, row by row: ``yes`` where ``cond`` holds,
-    else ``no``.  One plan, not two filters of it (Polars would run a shared plan once per filter)."""
-    def pick(a, b):
-        return pl.when(cond).then(pl.lit(a)).otherwise(pl.lit(b)) if a != b else pl.lit(a)
-
-    return df.select(
-        pick(yes[0], no[0]).alias("rule"),
-        pick(catalog.finding_severity(*yes), catalog.finding_severity(*no)).alias("severity"),
-        pl.col("session"),
-        pl.col("session_id"),
-        pl.lit(None, dtype=pl.String).alias("boundary"),
-        pl.col("message"),
-        pick(catalog.FINDING[yes[0]].effect, catalog.FINDING[no[0]].effect).alias("effect"),
-        pl.col("evidence"),
-        pl.col("pos"),
-        pl.col("subject"),
-    )
-
-
-def _ref(source: str = "source", location: str = "location") -> pl.Expr:
-    return pl.struct(pl.col(source).alias("source"), pl.col(location).alias("location"))
 
 
 def id_order(f: Frames) -> pl.LazyFrame:
@@ -128,8 +76,8 @@ def id_order(f: Frames) -> pl.LazyFrame:
         after=pl.col("prev_id").first(),
         source=pl.col("source").first(),
         prev_loc=pl.col("prev_loc").first(),
-        refs=_ref().head(5),
-    ).with_columns(evidence=pl.concat_list(_ref("source", "prev_loc"), pl.col("refs")))
+        refs=ref().head(5),
+    ).with_columns(evidence=pl.concat_list(ref("source", "prev_loc"), pl.col("refs")))
     backwards = per_conn.filter(pl.col("integer")).with_columns(
         message=pl.format("{} event id(s) on one connection were not above an earlier id (first: {} after {})", pl.col("n"), pl.col("first_id"), pl.col("after")),
         subject=subject("first_id", "after"),
@@ -138,7 +86,7 @@ def id_order(f: Frames) -> pl.LazyFrame:
         message=pl.format("{} event id(s) were delivered again on the same connection (first: {})", pl.col("n"), pl.col("first_id")),
         subject=subject("first_id"),
     )
-    return pl.concat([_frame(backwards, "id_not_monotonic", "error"), _frame(repeated, "id_repeated", "error")])
+    return pl.concat([finding_frame(backwards, "id_not_monotonic", "error"), finding_frame(repeated, "id_repeated", "error")])
 
 
 def digest_conflicts(f: Frames, b: pl.LazyFrame) -> pl.LazyFrame:
@@ -217,100 +165,4 @@ def digest_conflicts(f: Frames, b: pl.LazyFrame) -> pl.LazyFrame:
         )
         .sort("pos")
     )
-    return _either(per_session, pl.col("_same"), ("digest_conflict", "error"), ("id_reused_across_streams", "warning"))
-
-
-def cursor_claims(b: pl.LazyFrame) -> pl.LazyFrame:
-    """What the client claimed (Last-Event-ID) against what history shows it had."""
-    with_header = b.filter(pl.col("header").is_not_null() & (pl.col("header") != ""))
-    evidence = pl.concat_list(_ref())
-    # A gap already says the events after the claim were lost on the way to the client; a
-    # stale claim is the other reading of the same wire, when the server sent them again.
-    stale = with_header.filter(
-        pl.col("last_before").is_not_null() & (pl.col("last_before") != pl.col("header")) & pl.col("id_found")
-        & (pl.col("verdict") != "gap")
-    ).with_columns(
-        message=pl.format(
-            "the client resumed with Last-Event-ID {} although the capture shows the stream had already delivered up to {}: "
-            "either those events were lost after the capture point (then replaying them is right) or the client "
-            "resumed from an older point than it had reached",
-            pl.col("header"), pl.col("last_before"),
-        ),
-        evidence=evidence,
-        subject=subject("header", "last_before"),
-    )
-    # when a body of the session was not recorded, the id may well be in it: no finding then
-    unknown = with_header.filter(~pl.col("id_found") & ~pl.col("session_has_unrecorded")).with_columns(
-        message=pl.format("Last-Event-ID {} names an event that no capture shows being delivered in this session", pl.col("header")),
-        evidence=evidence,
-        subject=subject("header"),
-    )
-    return pl.concat([_frame(stale, "stale_last_event_id", "warning"), _frame(unknown, "unknown_last_event_id", "warning")])
-
-
-def cross_session(f: Frames, b: pl.LazyFrame) -> pl.LazyFrame:
-    """A reconnect naming another session's event, and streams replayed across sessions.
-
-    A shared event store keyed only by stream (fastmcp PR #4402, GHSA-84j6-jc92-77jm)
-    replays one session's events into another: the ids and payloads show it.
-    """
-    delivered = f.events.filter(pl.col("visible") & pl.col("has_id")).select(
-        "source", pl.col("session").alias("o_session"), pl.col("session_id").alias("o_session_id"), "id", "digest"
-    )
-    named = (
-        b.filter(pl.col("header").is_not_null() & (pl.col("header") != "") & ~pl.col("id_found"))
-        .join(delivered.rename({"id": "header"}).drop("digest"), on=["source", "header"], maintain_order="left")
-        # another Mcp-Session-Id in the same input (two hops of one capture are one session)
-        .filter(pl.col("o_session_id") != pl.col("session_id"))
-        .unique("gx")
-        .with_columns(
-            message=pl.format("the reconnect sent Last-Event-ID {}, an event of session {}", pl.col("header"), pl.col("o_session_id")),
-            evidence=pl.concat_list(_ref()),
-            subject=subject("header", "o_session_id"),
-        )
-    )
-    # the signal the verdicts read (signals/boundaries.replayed_across_sessions), on the reconnect's row
-    replayed = b.filter(pl.col("xs_n").is_not_null()).with_columns(
-        message=pl.format("{} event(s) delivered on this reconnect had been delivered in session {} ({}{})",
-                          pl.col("xs_n"), pl.col("xs_other"), pl.col("xs_ids").list.join(", "),
-                          pl.when(pl.col("xs_n") > 5).then(pl.lit(", …")).otherwise(pl.lit(""))),
-        evidence=pl.col("xs_evidence"),
-        subject=subject("xs_other", pl.col("xs_ids").list.join(",")),
-    )
-    return pl.concat([_frame(named, "last_event_id_of_other_session", "error"), _frame(replayed, "cross_session_replay", "critical")])
-
-
-def ts_get_stream(b: pl.LazyFrame) -> pl.LazyFrame:
-    """typescript-sdk example store: a resumed standalone GET stream is registered under the key ''
-    (``'_GET_stream_…'.split('_')[0]``), so later notifications go nowhere (#943, #2560)."""
-    hit = b.filter(
-        (pl.col("id_scheme") == "ts_stream_ms")
-        & pl.col("header").str.starts_with("_GET_stream_").fill_null(False)
-        & pl.col("status").is_between(200, 299)
-        & (pl.col("n_after") == 0)
-    ).with_columns(
-        message=pl.lit(
-            "the standalone GET stream was resumed with a _GET_stream_ id and nothing came after: the typescript-sdk "
-            "example event store registers such a resume under the wrong stream (issues #943, #2560)"
-        ),
-        evidence=pl.concat_list(_ref()),
-        subject=subject("header"),
-    )
-    return _frame(hit, "get_stream_resume_lost", "error")
-
-
-def once_per_capture(f: Frames, hist: pl.LazyFrame) -> pl.LazyFrame:
-    """History findings of a multi-hop capture, once: each hop is its own view (views.hops), and
-    a per-stream counter or an unanswered request shows on every hop.  A rule reported on the
-    hop nearest the client (the one whose exchanges start first) is not repeated for the other
-    hops of the same capture and session; what only another hop shows is kept."""
-    views_ = (
-        f.exchanges.filter(pl.col("view") != pl.col("source"))
-        .group_by("session")
-        .agg(pl.col("source").first(), pl.col("session_id").first(), first=pl.col("pos").min())
-        .with_columns(primary=pl.col("first") == pl.col("first").min().over("source", "session_id"))
-    )
-    tagged = hist.join(views_.select("session", pl.col("source").alias("_src"), "primary"), on="session", how="left", maintain_order="left")
-    # one window instead of a join of the plan with itself (which would run every rule twice)
-    on_primary = pl.col("primary").fill_null(False).any().over("rule", "_src", "session_id")
-    return tagged.filter(pl.col("primary").is_null() | pl.col("primary") | ~on_primary).drop("_src", "primary")
+    return either(per_session, pl.col("_same"), ("digest_conflict", "error"), ("id_reused_across_streams", "warning"))

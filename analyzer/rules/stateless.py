@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from analyzer.rules.shape import finding_frame, natural_order, subject
 from analyzer.signals.eras import READ_ONLY
 from analyzer.signals.rpc import call_name
 from analyzer.signals.streams import SSE, Frames
@@ -13,7 +14,6 @@ from analyzer.signals.streams import SSE, Frames
 def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
     """Sessions of the stateless revisions that still behave like the old ones, and re-issued
     calls that ran twice."""
-    from analyzer.rules.history import _frame, natural_order, subject
 
     x = f.exchanges.join(rev, on="session", how="left", maintain_order="left").filter(pl.col("era") == "stateless")
     ref = pl.struct("source", "location")
@@ -53,9 +53,9 @@ def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
     )
     return pl.concat(
         [
-            _frame(minted, "stateless_server_minted_session", "warning"),
-            _frame(honoured, "stateless_server_honoured_resumption", "warning"),
-            _frame(twice, "reissued_request_ran_twice", "critical"),
+            finding_frame(minted, "stateless_server_minted_session", "warning"),
+            finding_frame(honoured, "stateless_server_honoured_resumption", "warning"),
+            finding_frame(twice, "reissued_request_ran_twice", "critical"),
         ],
         how="vertical_relaxed",
     )

@@ -1,10 +1,11 @@
 """Rules over the JSON-RPC pairing of analyzer/signals/rpc.py: requests left unanswered, answered twice, answers to
 no request, and answers on another stream than their request's.  rpc.py computes the facts (also for the
-verdicts); this module turns them into findings (analyzer/catalog.py names each rule)."""
+verdicts); this module, named for what it judges (the calls), turns them into findings (analyzer/catalog.py names each rule)."""
 from __future__ import annotations
 
 import polars as pl
 
+from analyzer.rules.shape import either, finding_frame, subject
 from analyzer.signals.rpc import _tagged, named
 from analyzer.signals.streams import SSE, Frames, packet_no
 
@@ -17,8 +18,7 @@ def _hidden_note(n: pl.Expr, what: str) -> pl.Expr:
 
 
 def findings(f: Frames) -> pl.LazyFrame:
-    """JSON-RPC findings over the whole session history (frames in history.FINDING_COLS shape)."""
-    from analyzer.rules.history import _either, _frame, subject
+    """JSON-RPC findings over the whole session history (frames in the rules/shape.FINDING_COLS shape)."""
 
     # a capture's TLS connections that no key decrypted: any of them may hold the missing half of a pair
     hidden_n = f.hidden.group_by("source").agg(n_hidden=pl.len())
@@ -118,12 +118,12 @@ def findings(f: Frames) -> pl.LazyFrame:
     )
     return pl.concat(
         [
-            _either(unanswered, pl.col("n_hidden").fill_null(0) > 0, ("request_unanswered", "warning"), ("request_unanswered", "error")),
-            _frame(dup_resp, "duplicate_response", "error"),
-            _frame(dup_req.filter(pl.col("answers") > 1), "duplicate_side_effect", "critical"),
-            _frame(dup_req.filter(pl.col("answers") <= 1), "duplicate_server_request", "warning"),
-            _either(orphan, pl.col("n_hidden").fill_null(0) > 0, ("response_without_request", "warning"), ("response_without_request", "error")),
-            _frame(cross, "cross_stream_replay", "error"),
+            either(unanswered, pl.col("n_hidden").fill_null(0) > 0, ("request_unanswered", "warning"), ("request_unanswered", "error")),
+            finding_frame(dup_resp, "duplicate_response", "error"),
+            finding_frame(dup_req.filter(pl.col("answers") > 1), "duplicate_side_effect", "critical"),
+            finding_frame(dup_req.filter(pl.col("answers") <= 1), "duplicate_server_request", "warning"),
+            either(orphan, pl.col("n_hidden").fill_null(0) > 0, ("response_without_request", "warning"), ("response_without_request", "error")),
+            finding_frame(cross, "cross_stream_replay", "error"),
         ],
         how="vertical_relaxed",
     )

@@ -1,0 +1,75 @@
+"""Every finding rule, in one place: the document layer draws the findings from here and runs no rule itself.
+
+Two kinds.  A *reconnect rule* turns each judged reconnect (analyzer/rules/verdicts.py) into its finding:
+:func:`reconnect_findings`.  A *history rule* reads the whole history (the frames, the judged reconnects,
+the protocol revision of each session) and returns a lazy plan of findings in the shape of
+:mod:`analyzer.rules.shape`; :data:`HISTORY` lists them in the order their findings are concatenated, each with
+the finding rules of analyzer/catalog.py it reports (tests/test_catalog.py checks that every catalog rule is
+reported by exactly the entries that name it, and that each ``decided_by`` names one of these).
+:func:`history_findings` joins their plans into one (collected at once with the reconnect findings: one
+Polars run over the same tables) and reports each history finding of a multi-hop capture once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import polars as pl
+
+from analyzer.rules import calls, cursors, event_ids, reconnects, reissue, stateless
+from analyzer.signals.streams import Frames
+
+
+@dataclass(frozen=True)
+class HistoryRule:
+    name: str  # as analyzer/catalog.py's ``decided_by`` names it
+    plan: Callable[[Frames, pl.LazyFrame, pl.LazyFrame], pl.LazyFrame]  # (frames, reconnects, revisions) -> findings
+    reports: tuple[str, ...]  # the catalog's finding rules it reports
+
+
+HISTORY: tuple[HistoryRule, ...] = (
+    HistoryRule("rules.event_ids.id_order", lambda f, b, rev: event_ids.id_order(f), ("id_not_monotonic", "id_repeated")),
+    HistoryRule("rules.event_ids.digest_conflicts", lambda f, b, rev: event_ids.digest_conflicts(f, b),
+                ("digest_conflict", "id_reused_across_streams")),
+    HistoryRule("rules.cursors.cursor_claims", lambda f, b, rev: cursors.cursor_claims(b), ("stale_last_event_id", "unknown_last_event_id")),
+    HistoryRule("rules.cursors.cross_session", lambda f, b, rev: cursors.cross_session(f, b),
+                ("last_event_id_of_other_session", "cross_session_replay")),
+    HistoryRule("rules.cursors.ts_get_stream", lambda f, b, rev: cursors.ts_get_stream(b), ("get_stream_resume_lost",)),
+    HistoryRule("rules.calls.findings", lambda f, b, rev: calls.findings(f),
+                ("request_unanswered", "duplicate_response", "duplicate_side_effect", "duplicate_server_request",
+                 "response_without_request", "cross_stream_replay")),
+    HistoryRule("rules.stateless.findings", lambda f, b, rev: stateless.findings(f, rev),
+                ("stateless_server_minted_session", "stateless_server_honoured_resumption", "reissued_request_ran_twice")),
+    HistoryRule("rules.reissue.findings", lambda f, b, rev: reissue.findings(f, rev), ("reissued_after_break",)),
+)
+
+# the reconnect rule reports the verdicts' findings (named by the verdict) and this one
+RECONNECT_REPORTS = ("wrong_result_delivered",)
+
+
+def reconnect_findings(rows: pl.LazyFrame) -> pl.LazyFrame:
+    """The findings of the judged reconnects (one per run of retries) and of their wrong results: rules/reconnects.py."""
+    return reconnects.findings(rows)
+
+
+def history_findings(f: Frames, b: pl.LazyFrame, rev: pl.LazyFrame) -> pl.LazyFrame:
+    """Every history rule's findings, one lazy plan, in history order, each finding of a multi-hop capture once."""
+    plan = pl.concat([rule.plan(f, b, rev) for rule in HISTORY], how="vertical_relaxed").sort("pos")
+    return once_per_capture(f, plan)
+
+
+def once_per_capture(f: Frames, hist: pl.LazyFrame) -> pl.LazyFrame:
+    """History findings of a multi-hop capture, once: each hop is its own view (views.hops), and
+    a per-stream counter or an unanswered request shows on every hop.  A rule reported on the
+    hop nearest the client (the one whose exchanges start first) is not repeated for the other
+    hops of the same capture and session; what only another hop shows is kept."""
+    views_ = (
+        f.exchanges.filter(pl.col("view") != pl.col("source"))
+        .group_by("session")
+        .agg(pl.col("source").first(), pl.col("session_id").first(), first=pl.col("pos").min())
+        .with_columns(primary=pl.col("first") == pl.col("first").min().over("source", "session_id"))
+    )
+    tagged = hist.join(views_.select("session", pl.col("source").alias("_src"), "primary"), on="session", how="left", maintain_order="left")
+    # one window instead of a join of the plan with itself (which would run every rule twice)
+    on_primary = pl.col("primary").fill_null(False).any().over("rule", "_src", "session_id")
+    return tagged.filter(pl.col("primary").is_null() | pl.col("primary") | ~on_primary).drop("_src", "primary")
