@@ -83,7 +83,7 @@ def _step(args: argparse.Namespace) -> None:
         tune_allocator()  # as the command does, before Polars loads (one jemalloc arena)
         from analyzer.signals import eras, streams
         from analyzer.document import build as findings
-        from analyzer.rules import history, verdicts
+        from analyzer.rules import cursors, verdicts
         from analyzer.ingest import inputs
         from analyzer import pipeline
         from analyzer.cli import document_json
@@ -108,7 +108,7 @@ def _step(args: argparse.Namespace) -> None:
             for mod, name, label in [(inputs, "read_one", "ingest"), (inputs, "concat", "concat"), (streams, "build", "streams"),
                                      (eras, "revisions", "eras"), (verdicts, "judge", "verdicts"),
                                      (findings, "build_document", "findings"),
-                                     (history, "cross_session", "findings.cross_session")]:  # nested in findings
+                                     (cursors, "cross_session", "findings.cross_session")]:  # nested in findings
                 timed(mod, name, label)
         prof = None
         if args.step == "profile":

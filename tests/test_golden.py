@@ -5,8 +5,12 @@ Regenerate after an intended change, then read every diff:
     python tests/test_golden.py --regenerate
 
 The golden file is a projection of the findings document that a person can
-check against the capture: per boundary the verdict and the ids that decided
-it, per finding its rule and sentence, per input its counts and anomalies.
+check against the capture: per boundary the verdict, the branch that decided it
+and the ids; per finding its rule, severity, time and the records it rests on;
+per input its counts and anomalies.  It pins behaviour, not prose: messages and
+reasons are not in it (a rewording would regenerate every file and could hide a
+lost count); each rule's wording is pinned where it is made,
+tests/test_rule_messages.py.
 """
 from __future__ import annotations
 
@@ -38,14 +42,15 @@ def project(doc: dict) -> dict:
             {
                 k: b[k]
                 for k in (
-                    "boundary_id", "session_id", "last_event_id", "last_before", "first_event_id_after", "verdict", "rule_id", "reason",
-                    "lost_event_ids", "duplicated_event_ids", "handled_correctly", "severity",
+                    "boundary_id", "session_id", "last_event_id", "last_before", "first_event_id_after", "verdict", "rule_id", "evidence",
+                    "lost_event_ids", "lost_count", "duplicated_event_ids", "duplicated_count", "handled_correctly", "severity",
                 )
             }
             | {"request": b["request"]["location"], "resumes": b["resumes"] and b["resumes"]["location"], "status": b["http"]["status"]}
             for b in doc["boundaries"]
         ],
-        "findings": [{k: f[k] for k in ("severity", "rule", "session_id", "boundary", "message")} for f in doc["findings"]],
+        "findings": [{k: f[k] for k in ("severity", "rule", "session_id", "boundary", "time")}
+                     | {"evidence": [e["location"] for e in f["evidence"]]} for f in doc["findings"]],
         "anomalies": [{k: a[k] for k in ("code", "location")} for a in doc["anomalies"]],
     }
 

@@ -1073,3 +1073,14 @@ def test_other_sessions_list_only_sessions_with_findings_and_their_verdicts(merg
     assert no_findings
     for key in no_findings:
         assert f'<tr id="session-{key}"' in quiet
+
+
+def test_a_capture_blind_reconnect_is_not_blamed_on_the_client():
+    """A HAR of streamed responses keeps no bodies: its reconnects are unverifiable for the capture's sake, and the
+    client's reaction is counted as not judged, not as "kept using the session"."""
+    doc = pipeline.run([str(Path(__file__).resolve().parent.parent / "sample_logs" / "real-python-resume-dense.mitm-streamed.har")]).document
+    assert [b["handled_correctly"] for b in doc["boundaries"]] == [None, None]
+    html = report.render(doc)
+    assert "<dt>not judged (the capture lacks what the client got)</dt><dd>2</dd>" in html
+    assert "<dt>kept using the session</dt><dd>0</dd>" in html
+    assert "not judged: the capture lacks what the client received" in html

@@ -49,9 +49,11 @@ def _and(names: list) -> str:
     return names[0] if len(names) < 2 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def _handled_words(value, verdict) -> str:
+def _handled_words(value, verdict, rule_id=None) -> str:
     if verdict == "continuous":
         return "nothing to handle (stream was continuous)"
+    if rule_id in catalog.CAPTURE_BLIND:
+        return "not judged: the capture lacks what the client received"
     if value is None:
         return "capture ends first"
     if value is True:
@@ -285,7 +287,7 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         pb["_v"] = _verdict_token(b.get("verdict"))
         pb["_sev_cls"] = _sev_class(b.get("severity"))
         pb["_sev"] = _sev_token(b.get("severity"))
-        pb["_handled"] = _handled_words(b.get("handled_correctly"), b.get("verdict"))
+        pb["_handled"] = _handled_words(b.get("handled_correctly"), b.get("verdict"), b.get("rule_id"))
         pb["_handled_cls"] = (
             "ok" if b.get("verdict") == "continuous" else {True: "ok", False: "bad", None: "unknown"}.get(b.get("handled_correctly"), "unknown")
         )
@@ -459,7 +461,8 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
     handling = {
         "bad": sum(1 for b in not_continuous if b.get("handled_correctly") is False),
         "ok": sum(1 for b in not_continuous if b.get("handled_correctly") is True),
-        "unknown": sum(1 for b in not_continuous if b.get("handled_correctly") is None),
+        "unknown": sum(1 for b in not_continuous if b.get("handled_correctly") is None and b.get("rule_id") not in catalog.CAPTURE_BLIND),
+        "blind": sum(1 for b in not_continuous if b.get("rule_id") in catalog.CAPTURE_BLIND),
         "lost": sum(b.get("lost_count") or len(b.get("lost_event_ids") or []) for b in boundaries),
         "dup": sum(b.get("duplicated_count") or len(b.get("duplicated_event_ids") or []) for b in boundaries),
     }

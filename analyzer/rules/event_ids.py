@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzer.rules.shape import either, finding_frame, ref, subject
+from analyzer.rules.shape import either, finding_frame, natural_order, ref, subject
 from analyzer.signals import idschemes
 from analyzer.signals.keys import where_varies
 from analyzer.signals.streams import Frames
@@ -137,12 +137,13 @@ def digest_conflicts(f: Frames, b: pl.LazyFrame) -> pl.LazyFrame:
     )
     # one finding per session and kind (a restarted counter conflicts on every id it reuses): the kinds are one
     # grouping, so the events are gone through once for both
-    def said(one: str, many: str) -> pl.Expr:
+    def said(one: str | pl.Expr, many: str | pl.Expr) -> pl.Expr:
+        one, many = (pl.lit(t) if isinstance(t, str) else t for t in (one, many))
         return (
             pl.when(pl.col("n_ids") == 1)
-            .then(pl.format("event id {} {}", pl.col("first"), pl.lit(one)))
+            .then(pl.format("event id {} {}", pl.col("first"), one))
             .otherwise(pl.format("{} event ids ({}{}) {}", pl.col("n_ids"), pl.col("ids"),
-                                 pl.when(pl.col("n_ids") > 5).then(pl.lit(", …")).otherwise(pl.lit("")), pl.lit(many)))
+                                 pl.when(pl.col("n_ids") > 5).then(pl.lit(", …")).otherwise(pl.lit("")), many))
         )
 
     per_session = (
@@ -152,15 +153,16 @@ def digest_conflicts(f: Frames, b: pl.LazyFrame) -> pl.LazyFrame:
             session_id=pl.col("session_id").first(),
             n_ids=pl.col("id").n_unique(),
             first=pl.col("id").first(),
-            ids=pl.col("id").unique(maintain_order=True).head(5).str.join(", "),
+            ids=natural_order(pl.col("id").unique()).head(5).str.join(", "),  # 9, 10: integer ids as numbers
             pos=pl.col("pos").min(),
             evidence=pl.col("evidence").first(),
+            streams=pl.col("streams").max(),  # how many streams one id was used on (the most of any)
         )
         .with_columns(
             message=pl.when(pl.col("_same"))
             .then(said("carried different payloads on one stream", "each carried different payloads on one stream"))
-            .otherwise(said("was used on several streams of the session for different events",
-                            "were each used on several streams of the session for different events")),
+            .otherwise(said(pl.format("was used on {} streams of the session for different events", pl.col("streams")),
+                            pl.format("were used on up to {} streams of the session each, for different events", pl.col("streams")))),
             subject=subject("ids"),
         )
         .sort("pos")

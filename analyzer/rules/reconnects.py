@@ -49,7 +49,9 @@ def findings(rows: pl.LazyFrame) -> pl.LazyFrame:
         pl.col("_hist_refs").fill_null(empty),
     ).list.unique(maintain_order=True)
     handled = (
-        pl.when(pl.col("handled_correctly") == True)  # noqa: E712 (polars expression)
+        pl.when(pl.col("rule_id").is_in(list(catalog.CAPTURE_BLIND)))
+        .then(pl.lit("the client's reaction is not judged: the capture lacks what the client received"))
+        .when(pl.col("handled_correctly") == True)  # noqa: E712 (polars expression)
         .then(pl.lit("the client re-initialized before using the session again"))
         .when(pl.col("handled_correctly") == False)  # noqa: E712
         .then(pl.format("the client used the old session again ({}) without re-initializing",
@@ -73,7 +75,7 @@ def findings(rows: pl.LazyFrame) -> pl.LazyFrame:
     )
     runs = g.group_by(*key, "_run", maintain_order=True).agg(
         *(pl.col(c).first() for c in ("verdict", "session_id", "boundary_id", "reason", "handled_correctly", "next_use", "started", "_pos",
-                                      "last_event_id", "first_event_id_after")),
+                                      "last_event_id", "first_event_id_after", "rule_id")),
         _base=base.first(),
         _requests=pl.col("request").slice(1),
         attempts=pl.len().cast(pl.Int64),

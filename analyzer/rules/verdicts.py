@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from analyzer.catalog import CAPTURE_BLIND
 from analyzer.signals import boundaries, idschemes
 from analyzer.signals.boundaries import LIST_CAP
 from analyzer.signals.streams import SSE, Frames
@@ -230,7 +231,9 @@ def judge(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
         ).list.unique(maintain_order=True).list.head(LIST_CAP),
         duplicated_count=pl.when(is_int_verdict).then(pl.col("dup_count")).otherwise(pl.col("o_dup_count")).fill_null(0)
         + pl.col("resent_count").fill_null(0),
-        handled_correctly=pl.when(pl.col("verdict") == "continuous").then(True).otherwise(pl.col("handled")),
+        handled_correctly=pl.when(pl.col("verdict") == "continuous").then(True)
+        .when(pl.col("rule_id").is_in(list(CAPTURE_BLIND))).then(None)  # the client saw what the capture did not
+        .otherwise(pl.col("handled")),
     )
     b = b.with_columns(
         pl.col("lost_event_ids").fill_null(pl.lit([], dtype=pl.List(pl.String))),
