@@ -342,8 +342,8 @@ _LOCATION = re.compile(r"\b(?:line|entry|packet) [0-9]+(?: byte [0-9]+)?")
 
 def _once_per_incident(findings: list[dict], x: pl.DataFrame) -> list[dict]:
     """History findings of the captures of one incident (a HAR, a proxy log and a pcap of the same traffic:
-    views.incidents) reported once: the same rule and severity for the same Mcp-Session-Id saying the same
-    thing but for where its records are.  The one earliest in history is kept, with the evidence of all of
+    views.incidents) reported once: the same rule and severity for the same Mcp-Session-Id about the same
+    thing (its subject: the ids, the calls), whatever each capture's message says.  The one earliest in history is kept, with the evidence of all of
     them (the document then names the captures that show it: ``seen_in``).  (Reconnects are merged the same way, by their
     fingerprints: their findings already come once.)"""
     incident = dict(x.select("session", "incident").unique("session").iter_rows())
@@ -354,7 +354,10 @@ def _once_per_incident(findings: list[dict], x: pl.DataFrame) -> list[dict]:
         if inc is None or rec.get("boundary") is not None:
             out.append(rec)
             continue
-        key = (inc, rec["session_id"], rec["rule"], rec["severity"], _LOCATION.sub("@", rec["message"]))
+        # what it is about in the wire's terms (the rule's subject: ids, calls), not its wording: two captures of one
+        # incident may count differently (a HAR sees 4 streams reuse an id, the proxy log 2) and still show one finding
+        said = rec.get("subject") or _LOCATION.sub("@", rec["message"])
+        key = (inc, rec["session_id"], rec["rule"], rec["severity"], said)
         sources = {e["source"] for e in rec["evidence"]}
         # the same finding twice in one capture is two occurrences: each capture's n-th joins the n-th group
         group = next((g for g in kept.get(key, []) if not (g[0] & sources)), None)

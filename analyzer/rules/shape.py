@@ -28,7 +28,14 @@ def natural_order(ids: pl.Expr) -> pl.Expr:
     """String ids in the order a reader expects: the all-digit ones by number (1, 2, 10, 11, 100, not 1, 10,
     100, 11), then the others as strings."""
     digits = ids.str.contains(r"^[0-9]+$")
-    return ids.sort_by(~digits, pl.when(digits).then(ids.str.len_chars()).otherwise(0), ids)
+    # one string key, sorted, then cut back to the id: "0" + the id's length in 5 digits + the id for all-digit ids
+    # (shorter numbers first, then digit by digit), "100000" + the id for the rest.  (A multi-key sort_by of a
+    # unique() inside a group_by aggregation crashed Polars 1.x at 250k events: plain sort only.)
+    key = pl.concat_str([
+        pl.when(digits).then(pl.lit("0") + ids.str.len_chars().cast(pl.String).str.pad_start(5, "0")).otherwise(pl.lit("100000")),
+        ids,
+    ])
+    return key.sort().str.slice(6)
 
 
 def finding_frame(df: pl.LazyFrame, rule: str, severity: str) -> pl.LazyFrame:
