@@ -29,11 +29,14 @@ connection, so keep-alive reuse stays visible)::
 
 ``text/event-stream`` responses are streamed (``flow.response.stream`` is a
 callable): without it mitmproxy buffers an SSE response until it ends, which
-hides per-event timing and blocks the client. A compact WHATWG parser here
-follows the bytes as they pass (CR / LF / CRLF, a CR at a chunk end, BOM,
-comments, multi-line data, id without NUL, retry only ASCII digits). Streamed
-bodies are not kept by mitmproxy, so a ``hardump`` from the same process has
-empty SSE bodies.
+hides per-event timing and blocks the client. The bytes are cut into lines as they
+pass by the analyzer's own line splitter (``analyzer/decode/sse.py``: CR / LF / CRLF,
+a CR at a chunk end, one leading BOM), and each block of lines becomes one record
+here (comments, multi-line data, id without NUL, retry only ASCII digits): the
+records keep what the analyzer's parser sums up (the field values as sent, each
+ignored field with its value, an unterminated last line as ``partial_line``).
+Streamed bodies are not kept by mitmproxy, so a ``hardump`` from the same process
+has empty SSE bodies.
 
 A streamed body reaches ``flow.response.stream`` still content-encoded (nginx
 ``gzip on`` compresses event streams too): it is decoded incrementally with
@@ -45,8 +48,9 @@ as undecodable).
 Nothing is redacted here on purpose (Authorization, cookies, tokens are written
 as seen): the analyzer redacts at ingest. Treat the output as secret.
 
-Only mitmproxy, the standard library and ``decode/content_coding.py`` (loaded by path,
-with brotli and zstandard, which mitmproxy itself depends on) are imported:
+Only mitmproxy, the standard library, ``decode/content_coding.py`` (with brotli and
+zstandard, which mitmproxy itself depends on) and ``decode/sse.py`` (standard library
+only), both loaded by path, are imported:
 mitmproxy pins its own h11/cryptography versions that clash with the analyzer's
 dependencies, so it runs in a separate virtualenv and must not import the
 ``analyzer`` package.
@@ -57,7 +61,6 @@ from __future__ import annotations
 import base64
 import importlib.util
 import json
-import re
 import sys
 import time
 from datetime import datetime, timezone
@@ -70,22 +73,21 @@ DEFAULT_FILE = "mcp-traffic.jsonl"
 RAW_KEEP = 16 << 20  # an undecodable streamed body is kept for its body record up to this many bytes
 
 
-def _load_content_coding():
-    """``decode/content_coding.py`` beside this file, loaded by path: the analyzer package is not installed in
+def _load(name: str, relative: str):
+    """A module of the analyzer beside this file, loaded by path: the analyzer package is not installed in
     mitmproxy's virtualenv (registered in sys.modules first: mitmproxy loads scripts outside it)."""
-    name = "_mcp_audit_content_coding"
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).parent / "decode" / "content_coding.py")
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).parent / relative)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     sys.modules[name] = module
     spec.loader.exec_module(module)  # type: ignore[union-attr]
     return module
 
 
-content_coding = _load_content_coding()
+content_coding = _load("_mcp_audit_content_coding", "decode/content_coding.py")
+sse_lines = _load("_mcp_audit_sse", "decode/sse.py")
 _BOM = b"\xef\xbb\xbf"
-_EOL = re.compile(rb"\r\n|\r|\n")
 
 
 def _ts(t: float | None) -> str:
@@ -112,12 +114,15 @@ def _text_fields(raw: bytes | None, key: str) -> dict[str, Any]:
 
 
 class SSEParser:
-    """WHATWG event-stream parser over raw chunks: `feed(bytes)` / `close()` -> record dicts."""
+    """Proxy JSONL ``sse`` records from raw chunks: `feed(bytes)` / `close()` -> record dicts.
+
+    The lines come from ``decode/sse.py``'s line splitter, the one the analyzer parses with; the records
+    are this format's, not the analyzer's events: the ``event`` field as sent (null when absent), ``data``
+    null without a data line, each ignored field named with its value, and an unterminated last line
+    kept whole as ``partial_line`` instead of processed."""
 
     def __init__(self) -> None:
-        self._buf = b""
-        self._bom_pending = True  # one leading BOM is stripped
-        self._skip_lf = False  # the previous chunk ended in CR: a leading LF belongs to it
+        self._lines = sse_lines._LineSplitter()
         self._new_block()
 
     def _new_block(self) -> None:
@@ -129,28 +134,11 @@ class SSEParser:
         self._anomalies: list[str] = []
 
     def feed(self, chunk: bytes) -> list[dict[str, Any]]:
-        data = self._buf + chunk
-        if self._bom_pending:
-            if len(data) < len(_BOM) and _BOM.startswith(data):
-                self._buf = data
-                return []
-            self._bom_pending = False
-            if data.startswith(_BOM):
-                data = data[len(_BOM) :]
-        start = 0
-        if self._skip_lf and data:
-            self._skip_lf = False
-            if data[:1] == b"\n":
-                start = 1
         out: list[dict[str, Any]] = []
-        while (m := _EOL.search(data, start)) is not None:
-            line, start = data[start : m.start()], m.end()
-            if m.group() == b"\r" and start == len(data):
-                self._skip_lf = True  # CR at chunk end: the line is complete, an LF may follow
+        for line, _ in self._lines.feed(chunk):
             record = self._line(line.decode("utf-8", errors="replace"))
             if record is not None:
                 out.append(record)
-        self._buf = data[start:]
         return out
 
     def _line(self, line: str) -> dict[str, Any] | None:
@@ -203,8 +191,10 @@ class SSEParser:
 
     def close(self) -> list[dict[str, Any]]:
         """End of stream: a pending block (or partial line) is reported as truncated."""
-        partial = self._buf if not self._bom_pending else b""
-        self._buf = b""
+        pending = self._lines.close()
+        partial = pending[0] if pending is not None else b""
+        if pending is not None and pending[1] == 0 and len(partial) < len(_BOM) and _BOM.startswith(partial):
+            partial = b""  # the stream was 1-2 bytes that began like a BOM: nothing to record, as ever
         if not self._fields and not partial:
             return []
         record = self._record()

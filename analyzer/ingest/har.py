@@ -38,7 +38,7 @@ from analyzer.decode import content_coding, sse_columns
 from analyzer import limits
 from analyzer.anomalies import AnomalyLog
 from analyzer.errors import InputError
-from analyzer.ingest.jsonl import parse_ts
+from analyzer.ingest.timestamps import parse_ts
 from analyzer.tables import SSE_MEDIA, Builder, Ingested, media_type
 
 
@@ -64,13 +64,6 @@ class _Cleaner:
 
 
 PLACEHOLDER_MIME = frozenset({"", "x-unknown"})  # HAR content.mimeType values that mean "no Content-Type"
-
-def _ts(value: object) -> datetime | None:
-    try:
-        return parse_ts(value)
-    except OverflowError:  # "9999-12-31T23:00:00-05:00" is valid ISO 8601 but past datetime.max in UTC
-        return None
-
 
 def _headers(items: object, clean: _Cleaner) -> dict[str, str] | None:
     if items is None:
@@ -486,7 +479,7 @@ def _read(source: str, entries, outcome: dict, redact_secrets: bool) -> Ingested
         if not isinstance(entry, dict) or not isinstance(entry.get("request"), dict) or not isinstance(entry.get("response"), dict):
             log.add("har_entry_invalid", where, "needs `request` and `response` objects")
             continue
-        started = _ts(entry.get("startedDateTime"))
+        started = parse_ts(entry.get("startedDateTime"))
         if started is None:
             log.add("har_bad_timestamp", where, repr(entry.get("startedDateTime"))[:60])
             started = far_future

@@ -28,7 +28,7 @@ import binascii
 import json
 import re
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import BinaryIO
 
 import polars as pl
@@ -40,24 +40,13 @@ from analyzer.anomalies import AnomalyLog
 from analyzer.errors import NotACapture
 from analyzer.decode.jsonrpc import text_safe
 from analyzer.decode.sse import parse_all
+from analyzer.ingest.timestamps import parse_ts
 from analyzer.tables import FRAME_COLUMNS, SSE_MEDIA, VALUE_CHUNK, Builder, Ingested
 
 CLOSE_REASONS = {"eof", "reset", "error", "capture_end"}
 PROXY_KINDS = ("request", "response", "sse", "body", "close")
 # a close record's "decoding" (mitm_addon.py: how the event stream's Content-Encoding ended)
 _DECODING = {"truncated": "body_encoding_truncated", "invalid": "body_encoding_invalid", "over_limit": "body_decoded_over_limit"}
-
-
-def parse_ts(value: object) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        ts = datetime.fromisoformat(value)
-        if ts.tzinfo is None:  # naive times are taken as UTC, as the format requires UTC
-            ts = ts.replace(tzinfo=timezone.utc)
-        return ts.astimezone(timezone.utc)
-    except (ValueError, OverflowError):  # OverflowError: a valid time whose UTC is past year 9999
-        return None
 
 
 def _headers(value: object) -> dict[str, str] | None:

@@ -28,14 +28,12 @@ from __future__ import annotations
 
 import re
 from array import array
-from typing import TYPE_CHECKING
+from typing import Any
 
 from analyzer.decode.content_coding import Decoder
 from analyzer.decode.http1 import Head
 from analyzer.tables import SSE_MEDIA, media_type
 
-if TYPE_CHECKING:
-    from analyzer.ingest.pcap_http import HttpConversation
 
 MAX_BODY = 1 << 25  # non-SSE bodies kept up to 32 MiB (JSON-RPC results); longer ones are not kept
 _BLANK_LINE = re.compile(rb"(?:\r\n|\r|\n)(?:\r\n|\r|\n)")
@@ -72,7 +70,7 @@ class Exchange:
     __slots__ = ("conv", "index", "req", "req_body", "req_size", "req_gap", "resp", "body", "body_size", "body_gap", "body_pkt",
                  "keep", "sse", "runs", "resync", "carry", "last_ts", "last_pkt", "end_reason", "end_by", "ended", "dec", "req_dec")
 
-    def __init__(self, conv: HttpConversation, index: int, req: Head) -> None:
+    def __init__(self, conv: Any, index: int, req: Head) -> None:  # conv: its pcap_http.HttpConversation (which imports this)
         self.conv, self.index, self.req = conv, index, req
         self.req_body: list[bytes] = []
         self.req_size = 0

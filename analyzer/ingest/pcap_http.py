@@ -18,21 +18,19 @@ go back to :mod:`analyzer.ingest.pcap` when both directions have ended (``ing.co
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import Any
 
 from analyzer.decode import h2, http1, tcp
 from analyzer.decode.http1 import Body, BodyGap, Done, Head, MessageParser, Skipped, Stop
 from analyzer.ingest.pcap_body import Exchange
 
-if TYPE_CHECKING:
-    from analyzer.ingest.pcap import _Ingest
 
 
 class HttpConversation:
     """One TCP connection's HTTP: both directions through HTTP framing, into exchanges.  The tcp.App
     around it (:class:`analyzer.ingest.pcap_tls.Conversation`) feeds :meth:`_plain` / :meth:`_plain_gap`."""
 
-    def __init__(self, ing: _Ingest, flow: tcp.Flow) -> None:
+    def __init__(self, ing: Any, flow: tcp.Flow) -> None:  # ing: the capture's state (ingest/pcap._Ingest; not imported: pcap imports this)
         self.ing = ing
         self.flow = flow
         self.client: int | None = None

@@ -18,13 +18,11 @@ HTTP parsers with no extra call per packet.)
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Any
 
 from analyzer.decode import tcp, tls
 from analyzer.ingest.pcap_http import HttpConversation
 
-if TYPE_CHECKING:
-    from analyzer.ingest.pcap import _Ingest
 
 _TLS_RECORD = re.compile(rb"[\x14-\x17]\x03[\x00-\x04]")
 
@@ -32,7 +30,7 @@ _TLS_RECORD = re.compile(rb"[\x14-\x17]\x03[\x00-\x04]")
 class Conversation(HttpConversation):
     """One TCP flow's consumer (:class:`analyzer.decode.tcp.App`): TLS, then both directions through HTTP framing."""
 
-    def __init__(self, ing: _Ingest, flow: tcp.Flow) -> None:
+    def __init__(self, ing: Any, flow: tcp.Flow) -> None:  # ing: ingest/pcap._Ingest (not imported: pcap imports this)
         super().__init__(ing, flow)
         self.tls: tls.Connection | None = None  # a TLS connection decrypted with the key log (None: plain HTTP)
 

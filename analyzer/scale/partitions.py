@@ -38,9 +38,8 @@ import pyarrow as pa
 from analyzer import document, pipeline
 from analyzer import window as windows
 from analyzer.scale import store as store_mod
+from analyzer.signals import components as components_
 from analyzer.window import Window
-
-MAX_ROUNDS = 64  # label propagation: each round at least halves no chain, but real graphs settle in a few
 
 
 @dataclass
@@ -71,8 +70,8 @@ def _input_bytes(store) -> dict[str, int]:
 def components(store: str | Path) -> pl.DataFrame:
     """Every stored input with its component ``label`` (the least sha256 of the component) and its bytes.
 
-    Components of the graph "input -- session id", by label propagation on the driver (Polars): an
-    input's label is the least label of the inputs it shares a session id with, until nothing changes.
+    Components of the graph "input -- session id" on the driver (:mod:`analyzer.signals.components`):
+    every input of a session id is tied to the least input of that id.
     The distributed engine groups by this label; :func:`plan` packs the labels into partitions."""
     store = store_mod.locate(store)
     man = store_mod.manifest(store)
@@ -87,20 +86,13 @@ def components(store: str | Path) -> pl.DataFrame:
         .unique()
         .collect()
     )
-    label = pl.DataFrame({"input": shas, "label": shas}, schema={"input": pl.String, "label": pl.String})
-    for _ in range(MAX_ROUNDS):
-        by_sid = pairs.join(label, on="input").group_by("sid").agg(pl.col("label").min())
-        new = (
-            pairs.join(by_sid, on="sid")
-            .group_by("input")
-            .agg(pl.col("label").min().alias("new"))
-            .join(label, on="input", how="right")
-            .select("input", label=pl.min_horizontal("label", "new"))
-        )
-        changed = new.join(label, on="input", suffix="_old").filter(pl.col("label") != pl.col("label_old")).height
-        label = new
-        if not changed:
-            break
+    edges = (
+        pairs.filter(pl.col("input").is_in(shas))  # (an input committed since the manifest was read: the next run's)
+        .filter(pl.col("sid").is_duplicated())  # a session id of one input ties nothing
+        .with_columns(other=pl.col("input").min().over("sid"))
+        .filter(pl.col("input") != pl.col("other"))
+    )
+    label = components_.labels(pl.Series("input", shas, dtype=pl.String), edges.get_column("input"), edges.get_column("other"))
     sizes = _input_bytes(store)
     return label.with_columns(bytes=pl.col("input").replace_strict(sizes, default=0, return_dtype=pl.Int64)).sort("input")
 

@@ -2,7 +2,7 @@
 
 A commit is only as good as its order on disk: data fsync'd before the rename that publishes it,
 the directory fsync'd after it, so that after a power cut or a ``kill -9`` the name points either at
-the old bytes or at the whole new ones.  The protocol (layout and manifest: :mod:`analyzer.scale.store`):
+the old bytes or at the whole new ones.  The protocol (layout: :mod:`analyzer.scale.store`; manifest: :mod:`analyzer.scale.manifest`):
 
 1. the input's four parts are written and fsync'd in ``STORE/.staging/<pid>-<random>/``;
 2. renamed to fresh names ``<table>/input=<sha>/part-<gen>.parquet`` (a repair first deletes the
@@ -36,8 +36,9 @@ import pyarrow.parquet as pq
 from analyzer.decode import tls
 from analyzer.errors import StoreError
 from analyzer.pipeline import read_inputs
-from analyzer.scale.store import MANIFEST, PREVIOUS, TABLES, manifest_table, Snapshot, damage, file_sha256, read_manifest
-from analyzer.scale.storage import Local, Remote, locate
+from analyzer.scale import store_remote
+from analyzer.scale.manifest import MANIFEST, PREVIOUS, TABLES, Snapshot, damage, manifest_table, read_manifest
+from analyzer.scale.storage import Local, Remote, file_sha256, locate
 
 LOCK = ".lock"
 STAGING = ".staging"
@@ -364,8 +365,6 @@ def ingest(
     an object store URI (:mod:`analyzer.scale.storage`; the commit there: :mod:`analyzer.scale.store_remote`)."""
     where = locate(store)
     if isinstance(where, Remote):
-        from analyzer.scale import store_remote
-
         ops = store_remote.open_writer(where, lock_timeout, LOCK_POLL, hook)
         try:
             return _ingest_locked(paths, ops, fmt, redact_secrets, ports, progress, drop_unrepairable)

@@ -7,7 +7,7 @@ An object store has no rename and no flock, but it has two things that are enoug
   (replace only the version I read), on PutObject and DeleteObject; AWS S3 enforces both since
   2024, and the test server (moto, ``tests/test_store_s3.py``) too.
 
-The commit of one input (the layout and manifest are those of :mod:`analyzer.scale.store`):
+The commit of one input (the layout and manifest are those of :mod:`analyzer.scale.store` and :mod:`analyzer.scale.manifest`):
 
 1. its four parts are PUT under fresh keys ``<table>/input=<sha>/part-<gen>.parquet`` (``gen``
    random: no key is ever written twice, so no reader ever sees a part change);
@@ -53,8 +53,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analyzer.errors import StoreError
+from analyzer.scale.manifest import MANIFEST, PREVIOUS, TABLES, Snapshot, manifest_table, read_manifest
 from analyzer.scale.storage import Remote, explain, redact
-from analyzer.scale.store import MANIFEST, PREVIOUS, TABLES, manifest_table, Snapshot, read_manifest
 
 LEASE_ENV = "MCP_SSE_AUDIT_LEASE_SECONDS"
 LOCK = ".lock"

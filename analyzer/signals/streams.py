@@ -20,45 +20,13 @@ Everything here is a Polars expression over whole tables.  Vocabulary:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import polars as pl
 
-from analyzer.signals import idschemes, views
+from analyzer.signals import components, idschemes, views
+from analyzer.signals.frames import Frames, hidden  # (the rules and signals import Frames from here)
 from analyzer.tables import compact_digest_expr, one_chunk
 
 SSE = "text/event-stream"
-MAX_CHAIN = 64  # pointer jumping halves the chain each round: 64 rounds cover any real chain
-
-
-# the anomalies of a TLS connection that no key decrypted (decode/tls.py): its HTTP is not in the tables
-UNDECRYPTED = ("tls_no_key", "tls_not_decrypted")
-HIDDEN_SCHEMA = {"source": pl.String, "packet": pl.Int64}
-
-
-@dataclass(frozen=True)
-class Frames:
-    exchanges: pl.DataFrame  # + gx, pos, session, stream, n_events, first_id, last_cursor, sent_retry
-    events: pl.DataFrame  # + gx, pos, session, stream, visible, has_id, id_scheme, seq, sprefix; - xid, cursor, retry; sorted by pos, ordinal
-    messages: pl.DataFrame  # + gx, pos, session
-    # TLS connections of a capture that no key decrypted: ``source`` and the ``packet`` its anomaly names
-    # (where its encrypted HTTP began); a stream, a request or a response may lie in them, unseen
-    hidden: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=HIDDEN_SCHEMA))
-
-    def pick(self, where: pl.Expr, *columns: str | pl.Expr, among: pl.DataFrame | None = None, **named: pl.Expr) -> pl.DataFrame:
-        """The events ``where`` holds, only ``columns``: filtered and narrowed in one plan, so the rows are
-        copied with the few columns asked for (an eager filter first copies all two dozen of them).
-        ``among``: only events whose values in its columns are one of its rows (a semi-join, in the same
-        plan): the events of the few connections or streams a check looks at, not all of history."""
-        plan = self.events.lazy().filter(where)
-        if among is not None:
-            plan = plan.join(among.lazy().unique(), on=among.columns, how="semi")
-        return plan.select(*columns, **named).collect()
-
-    def lazy(self) -> Frames:
-        """The same tables as LazyFrames: the finding rules build plans over them, and the document
-        (document/build.py) collects all of them at once, so Polars plans the shared scans together."""
-        return Frames(self.exchanges.lazy(), self.events.lazy(), self.messages.lazy(), self.hidden.lazy())  # type: ignore[arg-type]
 
 
 def _ordered_exchanges(x: pl.DataFrame) -> pl.DataFrame:
@@ -179,19 +147,14 @@ def _finished(msgs: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _stream_roots(x: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
-    """stream = first connection of each resumption chain (pointer jumping, whole-table joins)."""
-    parent = x.select("gx").join(links.select("gx", "resumed_gx"), on="gx", how="left").select(
-        "gx", pl.coalesce("resumed_gx", "gx").alias("root")
-    )
-    for _ in range(MAX_CHAIN):
-        hop = parent.join(parent.rename({"gx": "root", "root": "next"}), on="root", how="left").select(
-            "gx", pl.coalesce("next", "root").alias("root")
-        )
-        if hop.sort("gx").equals(parent.sort("gx")):
-            break
-        parent = hop
-    return parent
+def _streams(x: pl.DataFrame, links: pl.DataFrame) -> pl.Series:
+    """``stream`` of each exchange, indexed by ``pos``: the position of its resumption chain's first
+    connection.  A boundary resumes an earlier connection (``resumed_gx`` comes before it in ``pos``),
+    so a chain's first connection is its least position: the connected components of the resumption
+    links, labelled with their least node (:mod:`analyzer.signals.components`), nodes being positions."""
+    pos_of = x.select(pl.col("pos").sort_by("gx")).to_series()  # gx and pos both number the exchanges 0..n-1
+    edges = links.filter(pl.col("resumed_gx").is_not_null())
+    return components.least_node(x.height, pos_of.gather(edges.get_column("gx")), pos_of.gather(edges.get_column("resumed_gx")))
 
 
 def _polars(table) -> pl.DataFrame:
@@ -329,9 +292,7 @@ def build(tables: dict) -> tuple[Frames, pl.DataFrame]:
     x = views.fingerprint(x)
     x = x.join(views.incidents(x), on="session", how="left")
     links = _resume_links(x, ev.select("gx", "pos", "session", "id", "visible", "has_id"))
-    roots = _stream_roots(x, links)
-    stream_pos = x.select(pl.col("gx").alias("root"), pl.col("pos").alias("stream"))
-    x = x.join(roots, on="gx", how="left").join(stream_pos, on="root", how="left").drop("root")
+    x = x.with_columns(stream=pl.lit(_streams(x, links)).gather(pl.col("pos")))
 
     visible, ids = pl.col("visible"), pl.col("id")
     per_x = ev.group_by("gx").agg(
@@ -385,19 +346,6 @@ def build(tables: dict) -> tuple[Frames, pl.DataFrame]:
         sprefix=idschemes.prefix(pl.col("id"), pl.col("id_scheme"), present),
     )
     return Frames(x, ev, msgs, hidden(tables.get("anomalies"))), links
-
-
-def hidden(anomalies) -> pl.DataFrame:
-    """:attr:`Frames.hidden` from the anomalies table (pyarrow or None): the undecrypted TLS connections of pcaps."""
-    if anomalies is None or anomalies.num_rows == 0:
-        return pl.DataFrame(schema=HIDDEN_SCHEMA)
-    return (
-        pl.from_arrow(anomalies.select(["source", "code", "location"]))
-        .filter(pl.col("code").is_in(UNDECRYPTED))
-        .select("source", packet=pl.col("location").str.extract(r"^packet ([0-9]{1,18})$", 1).cast(pl.Int64))
-        .filter(pl.col("packet").is_not_null())
-        .cast(HIDDEN_SCHEMA)
-    )
 
 
 def packet_no(location: pl.Expr) -> pl.Expr:

@@ -31,16 +31,14 @@ its incident (streams.py), and that connection's other views come in here.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 import polars as pl
 
-if TYPE_CHECKING:
-    from analyzer.signals.streams import Frames
+from analyzer.signals import components
+from analyzer.signals.frames import Frames
 
 LIST_CAP = 1000
 HOP_WINDOW = timedelta(seconds=2)  # a proxy forwards a request within this of receiving it
-MAX_ROUNDS = 64  # connected components: hook + pointer jumping; 64 rounds cover any real set of captures
 
 
 def _base() -> pl.Expr:
@@ -109,35 +107,19 @@ def incidents(x: pl.DataFrame) -> pl.DataFrame:
 
     A client HAR and a balancer log share a POST; the balancer log and a server log share
     the old GET: the three are one incident even though the client's capture and the
-    server's share nothing.  Connected components over (input, session) pairs: every
-    session takes the smallest label among its neighbours', then its label's label
-    (pointer jumping), until nothing changes.  The label is always a session of the same
-    component, so stopping after ``MAX_ROUNDS`` could only leave a component split, never
-    join two.  Without a shared exchange (fingerprints include the session id), the same
-    Mcp-Session-Id in two inputs stays two incidents.
+    server's share nothing.  Connected components over (input, session) pairs
+    (:mod:`analyzer.signals.components`), labelled with their least session: every session
+    of a fingerprint is tied to the fingerprint's least session.  Without a shared exchange
+    (fingerprints include the session id), the same Mcp-Session-Id in two inputs stays two
+    incidents.
     """
-    nodes = x.select("session").unique().with_columns(incident=pl.col("session"))
     fps = x.filter(pl.col("fp").is_not_null()).select("session", "fp").unique()
     edges = (
-        fps.join(fps.rename({"session": "other"}), on="fp")
+        fps.filter(pl.col("fp").is_duplicated())  # (a window over every fingerprint costs more than this look for shared ones)
+        .with_columns(other=pl.col("session").min().over("fp"))
         .filter(pl.col("session") != pl.col("other"))
-        .select("session", "other")
-        .unique()
     )
-    if edges.is_empty():
-        return nodes
-    label = nodes
-    for _ in range(MAX_ROUNDS):
-        via_edges = edges.join(label.rename({"session": "other"}), on="other").select("session", "incident")
-        hooked = pl.concat([label, via_edges]).group_by("session").agg(pl.col("incident").min())
-        jumped = (
-            hooked.join(hooked.rename({"session": "incident", "incident": "_up"}), on="incident", how="left")
-            .select("session", pl.min_horizontal("incident", "_up").alias("incident"))
-        )
-        if jumped.sort("session").equals(label.sort("session")):
-            break
-        label = jumped
-    return label
+    return components.labels(x.get_column("session"), edges.get_column("session"), edges.get_column("other"), "incident")
 
 
 def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.DataFrame:
