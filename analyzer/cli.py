@@ -8,7 +8,6 @@ import shutil
 import sys
 import time
 import traceback
-from datetime import timezone
 from pathlib import Path
 
 import click
@@ -348,7 +347,7 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
                         if not quiet:
                             outs = tuple(o for o in (json_out, jsonl_out) if o)
                             click.echo(_safe(summary_text({"summary": written.summary, "findings": [], "anomalies": []}, outs)), err=bool(to_stdout))
-                        sys.exit(1 if written.fails(fail_on) or lost_input else 0)
+                        _exit(*pipeline.exit_code(written.summary, written.encrypted, fail_on, lost_input))
                     if partitions > 1:  # the HTML report, JUnit and the annotations need the whole document in memory
                         from analyzer.scale import partitions as partitions_mod
 
@@ -408,13 +407,14 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
                    "from it (drop --port to analyze every flow that looks like MCP)", err=True)
     if not quiet:
         click.echo(summary_text(doc, tuple(written), _width()), err=bool(to_stdout))
-    encrypted = occurrences(doc["anomalies"], "tls_not_decrypted")
-    if doc["summary"]["exchanges"] == 0 and encrypted:
-        # every connection that could be MCP was encrypted: that is "cannot tell", never a clean run
-        click.echo(f"error: nothing to judge: the capture's HTTP is encrypted ({encrypted} TLS connection(s) without a key log); "
-                   "give the key log the client wrote (SSLKEYLOGFILE) with --tls-keylog FILE", err=True)
-        sys.exit(2)
-    sys.exit(1 if result.fails(fail_on) or lost_input else 0)
+    # every connection that could be MCP encrypted is "cannot tell", never a clean run: the one decision, pipeline.exit_code
+    _exit(*pipeline.exit_code(doc["summary"], occurrences(doc["anomalies"], "tls_not_decrypted"), fail_on, lost_input))
+
+
+def _exit(code: int, why: str | None) -> None:
+    if why:
+        click.echo(why, err=True)
+    sys.exit(code)
 
 
 @main.command(epilog="""

@@ -47,6 +47,21 @@ class Result:
         return fails(self.document["summary"], fail_on)
 
 
+NOTHING_TO_JUDGE = ("error: nothing to judge: the capture's HTTP is encrypted ({n} TLS connection(s) without a key log); "
+                    "give the key log the client wrote (SSLKEYLOGFILE) with --tls-keylog FILE")
+
+
+def exit_code(summary: dict, encrypted: int, fail_on: str, lost_input: bool = False) -> tuple[int, str | None]:
+    """The exit code of an analysis that read something, decided once for every engine path (the single pass, a
+    store, its partitions in memory or written one by one, Spark), and the line that explains a 2.  ``encrypted``:
+    the TLS connections no key log decrypted (anomalies ``tls_not_decrypted``); ``lost_input``: an input named
+    that could not go into the store.  Every connection encrypted is "cannot tell", never a clean run (2);
+    else 1 when :func:`fails` or input was lost at ``--fail-on`` error or warning, else 0."""
+    if summary.get("exchanges", 0) == 0 and encrypted:
+        return 2, NOTHING_TO_JUDGE.format(n=encrypted)
+    return (1 if fails(summary, fail_on) or lost_input else 0), None
+
+
 def fails(summary: dict, fail_on: str) -> bool:
     """Exit code 1: a finding at or above ``fail_on``, or damaged input when ``fail_on`` reaches ``error``.
 

@@ -192,3 +192,17 @@ def test_unreadable_path_given_with_store_fails_the_run(tmp_path):
     assert "broken.jsonl" in r.output and "could not be read" in r.output
     r = CliRunner().invoke(main, ["analyze", "--store", str(store), str(good), str(bad), "--fail-on", "critical", "--json", str(tmp_path / "g.json")])
     assert r.exit_code == 0, r.output
+
+
+def test_nothing_to_judge_exits_2_on_every_engine_path(tmp_path):
+    """A store of TLS captures no key decrypted has nothing to judge: exit 2 on the single pass, with --partitions N
+    in memory (--html) and written partition by partition (no --html), which exited 0 (issue [5/5] item 1)."""
+    from analyzer.cli import main as cli_main
+
+    store = tmp_path / "store"
+    tls = ROOT / "sample_logs" / "tls"
+    assert CliRunner().invoke(cli_main, ["ingest", str(tls / "real-python-tls13-h2-resume.pcap"),
+                                         str(tls / "real-python-tls12-chacha-h1-resume.pcap"), "--store", str(store), "-q"]).exit_code == 0
+    for extra in ([], ["--partitions", "2", "--html", str(tmp_path / "r.html")], ["--partitions", "2", "--json", str(tmp_path / "o.json")]):
+        r = CliRunner().invoke(cli_main, ["analyze", "--store", str(store), "--fail-on", "never", *extra])
+        assert r.exit_code == 2 and "nothing to judge" in r.stderr, (extra, r.output)

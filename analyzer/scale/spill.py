@@ -29,6 +29,7 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from analyzer import document, pipeline
+from analyzer.anomalies import occurrences
 from analyzer.scale import store as store_mod
 from analyzer.scale.partitions import analyze_group, global_positions, plan
 
@@ -40,6 +41,7 @@ BATCH = 2048  # items read from each partition's file at a time
 class Written:
     summary: dict
     readable: int
+    encrypted: int = 0  # TLS connections no key decrypted (pipeline.exit_code: all of them encrypted is exit 2)
 
     def fails(self, fail_on: str) -> bool:
         return pipeline.fails(self.summary, fail_on)
@@ -76,6 +78,7 @@ def write(
         tmp = Path(tmp)
         keys, used = [], set()
         summary = document.Summary()
+        encrypted = 0
         parts = 0
         for i, shas in enumerate(p.partitions):
             tables, rows = store_mod.load(store, win.since, win.until, sessions, inputs=shas)
@@ -99,6 +102,8 @@ def write(
                         summary.add(kind, rec)
                         if kind == "finding" and baseline is not None:
                             baseline.count(rec)  # the tally now (the summary is written first); the mark as written
+                        elif kind == "anomaly":
+                            encrypted += occurrences([rec], "tls_not_decrypted")
             c = json.loads(g.filter(pl.col("kind") == "counts")["json"][0])
             summary.events += c["events"]
             summary.messages += c["messages"]
@@ -157,7 +162,7 @@ def write(
         if baseline is not None:
             summary["baseline"] = baseline.summary()  # (after the window, as the command applies it to a whole document)
         _emit(document.head(), summary, sections, jsonl_out, json_out)
-    return Written(summary, sum(1 for r in rows if r["error"] is None))
+    return Written(summary, sum(1 for r in rows if r["error"] is None), encrypted)
 
 
 def _open(path: str | None):
