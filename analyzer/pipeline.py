@@ -12,7 +12,7 @@ from analyzer.document import build as findings
 from analyzer.ingest import inputs
 from analyzer.rules import verdicts
 from analyzer.anomalies import SCHEMA as ANOMALY_SCHEMA
-from analyzer.document import SEVERITIES, assemble
+from analyzer.document.assemble import SEVERITIES, assemble
 from analyzer.errors import InputError, NotACapture
 from analyzer.tables import compact_digests
 

@@ -46,6 +46,13 @@ def test_the_unverifiable_transport_branches_come_before_the_id_verdicts():
         assert order[early] < order["ids_went_back"] < order["ids_jumped"]
 
 
+def _holds_code(init: Path) -> bool:
+    """A package's ``__init__.py`` holds code when it has more than a docstring and imports (re-exports)."""
+    tree = ast.parse(init.read_text())
+    body = tree.body[1:] if tree.body and isinstance(tree.body[0], ast.Expr) else tree.body
+    return any(not isinstance(node, (ast.Import, ast.ImportFrom)) for node in body)
+
+
 def _modules() -> dict[str, Path]:
     """Every module of analyzer/ by its path in the Layout table: ``decode/sse.py``; a package's
     ``__init__.py`` only when it holds code (not only a docstring)."""
@@ -53,7 +60,7 @@ def _modules() -> dict[str, Path]:
     out = {}
     for p in sorted(root.rglob("*.py")):
         rel = p.relative_to(root).as_posix()
-        if p.name == "__init__.py" and not re.search(r"^(def|class|from|import) ", p.read_text(), re.M):
+        if p.name == "__init__.py" and not _holds_code(p):
             continue
         if "__pycache__" not in rel:
             out[rel] = p

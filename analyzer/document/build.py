@@ -13,7 +13,7 @@ import polars as pl
 
 from analyzer.rules import registry
 from analyzer import catalog
-from analyzer.document import finding_key, fingerprint
+from analyzer.document.assemble import finding_key, fingerprint
 from analyzer.document.records import Records
 from analyzer.signals.streams import Frames
 from analyzer.catalog import VERDICT_ORDER

@@ -31,7 +31,7 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from analyzer.document import SEV_RANK
+from analyzer.document.assemble import SEV_RANK
 
 FAIL_ON = ("critical", "error", "warning", "never")
 KNOWN = "known: in the baseline"

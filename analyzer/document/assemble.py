@@ -1,0 +1,244 @@
+"""The findings document's shape, decided once for every engine: its order, its numbering, its summary, its top level.
+
+The single pass (``build.build_document`` + :func:`assemble`), the in-memory merge of partitions
+(``partitions.merge``) and the spilling writer (``spill.write``) all build the same document; what
+decides its shape is here:
+
+* :func:`finding_key` -- the order of findings (worst first, then in history order, then a key that
+  does not depend on how the document was assembled);
+* :func:`fingerprint` -- a finding's identity across runs, from its content;
+* :class:`Numbering` -- the ``x``/``s``/``S``/``b`` references of partial documents renumbered as a
+  single pass numbers them (exchanges in history order, sessions by their first exchange);
+* :class:`Summary` -- the counts of ``summary``, added up item by item (so a writer that never holds
+  the document can count as it goes);
+* :func:`assemble` -- the document's top level, in its order.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Iterator
+from datetime import datetime, timezone
+
+from analyzer import __version__, catalog
+from analyzer.errors import AuditError, InputError
+
+SCHEMA_VERSION = "1"
+SEVERITIES = list(catalog.SEVERITIES)
+SEV_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+ANOMALY_SEVERITIES = ("error", "warning", "info")
+# references renumbered between partial documents and the whole: not part of what orders findings
+_RENUMBERED = frozenset({"id", "session", "boundary", "exchange"})
+
+
+# within a severity, what the application got wrong comes before how the stream broke
+FIRST_RULES = frozenset({"wrong_result_delivered"})
+
+
+def finding_key(rec: dict, pos: int) -> tuple:
+    """Where a finding goes: worst first (within a severity, the rules of FIRST_RULES first), then where its history is (``pos``: its exchange's place, -1
+    for none), then rule and message, and at last the rest of the record as canonical JSON, without the
+    references each engine numbers its own way, so the order never depends on the order the rules
+    produced rows in or on how the document was assembled (audit jobs diff two runs)."""
+    rest = {k: v for k, v in rec.items() if k not in _RENUMBERED and not k.startswith("_")}
+    return (SEV_RANK[rec["severity"]], rec["rule"] not in FIRST_RULES, pos, rec["rule"], rec["message"],
+            json.dumps(rest, sort_keys=True, default=str))
+
+
+def fingerprint(rule: str, session_id: str | None, time: str | None, subject: str | None) -> str:
+    """A finding's identity across runs: its rule, its Mcp-Session-Id, the time of the exchange it is found at and
+    what it is about in the wire's terms (``subject``: event ids, the Last-Event-ID sent, the calls hit; each rule
+    says, rules/shape.subject).  Not its place (``f3``, a line number, a file name: the same traffic in a moved
+    or re-ingested archive keeps its fingerprints) and not its wording (a reworded message keeps them too).
+    24 hex digits of a sha256: 96 bits, no collision in any archive's findings."""
+    text = "\x1e".join((rule, session_id or "", time or "", subject or ""))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
+def generated_at() -> str:
+    """The document's time: SOURCE_DATE_EPOCH when set (reproducible output), else now.
+
+    Per https://reproducible-builds.org/specs/source-date-epoch/ the value is an ASCII decimal count of
+    seconds since 1970-01-01 UTC; a malformed one is an error, never silently replaced by the clock
+    (a job that sets it wants byte-identical output).  Empty counts as unset.
+    """
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
+    if not epoch:
+        return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if not (epoch.isascii() and epoch.isdigit()):
+        raise AuditError(f"SOURCE_DATE_EPOCH={epoch[:40]!r} is not a number of seconds since 1970-01-01 UTC (unset it, or set e.g. 1767225600)")
+    try:
+        when = datetime.fromtimestamp(int(epoch), timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        raise AuditError(f"SOURCE_DATE_EPOCH={epoch[:40]} is past the year 9999") from None
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def head() -> dict:
+    """The document's first keys."""
+    return {"schema_version": SCHEMA_VERSION, "tool": {"name": "mcp-sse-audit", "version": __version__}, "generated_at": generated_at()}
+
+
+class Summary:
+    """``summary``'s counts, added up one item at a time."""
+
+    def __init__(self) -> None:
+        from analyzer.catalog import VERDICT_ORDER
+
+        self.items = {"session": 0, "exchange": 0, "boundary": 0, "anomaly": 0}
+        self.verdicts = {v: 0 for v in VERDICT_ORDER}
+        self.findings = {s: 0 for s in SEVERITIES}
+        self.anomalies = {s: 0 for s in ANOMALY_SEVERITIES}
+        self.events = self.messages = 0
+
+    def add(self, kind: str, rec: dict) -> None:
+        """One item of the document (``kind``: session, exchange, boundary, finding, anomaly)."""
+        if kind == "boundary":
+            self.verdicts[rec["verdict"]] += 1
+        elif kind == "finding":
+            self.findings[rec["severity"]] += 1
+            return
+        elif kind == "anomaly":
+            self.anomalies[rec["severity"]] += 1
+        self.items[kind] += 1
+
+    def add_body(self, body: dict, anomaly_rows: list[dict]) -> "Summary":
+        from analyzer.document.records import Records
+
+        for kind, key in (("session", "sessions"), ("exchange", "exchanges"), ("boundary", "boundaries"), ("finding", "findings")):
+            records = body[key]
+            if isinstance(records, Records):  # counted from its columns, without making its dicts
+                self.items[kind] += len(records)
+                if kind == "boundary":
+                    for verdict in records.column("verdict"):
+                        self.verdicts[verdict] += 1
+                continue
+            for rec in records:
+                self.add(kind, rec)
+        for rec in anomaly_rows:
+            self.add("anomaly", rec)
+        return self
+
+    def to_dict(self, input_rows: list[dict], unreadable: int) -> dict:
+        return {
+            "inputs": len(input_rows),
+            "inputs_unreadable": unreadable,
+            "records": sum(r["records"] for r in input_rows),
+            "rejected": sum(r["rejected"] for r in input_rows),
+            "sessions": self.items["session"],
+            "exchanges": self.items["exchange"],
+            "events": self.events,
+            "messages": self.messages,
+            "boundaries": self.items["boundary"],
+            "verdicts": self.verdicts,
+            "findings_by_severity": self.findings,
+            "anomalies": self.items["anomaly"],
+            "anomalies_by_severity": self.anomalies,
+        }
+
+
+def unreadable_rows(errors: list[InputError]) -> list[dict]:
+    """An anomaly row for each input that could not be read at all."""
+    return [{"source": e.source, "location": "file", "code": "input_unreadable", "severity": "error", "message": e.reason} for e in errors]
+
+
+def assemble(
+    input_rows: list[dict], errors: list[InputError], skipped: list[str], body: dict, events: int, messages: int, anomaly_rows: list[dict]
+) -> dict:
+    """The findings document around ``body`` (sessions, exchanges, boundaries, findings), with its summary."""
+    anomaly_rows = list(anomaly_rows) + unreadable_rows(errors)
+    summary = Summary().add_body(body, anomaly_rows)
+    summary.events, summary.messages = events, messages
+    return {
+        **head(),
+        "summary": summary.to_dict(input_rows, len(errors)),
+        "inputs": input_rows,
+        "skipped": skipped,
+        **body,
+        "anomalies": anomaly_rows,
+    }
+
+
+class Numbering:
+    """Partial documents' references renumbered as a single pass numbers the whole.
+
+    ``gpos[part][lpos]``: the global history position of partition ``part``'s exchange ``x<lpos+1>``.
+    Sessions are numbered by their first exchange in the merged history: call :meth:`see_exchange` for
+    every exchange of every partition, then :meth:`number_sessions`, before fixing any record."""
+
+    def __init__(self, gpos: list[list[int]]) -> None:
+        self.gpos = gpos
+        self._first: dict[tuple[int, str], int] = {}
+        self.session_key: dict[tuple[int, str], str] = {}
+        self.boundary_key: list[dict[str, str]] = [{} for _ in gpos]
+
+    def x(self, part: int, ref: str | None) -> int | None:
+        """The global position of a local ``x``/``s`` reference."""
+        return None if ref is None else self.gpos[part][int(ref[1:]) - 1]
+
+    def see_exchange(self, part: int, rec: dict) -> None:
+        s = rec["session"]
+        if s is not None:
+            g = self.x(part, rec["exchange_id"])
+            k = (part, s)
+            if k not in self._first or g < self._first[k]:
+                self._first[k] = g
+
+    def number_sessions(self) -> None:
+        order = sorted(self._first, key=lambda k: (self._first[k], k))
+        self.session_key = {k: f"S{n}" for n, k in enumerate(order, start=1)}
+
+    def first_of(self, part: int, session: str) -> int:
+        return self._first[(part, session)]
+
+    def _ref(self, part: int, ref: str | None, prefix: str) -> str | None:
+        g = self.x(part, ref)
+        return None if g is None else f"{prefix}{g + 1}"
+
+    def session(self, part: int, s: dict) -> dict:
+        s["session"] = self.session_key[(part, s["session"])]
+        s["incident"] = self.session_key[(part, s["incident"])]  # its first session's key, which incidents never leave
+        return s
+
+    def exchange(self, part: int, e: dict) -> dict:
+        e["exchange_id"] = self._ref(part, e["exchange_id"], "x")
+        e["stream"] = self._ref(part, e["stream"], "s")
+        e["session"] = self.session_key.get((part, e["session"])) if e["session"] is not None else None
+        return e
+
+    def boundary(self, part: int, b: dict) -> dict:
+        """A boundary with global references, its old id kept as ``_old`` until :meth:`boundary_numbered`."""
+        b["_old"] = b["boundary_id"]
+        b["request_exchange"] = self._ref(part, b["request_exchange"], "x")
+        b["resumes_exchange"] = self._ref(part, b["resumes_exchange"], "x")
+        b["reaction_exchange"] = self._ref(part, b.get("reaction_exchange"), "x")
+        b["owed_requests"] = sorted((self._ref(part, r, "x") for r in b.get("owed_requests") or []), key=lambda r: int(r[1:]))
+        b["stream"] = self._ref(part, b["stream"], "s")
+        b["session"] = self.session_key.get((part, b["session"])) if b["session"] is not None else None
+        return b
+
+    def boundary_numbered(self, part: int, b: dict, n: int) -> dict:
+        """Boundaries are numbered in request order over all partitions: this one is ``b<n>``."""
+        new = f"b{n}"
+        self.boundary_key[part][b.pop("_old")] = new
+        b["boundary_id"] = new
+        return b
+
+    def finding(self, part: int, f: dict) -> dict:
+        """A finding with global references (its boundaries numbered first) and its history place as ``_g``."""
+        f["session"] = self.session_key.get((part, f["session"])) if f["session"] is not None else None
+        pos = f.pop("_pos", None)
+        f["_g"] = self.gpos[part][pos] if pos is not None else -1
+        f["exchange"] = self._ref(part, f.get("exchange"), "x")
+        if f.get("boundary"):
+            f["boundary"] = self.boundary_key[part][f["boundary"]]
+        return f
+
+
+def number_findings(findings: Iterable[dict]) -> Iterator[dict]:
+    """Findings (with ``_g``) in :func:`finding_key` order, given ``f<n>`` ids; the ``_g`` is dropped."""
+    for n, f in enumerate(findings, start=1):
+        del f["_g"]
+        f["id"] = f"f{n}"
+        yield f
