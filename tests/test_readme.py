@@ -47,10 +47,11 @@ def test_the_unverifiable_transport_branches_come_before_the_id_verdicts():
 
 
 def _holds_code(init: Path) -> bool:
-    """A package's ``__init__.py`` holds code when it has more than a docstring and imports (re-exports)."""
+    """A package's ``__init__.py`` holds code when it has more than a docstring, imports (re-exports) and ``__version__``."""
     tree = ast.parse(init.read_text())
     body = tree.body[1:] if tree.body and isinstance(tree.body[0], ast.Expr) else tree.body
-    return any(not isinstance(node, (ast.Import, ast.ImportFrom)) for node in body)
+    dunder = lambda n: isinstance(n, ast.Assign) and all(isinstance(t, ast.Name) and t.id in ("__version__", "__all__") for t in n.targets)  # noqa: E731
+    return any(not isinstance(node, (ast.Import, ast.ImportFrom)) and not dunder(node) for node in body)
 
 
 def _modules() -> dict[str, Path]:
@@ -73,6 +74,12 @@ def test_layout_names_every_module():
     table = text[text.index("<!-- layout:start -->") : text.index("<!-- layout:end -->")]
     named = set(re.findall(r"`([a-z_0-9/]+\.py)`", table))
     assert named == set(_modules()) - {"__init__.py"}
+
+
+def test_package_init_files_only_re_export():
+    """A package's __init__.py holds a docstring and imports; its code lives in a module named for its job."""
+    holding = [p.relative_to(README.parent).as_posix() for p in (README.parent / "analyzer").rglob("__init__.py") if _holds_code(p)]
+    assert holding == [], holding
 
 
 # The import order of the stages.  tables.py is the schema the ingesters write through, so it comes

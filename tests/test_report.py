@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from analyzer import pipeline, report
+import analyzer.report.page as report_page  # noqa: E402  (template_dir reads its __file__)
 from analyzer.report.common import SUMMARY_ROWS
 from analyzer.report.view import _merged_sessions
 from reportdocs import CAPTURES, HOSTILE_SIDS, SYNTHETIC, hostile_capture, poison
@@ -500,13 +501,13 @@ def test_template_dir_installed(tmp_path, monkeypatch):
     installed = tmp_path / "share" / "mcp-sse-audit" / "reports_templates"
     installed.mkdir(parents=True)
     (installed / report.TEMPLATE).write_text((ROOT / "reports_templates" / report.TEMPLATE).read_text())
-    monkeypatch.setattr(report, "__file__", str(tmp_path / "site" / "analyzer" / "report" / "__init__.py"))
+    monkeypatch.setattr(report_page, "__file__", str(tmp_path / "site" / "analyzer" / "report" / "page.py"))
     monkeypatch.setattr(sys, "prefix", str(tmp_path))
     assert report.template_dir() == installed
 
 
 def test_template_dir_missing_names_both(tmp_path, monkeypatch):
-    monkeypatch.setattr(report, "__file__", str(tmp_path / "site" / "analyzer" / "report" / "__init__.py"))
+    monkeypatch.setattr(report_page, "__file__", str(tmp_path / "site" / "analyzer" / "report" / "page.py"))
     monkeypatch.setattr(sys, "prefix", str(tmp_path / "prefix"))
     with pytest.raises(FileNotFoundError) as exc:
         report.template_dir()

@@ -32,93 +32,13 @@ grouping is done here with dicts so the template never searches lists: a
 capture with 100k sessions renders in one pass.
 
 The package: ``view`` turns the document into what the page shows, ``timeline`` draws the session
-timelines, ``common`` holds the fixed tables and the escaping filters, and this module renders the
-page.  It reads only the findings document and ``analyzer.catalog``, never the rules.
+timelines, ``common`` holds the fixed tables and the escaping filters, and ``page`` renders the
+page; this file only re-exports.  It reads only the findings document and ``analyzer.catalog``, never the rules.
 """
-from __future__ import annotations
-
-import base64
-import hashlib
-import sys
-from pathlib import Path
-
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
-
-from .common import (  # noqa: F401  (the tables and limits are part of this package's interface)
+from analyzer.report.common import (  # noqa: F401  (the tables and limits are part of this package's interface)
     COLLAPSE_ROWS, DECISIVE, DIVERGED, MAX_FULL_SESSIONS, MAX_ROWS, NO_EFFECT, SEV_RANK, SEVERITIES, TEMPLATE,
     TICKS_PER_TIMELINE, VERDICTS, _clip, _name, _or_dash, _plain, _ref, _session_id, _text, _truncate, natural_key,
     session_token,
 )
-from .view import _context, _ranges  # noqa: F401
-
-# --------------------------------------------------------------------------
-# templates
-
-
-def template_dir() -> Path:
-    """Source checkout / editable install first, then the data-files install."""
-    here = Path(__file__).resolve().parent.parent.parent / "reports_templates"  # analyzer/report/__init__.py -> the checkout
-    installed = Path(sys.prefix) / "share" / "mcp-sse-audit" / "reports_templates"
-    for candidate in (here, installed):
-        if (candidate / TEMPLATE).is_file():
-            return candidate
-    raise FileNotFoundError(
-        f"HTML report template {TEMPLATE} not found in {here} nor in {installed}; "
-        "reinstall mcp-sse-audit (pip install .) or run from a source checkout"
-    )
-
-
-def _environment() -> Environment:
-    env = Environment(
-        loader=FileSystemLoader(str(template_dir())),
-        autoescape=True,  # every {{ }} is escaped, whatever the template's name
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters["t"] = _text
-    env.filters["o"] = _or_dash
-    env.filters["sid"] = _session_id
-    env.filters["plain"] = _plain
-    env.filters["ref"] = _ref
-    env.filters["trunc"] = _truncate
-    env.filters["clip"] = _clip
-    env.filters["name"] = _name
-    return env
-
-
-# --------------------------------------------------------------------------
-
-# filters
-
-
-# --------------------------------------------------------------------------
-# entry point
-
-
-def csp_hash(text: str) -> str:
-    """The CSP source for an inline <style> or <script> element whose text is ``text``."""
-    return "sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
-
-
-def render(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_ROWS) -> str:
-    """Render the findings document as one self-contained HTML page.
-
-    Past ``max_full`` sessions with findings, and ``max_rows`` rows of any list, the page
-    says how many more are in the JSON instead of showing them."""
-    template = _environment().get_template(TEMPLATE)
-    # The stylesheet and the script are static blocks of the template: render
-    # them alone first, hash them, and hand the hashes to the page's CSP.
-    css = "".join(template.blocks["css"](template.new_context({})))
-    js = "".join(template.blocks["js"](template.new_context({})))
-    context = _context(doc, max_full, max_rows)
-    context["csp_style"] = csp_hash(css)
-    context["csp_script"] = csp_hash(js)
-    html = template.render(context)
-    # the hashes must cover exactly what we emit
-    if f"<style>{css}</style>" not in html or html.count("<style>") != 1:
-        raise RuntimeError("report template: the <style> element does not match its CSP hash")
-    if f"<script>{js}</script>" not in html or html.count("<script>") != 1:
-        raise RuntimeError("report template: the <script> element does not match its CSP hash")
-    return html
+from analyzer.report.page import _environment, csp_hash, render, template_dir  # noqa: F401
+from analyzer.report.view import _context, _ranges  # noqa: F401
