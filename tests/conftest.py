@@ -1,6 +1,8 @@
-"""Shared helpers: tiny proxy-JSONL captures written in the test itself."""
+"""Shared helpers: tiny proxy-JSONL captures written in the test itself, and the stores of the samples, built
+once per session (several modules read the same store of the same inputs: it is ingested once, not per module)."""
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -17,6 +19,9 @@ import pytest
 from analyzer import pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_logs"
+SYN = SAMPLES / "synthetic"
+EPOCH = "1767225600"  # 2026-01-01T00:00:00Z: the SOURCE_DATE_EPOCH of the shared single-pass document
 SID = "sess-A"
 SID2 = "sess-B"
 
@@ -111,3 +116,66 @@ def analyze(tmp_path):
         return pipeline.run([str(p)]).document
 
     return run
+
+
+# --- the stores of the samples, built once per session ---------------------------------------------------------
+#
+# Read-only: a test that changes a store copies it first (shutil.copytree of a local store is cheap); the
+# teardown fails the run when a shared store's files changed, so a mutated store is never shared unnoticed.
+
+
+def _files(root: Path) -> list[tuple[str, int, int]]:
+    return sorted((str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file())
+
+
+def _shared_store(tmp_path_factory, name: str, paths: list[str]):
+    from analyzer.scale import store
+
+    st = tmp_path_factory.mktemp(name) / "st"
+    store.ingest(paths, st)
+    before = _files(st)
+    yield st
+    assert _files(st) == before, f"a test changed the shared store {st}: copy it (shutil.copytree) before changing it"
+
+
+@pytest.fixture(scope="session")
+def samples_store(tmp_path_factory):
+    """sample_logs/ ingested once (test_partitions, test_spill, test_spark read it)."""
+    yield from _shared_store(tmp_path_factory, "samples-store", [str(SAMPLES)])
+
+
+@pytest.fixture(scope="session")
+def synthetic_store(tmp_path_factory):
+    """sample_logs/synthetic/ ingested once (the local twins of test_store_s3's object stores)."""
+    yield from _shared_store(tmp_path_factory, "synthetic-store", [str(SYN)])
+
+
+@pytest.fixture(scope="session")
+def _samples_single_pass(samples_store) -> dict:
+    from analyzer.scale import store
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SOURCE_DATE_EPOCH", EPOCH)
+        tables, rows = store.load(samples_store)
+        return pipeline.analyze_tables(tables, rows, [], [], len(rows)).document
+
+
+@pytest.fixture
+def samples_single_pass(_samples_single_pass) -> dict:
+    """The single pass's document of ``samples_store`` (SOURCE_DATE_EPOCH=EPOCH), analyzed once per session;
+    each test gets its own copy."""
+    return copy.deepcopy(_samples_single_pass)
+
+
+@pytest.fixture(scope="session")
+def _samples_run() -> dict:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SOURCE_DATE_EPOCH", EPOCH)
+        return pipeline.run([str(SAMPLES)]).document
+
+
+@pytest.fixture
+def samples_run(_samples_run) -> dict:
+    """``pipeline.run([sample_logs/])``'s document (SOURCE_DATE_EPOCH=EPOCH, the list path), analyzed once per
+    session; each test gets its own copy."""
+    return copy.deepcopy(_samples_run)

@@ -51,10 +51,10 @@ def test_the_fingerprint_is_content_not_position(tmp_path):
     assert {f["fingerprint"] for f in alone} <= {f["fingerprint"] for f in among}
 
 
-def test_fingerprints_tell_findings_apart():
+def test_fingerprints_tell_findings_apart(samples_run):
     """Within the samples, two findings share a fingerprint only when they are one thing seen twice: the HAR and
     the proxy log of the same stateless traffic, which no session id ties into one finding."""
-    fs = findings(ROOT / "sample_logs")
+    fs = records.plain(samples_run)["findings"]  # the samples' document, analyzed once per session (tests/conftest.py)
     seen: dict[str, list[dict]] = {}
     for f in fs:
         seen.setdefault(f["fingerprint"], []).append(f)

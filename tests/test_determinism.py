@@ -21,10 +21,24 @@ from analyzer import cli, document, pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
 EPOCH = "1767225600"  # 2026-01-01T00:00:00Z
-CAPTURES = sorted(
-    str(p.relative_to(ROOT)) for p in (ROOT / "sample_logs").rglob("*")
-    if p.is_file() and "recording" not in p.parts and p.name.endswith((".jsonl", ".har", ".pcap", ".pcapng", ".gz"))
-)
+# What the properties need of the samples, not all of them (each sample's own analysis is pinned by its golden
+# file, tests/test_golden.py): every input format, and what ties inputs together, where order could leak in -- the
+# multi-capture incident (one session in three captures, two formats), one traffic recorded three ways (HAR, JSONL,
+# pcap: findings seen in several formats), a compressed pcap, a pcapng carrying its TLS secrets, stateless traffic.
+CAPTURES = sorted([
+    "sample_logs/synthetic/three_captures/client.har",
+    "sample_logs/synthetic/three_captures/lb-proxy.jsonl",
+    "sample_logs/synthetic/three_captures/server-a.jsonl",
+    "sample_logs/real-python-shared-store.har",
+    "sample_logs/real-python-shared-store.jsonl",
+    "sample_logs/real-python-shared-store.pcap",
+    "sample_logs/real-python-server-restart.pcap.gz",
+    "sample_logs/tls/real-python-tls13-h1-resume.pcapng",
+    "sample_logs/synthetic/stateless_reissue.jsonl",
+    "sample_logs/synthetic/gap.har",
+])
+# folders walked: nested (synthetic/three_captures/) and with files that are no captures (the key logs of tls/)
+FOLDERS = ["sample_logs/synthetic/", "sample_logs/tls/"]
 
 
 def _cli(args: list[str], out: Path, env: dict[str, str]) -> dict[str, bytes]:
@@ -50,7 +64,7 @@ def _generated(tmp: Path) -> str:
 
 def test_two_processes_write_byte_identical_json_ndjson_and_html(tmp_path):
     big = _generated(tmp_path / "gen")
-    args = ["sample_logs/", big]
+    args = [*CAPTURES, big]
     a = _cli(args, tmp_path / "a", {"SOURCE_DATE_EPOCH": EPOCH, "PYTHONHASHSEED": "1", "POLARS_MAX_THREADS": "1"})
     b = _cli(args, tmp_path / "b", {"SOURCE_DATE_EPOCH": EPOCH, "PYTHONHASHSEED": "4242", "POLARS_MAX_THREADS": "4"})
     for kind in a:
@@ -78,9 +92,12 @@ def test_the_order_of_the_inputs_changes_nothing(monkeypatch):
 
 
 def test_a_directory_and_its_files_listed_give_the_same_analysis(monkeypatch):
-    listed = json.loads(_document(list(reversed(CAPTURES)), monkeypatch))
-    walked = json.loads(_document(["sample_logs/"], monkeypatch))
-    assert walked["skipped"] and not listed["skipped"]  # (the walk lists README.md and friends as skipped)
+    files = sorted(str(p.relative_to(ROOT)) for folder in FOLDERS for p in (ROOT / folder).rglob("*")
+                   if p.is_file() and p.name.endswith((".jsonl", ".har", ".pcap", ".pcapng", ".gz")))
+    assert any("three_captures" in f for f in files) and any(f.endswith(".pcapng") for f in files)
+    listed = json.loads(_document(list(reversed(files)), monkeypatch))
+    walked = json.loads(_document(FOLDERS, monkeypatch))
+    assert walked["skipped"] and not listed["skipped"]  # (the walk lists the key logs of tls/ as skipped)
     walked["skipped"] = listed["skipped"] = []
     assert walked == listed
 

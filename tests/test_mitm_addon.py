@@ -225,8 +225,7 @@ def read_sse_until(resp: http.client.HTTPResponse, marker: bytes, timeout_s: flo
 
 @pytest.fixture(scope="module")
 def recording(mitmdump, sse_server, tmp_path_factory):
-    """Run the three exchanges through mitmdump; returns (records, jsonl path, server port, seconds)."""
-    started = time.monotonic()
+    """Run the three exchanges through mitmdump; returns (records, jsonl path, server port, mitmdump's log)."""
     tmp = tmp_path_factory.mktemp("mitm")
     out, log = tmp / "out.jsonl", tmp / "mitmdump.log"
     port = free_port()
@@ -266,7 +265,7 @@ def recording(mitmdump, sse_server, tmp_path_factory):
         stop(proc)
     # done() closed the file; anything written after the closes (there should be nothing) is read too
     records = read_records(out)
-    return records, out, sse_server, time.monotonic() - started, log
+    return records, out, sse_server, log
 
 
 def normalized(records: list[dict]) -> list[dict]:
@@ -286,7 +285,7 @@ def sse(conn, eid, data, event=None, retry=None, **extra):
 
 
 def test_jsonl_records_are_exact(recording):
-    records, _, upstream, _, log = recording
+    records, _, upstream, log = recording
     url = f"http://{HOST}:{upstream}/mcp"
     host = f"{HOST}:{upstream}"  # reverse mode rewrites Host to the upstream
     got = normalized(records)
@@ -349,7 +348,7 @@ def test_timestamps_are_rfc3339_and_increase_per_exchange(recording):
 
 
 def test_analyzer_reads_the_recording_without_rejecting_anything(recording):
-    _, out, _, _, _ = recording
+    _, out, _, _ = recording
     doc = pipeline.run([str(out)]).document
     (inp,) = doc["inputs"]
     assert (inp["format"], inp["records"], inp["rejected"], inp["error"]) == ("jsonl", 17, 0, None)
@@ -359,8 +358,3 @@ def test_analyzer_reads_the_recording_without_rejecting_anything(recording):
     assert codes.count("sse_unterminated_event") == 1, doc["anomalies"]
     (b,) = doc["boundaries"]
     assert (b["last_event_id"], b["first_event_id_after"], b["verdict"]) == ("4", "5", "continuous"), b
-
-
-def test_duration(recording):
-    """Not a check: prints how long the mitmdump round trip took (pytest -s / -rP shows it)."""
-    print(f"mitmdump recording took {recording[3]:.1f} s")

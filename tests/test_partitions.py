@@ -18,12 +18,10 @@ def comparable(doc: dict) -> str:
     return json.dumps({k: v for k, v in doc.items() if k != "generated_at"}, sort_keys=True, ensure_ascii=False)
 
 
-@pytest.fixture(scope="module")
-def filled(tmp_path_factory):
-    st = tmp_path_factory.mktemp("store") / "st"
-    store.ingest([str(SAMPLES)], st)
-    tables, rows = store.load(st)
-    return st, pipeline.analyze_tables(tables, rows, [], [], len(rows)).document
+@pytest.fixture
+def filled(samples_store, samples_single_pass):
+    """The samples' store and its single pass's document (both built once per session, tests/conftest.py)."""
+    return samples_store, samples_single_pass
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 8, 200])

@@ -23,11 +23,11 @@ from click.testing import CliRunner
 from analyzer import cli, pipeline, window
 from analyzer.scale import partitions, store
 from analyzer.cli import main
+from conftest import EPOCH
 from needs import unavailable
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_logs"
-EPOCH = "1767225600"
 
 
 def spark_missing() -> str | None:
@@ -43,11 +43,10 @@ def spark_missing() -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def filled(tmp_path_factory):
-    st = tmp_path_factory.mktemp("store") / "st"
-    store.ingest([str(SAMPLES)], st)
-    return st
+@pytest.fixture
+def filled(samples_store):
+    """The samples' store, built once per session (tests/conftest.py); read only."""
+    return samples_store
 
 
 @pytest.fixture(scope="module")
@@ -70,17 +69,18 @@ def single_pass(st, **narrow) -> dict:
 # --- the shared per-group function (no Spark needed) ---------------------------------------------
 
 
-def test_group_rows_in_any_order_give_the_single_pass_document(filled, monkeypatch):
+def test_group_rows_in_any_order_give_the_single_pass_document(filled, samples_single_pass, monkeypatch):
     """What Spark does to order: input rows and output rows shuffled; the function and its inverse undo it."""
     monkeypatch.setenv("SOURCE_DATE_EPOCH", EPOCH)
     rng = random.Random(7)
     comps = partitions.components(filled)
+    whole = {name: store.scan(filled, name).collect() for name in store.TABLES}  # each table read once, not per group
     out = []
     for label in sorted(set(comps["label"].to_list())):
         shas = comps.filter(comps["label"] == label)["input"].to_list()
         tables = {}
         for name in store.TABLES:
-            t = store.scan(filled, name).filter(pl.col("input").is_in(shas)).collect()
+            t = whole[name].filter(pl.col("input").is_in(shas))
             t = t.with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))  # one file per input
             order = list(range(t.height))
             rng.shuffle(order)
@@ -90,7 +90,7 @@ def test_group_rows_in_any_order_give_the_single_pass_document(filled, monkeypat
     assert rows.schema == partitions.GROUP_SCHEMA
     rows = rows.take(rng.sample(range(rows.num_rows), rows.num_rows))
     got = partitions.document_of(partitions.partials_from_rows(rows), filled, None).document
-    assert cli.document_json(got) == cli.document_json(single_pass(filled))
+    assert cli.document_json(got) == cli.document_json(samples_single_pass)
 
 
 def test_without_pyspark_spark_engine_says_how_to_install(monkeypatch):
@@ -116,21 +116,21 @@ def test_spark_engine_takes_no_partitions():
 # --- Spark, local[2] ------------------------------------------------------------------------------
 
 
-def test_spark_findings_json_is_byte_identical(filled, spark, monkeypatch):
+def test_spark_findings_json_is_byte_identical(filled, samples_single_pass, spark, monkeypatch):
     from analyzer.scale import engine_spark
 
     monkeypatch.setenv("SOURCE_DATE_EPOCH", EPOCH)
-    local = cli.document_json(single_pass(filled))
+    local = cli.document_json(samples_single_pass)
     got = cli.document_json(engine_spark.analyze(filled, spark=spark).document)
     assert json.loads(local)["summary"]["boundaries"] > 20 and json.loads(local)["summary"]["anomalies"] > 0
     assert got == local
 
 
-def test_spark_narrowed_by_session_and_time_is_identical(filled, spark, monkeypatch):
+def test_spark_narrowed_by_session_and_time_is_identical(filled, samples_single_pass, spark, monkeypatch):
     from analyzer.scale import engine_spark
 
     monkeypatch.setenv("SOURCE_DATE_EPOCH", EPOCH)
-    whole = single_pass(filled)
+    whole = samples_single_pass
     gap_sid = next(s["session_id"] for s in whole["sessions"] if s["verdicts"].get("gap"))
     # a session id seen in several inputs (three captures of one session, several formats)
     by_sid: dict[str, set[str]] = {}
@@ -140,24 +140,34 @@ def test_spark_narrowed_by_session_and_time_is_identical(filled, spark, monkeypa
     multi = max(by_sid, key=lambda s: (len(by_sid[s]), s))
     assert len(by_sid[multi]) >= 3
     since, until = datetime(2025, 1, 1, tzinfo=timezone.utc), datetime(2026, 6, 1, tzinfo=timezone.utc)
-    for narrow in ({"sessions": (gap_sid,)}, {"sessions": (multi, gap_sid)}, {"since": since, "until": until}):
+    # one session across inputs, two sessions (one of them the gap's), a time window: each one Spark run
+    for narrow in ({"sessions": (multi,)}, {"sessions": (multi, gap_sid)}, {"since": since, "until": until}):
         doc = single_pass(filled, **narrow)
         if "since" in narrow:  # the bounds applied go in summary.window, as the command stamps a single pass (analyzer/window.py)
             doc = window.stamp(doc, window.Window(narrow["since"], narrow["until"]))
         expect = cli.document_json(doc)
-        got = cli.document_json(engine_spark.analyze(filled, spark=spark, **narrow).document)
-        assert got == expect, narrow
-    got = engine_spark.analyze(filled, spark=spark, sessions=(multi,)).document
-    assert {s["session_id"] for s in got["sessions"]} == {multi} and len(got["inputs"]) == len(by_sid[multi])
+        got = engine_spark.analyze(filled, spark=spark, **narrow).document
+        assert cli.document_json(got) == expect, narrow
+        if narrow == {"sessions": (multi,)}:
+            assert {s["session_id"] for s in got["sessions"]} == {multi} and len(got["inputs"]) == len(by_sid[multi])
+        if gap_sid in narrow.get("sessions", ()):
+            assert any(s["session_id"] == gap_sid and s["verdicts"].get("gap") for s in got["sessions"])
 
 
-def test_cli_engine_spark_on_paths_and_store_is_byte_identical(filled, spark, tmp_path):
+def test_cli_engine_spark_on_paths_and_store_is_byte_identical(spark, tmp_path):
+    """The command's plumbing (options, the temporary store for PATHs, the output): a few inputs of every kind of
+    group suffice, the engines' agreement on the whole sample set is test_spark_findings_json_is_byte_identical's."""
     env = {"SOURCE_DATE_EPOCH": EPOCH}
-    r = CliRunner().invoke(main, ["analyze", "--store", str(filled), "--json", str(tmp_path / "local.json"), "-q"], env=env)
+    three = sorted(str(p) for p in (SAMPLES / "synthetic" / "three_captures").iterdir())  # one session, three inputs
+    paths = [*three, str(SAMPLES / "synthetic" / "gap.jsonl"), str(SAMPLES / "real-ts-resume.pcap")]
+    store.ingest(paths, tmp_path / "st")
+    r = CliRunner().invoke(main, ["analyze", "--store", str(tmp_path / "st"), "--json", str(tmp_path / "local.json"), "-q"], env=env)
     assert r.exit_code == 1, r.output
-    r = CliRunner().invoke(main, ["analyze", str(SAMPLES), "--engine", "spark", "--json", str(tmp_path / "spark.json"), "-q"], env=env)
+    local = json.loads((tmp_path / "local.json").read_text())
+    assert len(local["inputs"]) == 5 and any(b["verdict"] == "gap" for b in local["boundaries"])
+    r = CliRunner().invoke(main, ["analyze", *paths, "--engine", "spark", "--json", str(tmp_path / "spark.json"), "-q"], env=env)
     assert r.exit_code == 1, r.output  # PATHs went through a temporary store
     assert (tmp_path / "spark.json").read_bytes() == (tmp_path / "local.json").read_bytes()
-    r = CliRunner().invoke(main, ["analyze", "--store", str(filled), "--engine", "spark", "--spark-master", "local[2]",
+    r = CliRunner().invoke(main, ["analyze", "--store", str(tmp_path / "st"), "--engine", "spark", "--spark-master", "local[2]",
                                   "--json", str(tmp_path / "store.json"), "-q"], env=env)
     assert r.exit_code == 1 and (tmp_path / "store.json").read_bytes() == (tmp_path / "local.json").read_bytes()

@@ -2,30 +2,25 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from analyzer.document import build as findings
 from analyzer import pipeline
 from analyzer.scale import spill, store
-
-ROOT = Path(__file__).resolve().parent.parent
-SAMPLES = ROOT / "sample_logs"
+from conftest import EPOCH
 
 
-@pytest.fixture(scope="module")
-def filled(tmp_path_factory):
-    st = tmp_path_factory.mktemp("store") / "st"
-    store.ingest([str(SAMPLES)], st)
-    return st
+@pytest.fixture
+def filled(samples_store):
+    """The samples' store, built once per session (tests/conftest.py); read only."""
+    return samples_store
 
 
 @pytest.mark.parametrize("n", [1, 3, 40])
-def test_streamed_outputs_are_the_single_pass_outputs(filled, tmp_path, monkeypatch, n):
-    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1764547200")
-    tables, rows = store.load(filled)
-    single = pipeline.analyze_tables(tables, rows, [], [], len(rows)).document
+def test_streamed_outputs_are_the_single_pass_outputs(filled, samples_single_pass, tmp_path, monkeypatch, n):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", EPOCH)  # the shared single pass was made under this one
+    single = samples_single_pass
     got = spill.write(filled, n, str(tmp_path / "f.ndjson"), str(tmp_path / "f.json"), spill_dir=str(tmp_path))
     expect_lines = "".join(line + "\n" for line in findings.json_lines(single))
     assert (tmp_path / "f.ndjson").read_text() == expect_lines
@@ -35,10 +30,9 @@ def test_streamed_outputs_are_the_single_pass_outputs(filled, tmp_path, monkeypa
     assert not list(tmp_path.glob("mcp-sse-audit-spill-*"))  # the spill folder is gone
 
 
-def test_narrowed_streamed_run(filled, tmp_path, monkeypatch):
-    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1764547200")
-    tables, rows = store.load(filled)
-    sid = next(s["session_id"] for s in pipeline.analyze_tables(tables, rows, [], [], len(rows)).document["sessions"])
+def test_narrowed_streamed_run(filled, samples_single_pass, tmp_path, monkeypatch):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", EPOCH)
+    sid = next(s["session_id"] for s in samples_single_pass["sessions"])
     tables, rows = store.load(filled, sessions=(sid,))
     single = pipeline.analyze_tables(tables, rows, [], [], len(rows)).document
     spill.write(filled, 5, str(tmp_path / "f.ndjson"), None, sessions=(sid,))
