@@ -1,5 +1,8 @@
 """Resource limits for hostile or broken inputs: documented options with safe defaults.
 
+A :class:`Limits` value is part of each read's options (:attr:`analyzer.ingest.reading.Reading.limits`),
+handed down to the readers; nothing here is global state.
+
 One pathological input must neither exhaust memory nor hang the run, and never cost the other
 inputs.  Each limit is an option of ``analyze`` and ``ingest`` (see ``--help``); when one is hit the
 input's anomaly rows say which, where, and which option raises it:
@@ -27,7 +30,6 @@ the next ones are read and decoded column-wise in a worker thread while this one
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
 GUNZIP_FLOOR = 256 << 20  # below this, any ratio is fine (tiny files of repetitive JSON)
@@ -41,21 +43,3 @@ class Limits:
     line_bytes: int = 64 << 20
     document_bytes: int = 2048 << 20
     gunzip_ratio: int = 200
-
-
-_current = Limits()
-
-
-def current() -> Limits:
-    return _current
-
-
-@contextlib.contextmanager
-def using(limits: Limits):
-    """Run with these limits (the CLI sets them once per command; tests narrow them)."""
-    global _current
-    old, _current = _current, limits
-    try:
-        yield limits
-    finally:
-        _current = old

@@ -1,6 +1,7 @@
 """inputs → canonical tables → sessions/streams/boundaries → findings document."""
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -14,7 +15,7 @@ from analyzer.rules import verdicts
 from analyzer.anomalies import SCHEMA as ANOMALY_SCHEMA
 from analyzer.document.assemble import SEVERITIES, assemble
 from analyzer.errors import InputError, NotACapture
-from analyzer.tables import compact_digests
+from analyzer.ingest.reading import Reading
 
 FAIL_LEVELS = ["critical", "error", "warning", "never"]
 
@@ -101,14 +102,12 @@ NOT_A_CAPTURE = "not a capture"  # the start of a skip reason for a file that wa
 
 def read_inputs(
     paths: list[str],
-    fmt: str = "auto",
-    redact_secrets: bool = True,
+    reading: Reading = Reading(),
     progress: Callable[[str], None] | None = None,
-    ports: frozenset[int] | None = None,
     only: Callable[[str], bool] | None = None,
     sink: Callable[[object, dict], None] | None = None,
 ) -> Read:
-    """Read every input; ``only(path)`` may skip files (the store's already-ingested ones).
+    """Read every input as ``reading`` says; ``only(path)`` may skip files (the store's already-ingested ones).
 
     ``sink(part, row)``: each input's tables go there as soon as it is read and are not kept, so
     memory holds one input at a time (the store's streaming ingest)."""
@@ -129,13 +128,13 @@ def read_inputs(
             out.input_rows.append({"path": path, "format": "unknown", "records": 0, "rejected": 0, "error": exc.reason, "notes": []})
         elif only is None or only(path):
             files.append(path)
-    meter = inputs.meter()
+    meter = reading.meter
     for n, path in enumerate(files, start=1):
         started = time.perf_counter()
         if meter is not None:
             meter.begin(n, len(files), path, inputs.size(path) if not inputs.is_stream(path) else 0)
         try:
-            got = inputs.read_one(path, fmt, redact_secrets, ports)
+            got = inputs.read_one(path, reading)
         except InputError as exc:
             if meter is not None and path in collected.walked and (path.endswith(".json") or isinstance(exc, NotACapture)):
                 meter.skipped()
@@ -174,20 +173,20 @@ def read_inputs(
 
 def run(
     paths: list[str],
-    fmt: str = "auto",
-    redact_secrets: bool = True,
+    reading: Reading = Reading(),
     progress: Callable[[str], None] | None = None,
-    ports: frozenset[int] | None = None,
     columnar: bool = False,
     window=None,
 ) -> Result:
-    """``columnar``: the document's exchanges and boundaries are :class:`~analyzer.document.records.Records` (see there).
+    """The single pass: ``paths`` read as ``reading`` says, analyzed in memory.
+
+    ``columnar``: the document's exchanges and boundaries are :class:`~analyzer.document.records.Records` (see there).
 
     ``window``: an :class:`analyzer.window.Window`; only the sessions that overlap it are analyzed, whole
     (a duration counts back from the newest exchange start read).  Every input read still counts (the
     summary's ``inputs``, ``records``); the window applied, resolved, is the summary's ``window``."""
-    with compact_digests():  # the tables go to the analysis, never to a store
-        got = read_inputs(paths, fmt, redact_secrets, progress, ports)
+    # compact events: the tables go to the analysis, never to a store
+    got = read_inputs(paths, dataclasses.replace(reading, compact=True), progress)
     readable = got.readable
     tables = inputs.concat(got.parts)
     got.parts = []  # the tables hold the parts' frames now: one owner, so the analysis can let them go

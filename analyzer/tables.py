@@ -7,11 +7,9 @@ same way for every format.
 """
 from __future__ import annotations
 
-import contextvars
 import hashlib
 import json
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -140,23 +138,13 @@ def compact_digest_expr(hex_digest: pl.Expr) -> pl.Expr:
     return hex_digest.str.slice(0, 16).str.to_integer(base=16, dtype=pl.UInt64)
 
 
-_COMPACT = contextvars.ContextVar("compact_digests", default=False)
-
-
-@contextmanager
-def compact_digests():
-    """Inputs read inside this block keep each event's digest in its compact form only
-    (:func:`compact_digest_expr`), never as the canonical table's sha256 hex.  For the single pass,
-    which hands its tables to the analysis and never to a store: the analysis compacts the hex anyway,
-    and on 2M tiny events the hex column alone is 160 MB held through the read.  Such events cannot be
-    written as the canonical Arrow table (:attr:`Ingested.events` refuses).  For the same reason the
-    exchanges' header objects (``req_headers``, ``resp_headers``) are not made there (null): no rule reads
-    them, and lower-casing, redacting and writing them as sorted JSON was 0.9 s of a 1M-event JSONL read."""
-    token = _COMPACT.set(True)
-    try:
-        yield
-    finally:
-        _COMPACT.reset(token)
+# Compact events (``Builder(compact=True)``, :attr:`analyzer.ingest.reading.Reading.compact`): each event's
+# digest kept in its compact form only (:func:`compact_digest_expr`), never as the canonical table's sha256
+# hex.  For the single pass, which hands its tables to the analysis and never to a store: the analysis
+# compacts the hex anyway, and on 2M tiny events the hex column alone is 160 MB held through the read.  Such
+# events cannot be written as the canonical Arrow table (:attr:`Ingested.events` refuses).  For the same
+# reason the exchanges' header objects (``req_headers``, ``resp_headers``) are not made there (null): no rule
+# reads them, and lower-casing, redacting and writing them as sorted JSON was 0.9 s of a 1M-event JSONL read.
 
 
 def media_type(content_type: str | None) -> str | None:
@@ -188,7 +176,7 @@ class Ingested:
         """The events as an Arrow table of :data:`EVENTS` (converted on first use; the Polars frame is let go)."""
         if isinstance(self.events_frame, pl.DataFrame):
             if self.events_frame.schema["digest"] == pl.UInt64:
-                raise RuntimeError(f"{self.source}: read with compact digests (tables.compact_digests), not as the canonical table")
+                raise RuntimeError(f"{self.source}: read with compact digests (Reading.compact), not as the canonical table")
             held = [self.events_frame]
             self.events_frame = None
             self.events_frame = _to_arrow(held, EVENTS)
@@ -221,11 +209,11 @@ class Builder:
     frames (:meth:`add_events`) join them; ordinal, cursor and digest are derived column-wise for all
     of them at once in :meth:`finish`."""
 
-    def __init__(self, source: str, log: AnomalyLog, redact_secrets: bool = True) -> None:
+    def __init__(self, source: str, log: AnomalyLog, redact_secrets: bool = True, compact: bool = False) -> None:
         self.source = source
         self.log = log
         self.redact = redact_secrets
-        self.compact = _COMPACT.get()  # digests as UInt64 only (compact_digests): for the single pass
+        self.compact = compact  # digests as UInt64 only, no header objects: for the single pass (see above Builder)
         self.exchanges: list[dict] = []
         # messages are kept as columns: one list append per field is several times cheaper than a dict per row
         self.messages: dict[str, list] = {name: [] for name in MESSAGES.names}
@@ -280,7 +268,7 @@ class Builder:
         row["resp_session_id"] = headers.get("mcp-session-id")
         row["content_type"] = media_type(headers.get("content-type"))
         row["replay_epoch"] = headers.get("x-mcp-replay-epoch")
-        if not self.compact:  # (see compact_digests)
+        if not self.compact:  # (compact events: see above Builder)
             row["resp_headers"] = _HEADERS_JSON(redact.headers(headers, self.redact))
 
     def body(self, row: dict, text: str, location: str) -> None:
@@ -499,7 +487,7 @@ _EVENTS_POLARS = {"source": pl.String, "xid": pl.Int64, "ordinal": pl.Int32, "lo
                   "id": pl.String, "cursor": pl.String, "event": pl.String, "data": pl.String, "retry": pl.Int64,
                   "fate": pl.String, "digest": pl.String}
 assert list(_EVENTS_POLARS) == EVENTS.names
-# the single pass's events (compact_digests): the digest's first 64 bits, and the fate (three values) and the
+# the single pass's events (Reading.compact): the digest's first 64 bits, and the fate (three values) and the
 # event type (a handful per capture) as codes of 1 and 4 bytes instead of a 16-byte string view per event; no
 # cursor (streams.build derives each connection's last one from the ids), and of retry only that the field
 # was there (true, else null: a bit, not 8 bytes, per event)

@@ -181,10 +181,11 @@ def of(since: When | None, until: When | None) -> Window | None:
     return w if w.bounded else None
 
 
-def check(since: When | None, until: When | None) -> None:
-    """Two absolute bounds in the wrong order are a usage error, found before anything is read."""
+def empty(since: When | None, until: When | None) -> str | None:
+    """Two absolute bounds in the wrong order: the usage error that says so (found before anything is read)."""
     if isinstance(since, datetime) and isinstance(until, datetime) and _utc(since) >= _utc(until):
-        raise click.UsageError(f"--since {show(since)} is not before --until {show(until)}: the window [since, until) is empty")
+        return f"--since {show(since)} is not before --until {show(until)}: the window [since, until) is empty"
+    return None
 
 
 def describe(given: When | None, resolved: datetime | str | None = None) -> str:

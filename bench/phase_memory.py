@@ -4,7 +4,7 @@
     _RJEM_MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0 python bench/phase_memory.py FILE   # freed pages returned at once
 
 Runs the single pass the CLI runs (``pipeline.run``'s steps, the canonical events let go once the frames
-exist, then the JSON text ``--json`` writes (``cli.document_json``)) in this process, with a thread that reads
+exist, then the JSON text ``--json`` writes (``outputs.document_json``)) in this process, with a thread that reads
 ``/proc/self/statm`` every 3 ms.  "at rest" is the resident size when the phase returned; "peak" the
 largest the thread saw during it.  Polars allocates with jemalloc, which Polars 2.1 tells to keep freed pages
 for 0.5-1.5 s: "at rest" then includes pages already freed (the environment variable above shows the live size).
@@ -50,17 +50,16 @@ def main() -> int:
 
     tune_allocator()  # as the command does, before Polars loads
     from analyzer import pipeline
-    from analyzer import tables as tables_mod
-    from analyzer.cli import document_json
+    from analyzer.outputs import document_json
     from analyzer.document import assemble
     from analyzer.document import build as findings
     from analyzer.ingest import inputs
+    from analyzer.ingest.reading import Reading
     from analyzer.rules import verdicts
     from analyzer.signals import eras, streams
 
     mark("imports")
-    with tables_mod.compact_digests():  # as pipeline.run reads
-        got = pipeline.read_inputs([path])
+    got = pipeline.read_inputs([path], Reading(compact=True))  # as pipeline.run reads
     mark("read (canonical tables)")
     tables = inputs.concat(got.parts)
     got.parts = []
@@ -76,7 +75,7 @@ def main() -> int:
     del frames, links, b, rev  # as in the command: pipeline.analyze_tables returns the document alone
     mark("findings document")
     doc = assemble(got.input_rows, got.errors, got.skipped, body, n_events, int(tables["messages"].num_rows), [])
-    text = document_json(doc)  # what --json writes (compact past cli.PRETTY_UP_TO exchanges)
+    text = document_json(doc)  # what --json writes (compact past outputs.PRETTY_UP_TO exchanges)
     mark("JSON text")
     done.set()
     size = os.path.getsize(path) / 2**20

@@ -37,7 +37,7 @@ def main() -> None:
     from analyzer.document import build as findings
     from analyzer.ingest import har as ingest_har, jsonl as ingest_jsonl, inputs
     from analyzer.decode import jsonrpc
-    from analyzer.cli import document_json
+    from analyzer.outputs import document_json
     from analyzer.document import records
 
     stats: dict[str, list] = {}
@@ -66,7 +66,7 @@ def main() -> None:
     doc = pipeline.run([a.path], columnar=True).document  # as `analyze` runs it
     t_run = time.perf_counter() - t
     t2 = time.perf_counter()
-    document_json(doc)  # what --json writes past cli.PRETTY_UP_TO exchanges (its large arrays by Polars)
+    document_json(doc)  # what --json writes past outputs.PRETTY_UP_TO exchanges (its large arrays by Polars)
     t_json_c = time.perf_counter() - t2
     t1 = time.perf_counter()
     text = json.dumps(records.plain(doc), indent=2, ensure_ascii=False)  # (the dicts made here are not counted above)

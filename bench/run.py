@@ -9,7 +9,7 @@ HAR of the same synthetic traffic with ``bench/generate.py``, then runs each mea
 **fresh subprocess**, so its peak RSS is its own (``os.wait4`` → ``ru_maxrss``):
 
 * ``full``          ``analyzer.pipeline.run([jsonl])`` + the JSON text ``mcp-sse-audit analyze X --json F`` writes
-                    (``cli.document_json``: indented up to 20,000 exchanges, compact past that) written to a file; per-phase times
+                    (``outputs.document_json``: indented up to 20,000 exchanges, compact past that) written to a file; per-phase times
                     by wrapping the pipeline's module functions (ingest, streams, eras, verdicts, findings)
 * ``read_ndjson``   bare ``polars.read_ndjson(jsonl)`` (default schema inference, as a user calls it)
 * ``read_ndjson_all`` the same with ``infer_schema_length=None`` (every field of every line kept)
@@ -86,7 +86,7 @@ def _step(args: argparse.Namespace) -> None:
         from analyzer.rules import cursors, verdicts
         from analyzer.ingest import inputs
         from analyzer import pipeline
-        from analyzer.cli import document_json
+        from analyzer.outputs import document_json
         from analyzer.tables import keep_pandas_out
 
         keep_pandas_out()  # as `analyze` does (pyarrow would import pandas, when installed, for nothing)
@@ -120,7 +120,7 @@ def _step(args: argparse.Namespace) -> None:
         doc = pipeline.run([args.path], columnar=True).document  # as `analyze` runs it
         t_run = time.perf_counter() - t
         t1 = time.perf_counter()
-        text = document_json(doc)  # the CLI's own writer: compact past cli.PRETTY_UP_TO exchanges, as --json writes it
+        text = document_json(doc)  # the CLI's own writer: compact past outputs.PRETTY_UP_TO exchanges, as --json writes it
         with open(args.out, "wb") as f:  # (UTF-8 bytes, as the CLI writes them)
             f.write(text)
         t_json = time.perf_counter() - t1

@@ -10,7 +10,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from analyzer.cli import main, session_name
+from analyzer.cli import main
+from analyzer.ingest.reading import Reading
+from analyzer.terminal import session_name
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_logs" / "real-ts-resume.jsonl"
@@ -150,12 +152,10 @@ class _Recorder:
 def test_the_meter_follows_every_input_to_its_end():
     """Progress inside a long file: each input's position rises to its size (a .gz: its compressed size)."""
     from analyzer import pipeline
-    from analyzer.ingest import inputs
 
     paths = [str(ROOT / "sample_logs" / n) for n in ("real-python-server-restart.pcap.gz", "real-ts-resume.har", "real-ts-resume.jsonl")]
     rec = _Recorder()
-    with inputs.metering(rec):
-        got = pipeline.read_inputs(paths)
+    got = pipeline.read_inputs(paths, Reading(meter=rec))
     assert len(got.parts) == 3 and rec.calls[-1] == ("end",)
     begins = [i for i, c in enumerate(rec.calls) if c[0] == "begin"]
     assert [rec.calls[i][1:4] for i in begins] == [(n, 3, p) for n, p in enumerate(sorted(paths), start=1)]
@@ -171,7 +171,7 @@ def test_the_meter_follows_every_input_to_its_end():
 def test_the_terminal_meter_draws_one_line_in_place():
     import io
 
-    from analyzer.cli import TerminalMeter
+    from analyzer.terminal import TerminalMeter
 
     out = io.StringIO()
     m = TerminalMeter(out)

@@ -265,9 +265,8 @@ def test_a_decompression_bomb_stops_at_the_ratio_without_doing_the_work(name, mo
     cap = max(10 * len(data), floor)
     assert BOMB_BYTES > 6 * (cap + (4 << 20))  # the whole bomb is far beyond what the decoder may produce
     work = count_decompression(monkeypatch)
-    with limits.using(limits.Limits(gunzip_ratio=10)):
-        dec = Decoder(name, floor=floor)
-        out = feed_in(dec, data, 1 << 16)
+    dec = Decoder(name, ratio=10, floor=floor)
+    out = feed_in(dec, data, 1 << 16)
     assert dec.state == "over_limit" and dec.anomaly()[0] == "body_decoded_over_limit"
     assert "--max-gunzip-ratio" in dec.detail
     # stopped near the cap (brotli's output_buffer_limit may overshoot by part of its window), not after the whole bomb

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from analyzer import cli, document, pipeline
+from analyzer import cli, document, outputs, pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
 EPOCH = "1767225600"  # 2026-01-01T00:00:00Z
@@ -78,7 +78,7 @@ def test_two_processes_write_byte_identical_json_ndjson_and_html(tmp_path):
 def _document(paths: list[str], monkeypatch) -> str:
     monkeypatch.setenv("SOURCE_DATE_EPOCH", EPOCH)
     monkeypatch.chdir(ROOT)
-    return cli.document_json(pipeline.run(paths).document)
+    return outputs.document_json(pipeline.run(paths).document)
 
 
 def test_the_order_of_the_inputs_changes_nothing(monkeypatch):

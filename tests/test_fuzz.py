@@ -53,6 +53,7 @@ from analyzer.anomalies import CATALOG
 from analyzer.anomalies import SCHEMA as ANOMALY_SCHEMA
 from analyzer.errors import AuditError, InputError
 from analyzer.decode.sse import SSEParser, parse_all
+from analyzer.ingest.reading import Reading
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sorted(
@@ -96,7 +97,7 @@ def read(data: bytes, suffix: str = ".bin", fmt: str = "auto") -> tables.Ingeste
     """inputs.read_one over the bytes; our own error type is returned, anything else propagates (a failure)."""
     path = write(data, suffix)
     try:
-        return inputs.read_one(path, fmt)
+        return inputs.read_one(path, Reading(fmt))
     except AuditError as exc:
         return exc
     finally:

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from analyzer import pipeline  # noqa: E402
 from analyzer.decode import tls  # noqa: E402
+from analyzer.ingest.reading import Reading
 
 GOLDEN = ROOT / "tests" / "golden"
 SAMPLES = sorted(
@@ -66,8 +67,7 @@ def analyze(sample: Path) -> dict:
     keys = tls.KeyLog()
     if sample.suffix == ".pcap" and sample.with_suffix(".keylog").exists():
         keys.add_text(sample.with_suffix(".keylog").read_bytes())
-    with tls.using_keys(keys):
-        doc = pipeline.run([str(sample.relative_to(ROOT))]).document
+    doc = pipeline.run([str(sample.relative_to(ROOT))], Reading(keys=keys)).document
     jsonschema.validate(doc, SCHEMA)
     return doc
 

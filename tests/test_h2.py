@@ -16,6 +16,7 @@ from hyperframe.frame import ContinuationFrame, DataFrame, GoAwayFrame, HeadersF
 import pcapgen as g
 import tlsgen
 from analyzer.decode import h2, tls
+from analyzer.ingest.reading import Reading
 from analyzer.ingest import pcap as ingest_pcap
 from conftest import SID
 
@@ -84,8 +85,8 @@ def ingest(tmp_path, sess: tlsgen.Session, cut_last: int = 0):
     p = write(tmp_path, sess, cut_last)
     keys = tls.KeyLog()
     keys.add_text(sess.keylog.encode())
-    with tls.using_keys(keys), open(p, "rb") as fh:
-        return ingest_pcap.read(str(p), fh)
+    with open(p, "rb") as fh:
+        return ingest_pcap.read(str(p), fh, Reading(keys=keys))
 
 
 def test_streams_are_exchanges_reset_and_end_as_http1(tmp_path):
@@ -186,10 +187,11 @@ _PEAK = """
 import resource, sys
 from analyzer.decode import tls
 from analyzer.ingest import pcap
+from analyzer.ingest.reading import Reading
 keys = tls.KeyLog()
 keys.add_text(open(sys.argv[2], "rb").read())
-with tls.using_keys(keys), open(sys.argv[1], "rb") as fh:
-    got = pcap.read(sys.argv[1], fh)
+with open(sys.argv[1], "rb") as fh:
+    got = pcap.read(sys.argv[1], fh, Reading(keys=keys))
 print(got.exchanges.num_rows, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 

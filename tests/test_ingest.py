@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from analyzer.ingest import inputs
 from analyzer import pipeline, tables
 from analyzer.errors import InputError
+from analyzer.ingest.reading import Reading
 from conftest import SID
 
 
@@ -177,7 +178,7 @@ def test_secrets_are_redacted_at_ingest(tmp_path, capture):
     for secret in ("sk-123", "s3cr3t", "tok-999", "a=b"):
         assert secret not in text
     assert "x=1" in text
-    kept = json.dumps(pipeline.run([str(tmp_path / "s.jsonl")], redact_secrets=False).document)
+    kept = json.dumps(pipeline.run([str(tmp_path / "s.jsonl")], Reading(redact=False)).document)
     assert "tok-999" in kept
 
 

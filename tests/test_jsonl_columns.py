@@ -13,33 +13,34 @@ from hypothesis import strategies as st
 
 from analyzer.errors import NotACapture
 from analyzer.ingest import jsonl as ingest_jsonl, jsonl_columns
+from analyzer.ingest.reading import Reading
 from test_fuzz import jsonl_line, rows
 
 SAMPLES = sorted((Path(__file__).resolve().parent.parent / "sample_logs").glob("*.jsonl"))
 
 
-def _read(data: bytes, columns: bool):
+def _read(data: bytes, columns: bool, reading: Reading = Reading()):
     """The reader's result, or the NotACapture it raised (a log of JSON objects none of which is a proxy record)."""
     try:
-        return ingest_jsonl.read("x.jsonl", io.BytesIO(data), columns=columns)
+        return ingest_jsonl.read("x.jsonl", io.BytesIO(data), reading, columns=columns)
     except NotACapture as exc:
         return exc
 
 
-def both(data: bytes, batch_lines: int | None = None):
+def both(data: bytes, batch_lines: int | None = None, reading: Reading = Reading()):
     old = ingest_jsonl.BATCH_LINES
     if batch_lines:
         ingest_jsonl.BATCH_LINES = batch_lines
     try:
-        fast = _read(data, True)
+        fast = _read(data, True, reading)
     finally:
         ingest_jsonl.BATCH_LINES = old
-    slow = _read(data, False)
+    slow = _read(data, False, reading)
     return fast, slow
 
 
-def assert_same(data: bytes, batch_lines: int | None = None) -> None:
-    fast, slow = both(data, batch_lines)
+def assert_same(data: bytes, batch_lines: int | None = None, reading: Reading = Reading()) -> None:
+    fast, slow = both(data, batch_lines, reading)
     if isinstance(fast, NotACapture) or isinstance(slow, NotACapture):
         assert str(fast) == str(slow)
         return
@@ -163,9 +164,9 @@ def test_invalid_utf8_and_too_long_lines_in_a_batch():
     sse = b'{"kind":"sse","ts":"2026-01-01T00:00:01Z","conn":"c1","id":"%d","data":"x"}\n'
     data = head + sse % 1 + b'{"kind":"sse","ts":"2026-01-01T00:00:01Z","conn":"c1","id":"2","data":"caf\xe9"}\n' + sse % 3 + b"y" * 5000 + b"\n" + sse % 4
     from analyzer import limits
-    with limits.using(limits.Limits(line_bytes=1000)):
-        assert_same(data)
-        fast, _ = both(data)
+    narrow = Reading(limits=limits.Limits(line_bytes=1000))
+    assert_same(data, reading=narrow)
+    fast, _ = both(data, reading=narrow)
     assert [r["location"] for r in rows(fast.events)] == ["line 3", "line 4", "line 5", "line 7"]
     assert [(a["code"], a["location"]) for a in rows(fast.anomalies) if a["code"].startswith("jsonl")] == [("jsonl_invalid_utf8", "line 4"), ("jsonl_line_too_long", "line 6")]
 

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from analyzer.ingest import inputs
 from analyzer import limits
 from analyzer.cli import main
+from analyzer.ingest.reading import Reading
 
 REQ = {"kind": "request", "ts": "2026-11-13T09:00:00Z", "conn": "c", "method": "GET", "url": "http://h/mcp",
        "headers": {"mcp-session-id": "s1", "last-event-id": "1"}, "body": None}
@@ -31,8 +32,7 @@ def test_a_line_past_the_limit_is_one_rejected_record_and_is_never_held(tmp_path
     warm.write_bytes(line(REQ) + line(RESP))
     inputs.read_one(str(warm))
     tracemalloc.start()
-    with limits.using(limits.Limits(line_bytes=1 << 20)):
-        got = inputs.read_one(str(path))
+    got = inputs.read_one(str(path), Reading(limits=limits.Limits(line_bytes=1 << 20)))
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 4 << 20  # the 8 MiB line was skipped in 1 MiB reads, never held whole
@@ -65,8 +65,7 @@ def test_a_well_formed_har_is_streamed_past_the_document_limit(tmp_path):
              "postData": {"text": "x" * (100 << 10)}}, "response": {"status": 202, "headers": []}}
     path = tmp_path / "many.har"
     path.write_text(json.dumps({"log": {"entries": [entry] * 30}}))
-    with limits.using(limits.Limits(document_bytes=1 << 20)):
-        got = inputs.read_one(str(path))
+    got = inputs.read_one(str(path), Reading(limits=limits.Limits(document_bytes=1 << 20)))
     assert got.records == 30 and got.exchanges.num_rows == 30 and got.rejected == 0
 
 
@@ -75,12 +74,11 @@ def test_a_gzip_bomb_stops_at_the_ratio_and_the_rest_of_the_input_counts(tmp_pat
     path = tmp_path / "bomb.jsonl.gz"
     path.write_bytes(gzip.compress(good + b" " * (64 << 20), 9))  # 64 MiB of blanks from ~64 KB
     ratio = 50
-    with limits.using(limits.Limits(gunzip_ratio=ratio)):
-        old, limits.GUNZIP_FLOOR = limits.GUNZIP_FLOOR, 1 << 20
-        try:
-            got = inputs.read_one(str(path))
-        finally:
-            limits.GUNZIP_FLOOR = old
+    old, limits.GUNZIP_FLOOR = limits.GUNZIP_FLOOR, 1 << 20
+    try:
+        got = inputs.read_one(str(path), Reading(limits=limits.Limits(gunzip_ratio=ratio)))
+    finally:
+        limits.GUNZIP_FLOOR = old
     rows = got.anomalies.to_pylist()
     assert [r["code"] for r in rows] == ["input_unreadable"]
     assert "--max-gunzip-ratio" in rows[0]["message"]

@@ -9,7 +9,7 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzer import cli, pipeline
+from analyzer import outputs, pipeline
 from analyzer.document import Summary, records
 from analyzer.document.records import Records
 from conftest import EPOCH
@@ -75,7 +75,7 @@ def test_the_sample_logs_document_is_the_same(monkeypatch, samples_run):
     assert isinstance(fast["exchanges"], Records) and isinstance(fast["boundaries"], Records)
     assert len(fast["exchanges"]) == len(slow["exchanges"]) > 500 and len(fast["boundaries"]) == len(slow["boundaries"]) > 50
     for pretty in (10**9, 0):  # indented (from the dicts) and compact (by Polars)
-        monkeypatch.setattr(cli, "PRETTY_UP_TO", pretty)
-        assert cli.document_json(fast) == cli.document_json(slow)
-    assert cli.document_json(slow) == (compact(slow) + "\n").encode("utf-8")
+        monkeypatch.setattr(outputs, "PRETTY_UP_TO", pretty)
+        assert outputs.document_json(fast) == outputs.document_json(slow)
+    assert outputs.document_json(slow) == (compact(slow) + "\n").encode("utf-8")
     assert records.plain(fast) == slow

@@ -20,6 +20,7 @@ import pcapgen as g
 from analyzer.document import build as findings
 from analyzer import pipeline, redact, report
 from analyzer.cli import main
+from analyzer.ingest.reading import Reading
 
 SID = "sess-SURVIVE-1"
 TOOL = "fetch_weather"
@@ -183,7 +184,7 @@ WRITERS = {"jsonl": (write_jsonl, "cap.jsonl"), "har": (write_har, "cap.har"), "
 
 
 def outputs(path: Path, redact_secrets: bool = True) -> dict[str, str]:
-    doc = pipeline.run([str(path)], redact_secrets=redact_secrets).document
+    doc = pipeline.run([str(path)], Reading(redact=redact_secrets)).document
     return {
         "json": json.dumps(doc, ensure_ascii=False),
         "jsonl": "\n".join(findings.json_lines(doc)),
@@ -281,7 +282,7 @@ def test_redaction_changes_no_finding_and_no_digest(captured):
     the analysis is the same with and without --no-redact."""
     _, path = captured
     a = pipeline.run([str(path)]).document
-    b = pipeline.run([str(path)], redact_secrets=False).document
+    b = pipeline.run([str(path)], Reading(redact=False)).document
     assert [(f["rule"], f["severity"]) for f in a["findings"]] == [(f["rule"], f["severity"]) for f in b["findings"]]
     assert [x["verdict"] for x in a["boundaries"]] == [x["verdict"] for x in b["boundaries"]]
     assert [(x["code"], x["location"]) for x in a["anomalies"]] == [(x["code"], x["location"]) for x in b["anomalies"]]
@@ -537,7 +538,7 @@ def test_a_server_request_on_a_stream_is_digested_before_its_secret_goes():
              {"kind": "response", "ts": "2026-01-01T00:00:00Z", "conn": "c", "status": 200, "headers": {"content-type": "text/event-stream"}},
              sse(1, "SECRET-A"), sse(2, "SECRET-B")]
     raw = "\n".join(json.dumps(x, separators=(",", ":")) for x in lines).encode()
-    got = {redact_: jsonl.read("x.jsonl", io.BytesIO(raw), redact_secrets=redact_) for redact_ in (True, False)}
+    got = {redact_: jsonl.read("x.jsonl", io.BytesIO(raw), Reading(redact=redact_)) for redact_ in (True, False)}
     digests = {k: v.messages.column("params_digest").to_pylist() for k, v in got.items()}
     assert digests[True] == digests[False] and len(set(digests[True])) == 2 and None not in digests[True]
     assert "SECRET-A" not in json.dumps(got[True].events["data"].to_pylist())

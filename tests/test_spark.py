@@ -20,7 +20,7 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
-from analyzer import cli, pipeline, window
+from analyzer import pipeline, window, outputs
 from analyzer.scale import partitions, store
 from analyzer.cli import main
 from conftest import EPOCH
@@ -90,7 +90,7 @@ def test_group_rows_in_any_order_give_the_single_pass_document(filled, samples_s
     assert rows.schema == partitions.GROUP_SCHEMA
     rows = rows.take(rng.sample(range(rows.num_rows), rows.num_rows))
     got = partitions.document_of(partitions.partials_from_rows(rows), filled, None).document
-    assert cli.document_json(got) == cli.document_json(samples_single_pass)
+    assert outputs.document_json(got) == outputs.document_json(samples_single_pass)
 
 
 def test_without_pyspark_spark_engine_says_how_to_install(monkeypatch):
@@ -120,8 +120,8 @@ def test_spark_findings_json_is_byte_identical(filled, samples_single_pass, spar
     from analyzer.scale import engine_spark
 
     monkeypatch.setenv("SOURCE_DATE_EPOCH", EPOCH)
-    local = cli.document_json(samples_single_pass)
-    got = cli.document_json(engine_spark.analyze(filled, spark=spark).document)
+    local = outputs.document_json(samples_single_pass)
+    got = outputs.document_json(engine_spark.analyze(filled, spark=spark).document)
     assert json.loads(local)["summary"]["boundaries"] > 20 and json.loads(local)["summary"]["anomalies"] > 0
     assert got == local
 
@@ -145,9 +145,9 @@ def test_spark_narrowed_by_session_and_time_is_identical(filled, samples_single_
         doc = single_pass(filled, **narrow)
         if "since" in narrow:  # the bounds applied go in summary.window, as the command stamps a single pass (analyzer/window.py)
             doc = window.stamp(doc, window.Window(narrow["since"], narrow["until"]))
-        expect = cli.document_json(doc)
+        expect = outputs.document_json(doc)
         got = engine_spark.analyze(filled, spark=spark, **narrow).document
-        assert cli.document_json(got) == expect, narrow
+        assert outputs.document_json(got) == expect, narrow
         if narrow == {"sessions": (multi,)}:
             assert {s["session_id"] for s in got["sessions"]} == {multi} and len(got["inputs"]) == len(by_sid[multi])
         if gap_sid in narrow.get("sessions", ()):

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analyzer.signals import streams
+from analyzer.ingest.reading import Reading
 
 SOURCES = ["b.jsonl", "a.har", "/archive/2026-11/c.pcap"]
 
@@ -81,19 +82,17 @@ def test_where_varies_matches_an_exact_grouping(rows):
 def _sample_parts(compact: bool):
     from pathlib import Path
 
-    from analyzer import tables
     from analyzer.ingest import inputs
 
     root = Path(__file__).resolve().parent.parent / "sample_logs"
     paths = [root / "real-python-resume-dense.jsonl", root / "real-python-resume-dense.har", root / "real-python-server-restart.pcap"]
     if not compact:
         return [inputs.read_one(str(p)) for p in paths]
-    with tables.compact_digests():
-        return [inputs.read_one(str(p)) for p in paths]
+    return [inputs.read_one(str(p), Reading(compact=True)) for p in paths]
 
 
 def test_compact_events_hold_the_canonical_values():
-    """The single pass's events (tables.compact_digests) are the canonical table's in a smaller form: the
+    """The single pass's events (Reading(compact=True)) are the canonical table's in a smaller form: the
     digest's first 64 bits, the fate as an Enum, the event type as a Categorical, retry as a flag (true
     where the field was sent, else null) and no cursor (streams.build takes it from the ids)."""
     from analyzer import tables
@@ -185,7 +184,6 @@ def test_last_cursor_counts_an_id_of_an_event_cut_off_inside_a_stream(tmp_path):
     the buffer persists): the compact single pass, which has no cursor column, gives the same."""
     import json
 
-    from analyzer import tables
     from analyzer.ingest import inputs
 
     recs = [
@@ -200,8 +198,7 @@ def test_last_cursor_counts_an_id_of_an_event_cut_off_inside_a_stream(tmp_path):
     path = tmp_path / "cut.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
     full = inputs.read_one(str(path))
-    with tables.compact_digests():
-        small = inputs.read_one(str(path))
+    small = inputs.read_one(str(path), Reading(compact=True))
     assert pl.from_arrow(full.events)["cursor"].to_list() == ["1", "2", "2"]
     got = [streams.build({"exchanges": p.exchanges, "events": e, "messages": p.messages})[0].exchanges["last_cursor"].to_list()
            for p, e in ((full, full.events), (small, small.events_polars()))]

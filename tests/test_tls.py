@@ -243,8 +243,8 @@ def segments(conv: g.Conversation, sess: tlsgen.Session, drop: int | None = None
 def ingest(tmp_path: Path, segs, keys: tls.KeyLog, name="c.pcap"):
     p = tmp_path / name
     p.write_bytes(g.pcap(g.records(segs)))
-    with tls.using_keys(keys), open(p, "rb") as fh:
-        return ingest_pcap.read(str(p), fh)
+    with open(p, "rb") as fh:
+        return ingest_pcap.read(str(p), fh, Reading(keys=keys))
 
 
 def codes(got) -> list[tuple[str, str]]:
@@ -527,8 +527,7 @@ def test_http_messages_and_verdicts_of_the_recordings(path):
     exe = _tshark()
     keys = tls.KeyLog()
     keys.add_text(_keylog_of(path).read_bytes())
-    with tls.using_keys(keys):
-        doc = pipeline.run([str(path)]).document
+    doc = pipeline.run([str(path)], Reading(keys=keys)).document
     exchanges = doc["exchanges"]
     want = _tshark_messages(path, exe)
     assert sorted(r for r in want if r[0] == "request") == sorted(("request", x["method"], "/mcp") for x in exchanges)
@@ -555,8 +554,7 @@ def test_a_key_log_missing_the_resumed_streams_connection():
     for path in (full, part):
         keys = tls.KeyLog()
         keys.add_text(_keylog_of(path).read_bytes())
-        with tls.using_keys(keys):
-            docs.append(pipeline.run([str(path)]).document)
+        docs.append(pipeline.run([str(path)], Reading(keys=keys)).document)
     (b,) = docs[0]["boundaries"]
     assert (b["verdict"], b["evidence"]) == ("continuous", "ids") and not docs[0]["anomalies"]
     (b,) = docs[1]["boundaries"]
@@ -679,6 +677,7 @@ def test_ingest_reads_a_stored_input_again_when_the_key_log_decrypts_more(tmp_pa
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from analyzer.decode import h2  # noqa: E402
+from analyzer.ingest.reading import Reading
 
 
 @settings(max_examples=200, deadline=None)
@@ -842,11 +841,11 @@ def test_a_key_log_with_a_bom_keeps_its_first_line(tmp_path):
 
 
 def test_a_key_log_past_the_bound_keeps_what_the_named_captures_need(tmp_path, monkeypatch):
-    """Before: the key log was cut at _MAX_KEYLOG, silently, and the newest keys (the ones a browser appended last)
+    """Before: the key log was cut at MAX_KEYLOG, silently, and the newest keys (the ones a browser appended last)
     were reported missing.  Now only the client randoms the captures hold are kept, whatever the key log's size."""
-    from analyzer import cli
+    from analyzer import options
 
-    monkeypatch.setattr(cli, "_MAX_KEYLOG", 64 << 10)
+    monkeypatch.setattr(options, "MAX_KEYLOG", 64 << 10)
     sess = tlsgen.Session(seed=3)
     sse_exchange(sess, [1, 2, 3])
     pcap = _capture(tmp_path, sess)
@@ -862,9 +861,9 @@ def test_a_key_log_past_the_bound_keeps_what_the_named_captures_need(tmp_path, m
 def test_a_key_log_past_the_bound_with_a_capture_on_standard_input_is_cut_and_said(tmp_path, monkeypatch):
     """No pre-pass over standard input: the key log is kept up to the bound (its newest lines) and stderr says
     so, naming the file, the bound and what to do."""
-    from analyzer import cli
+    from analyzer import options
 
-    monkeypatch.setattr(cli, "_MAX_KEYLOG", 64 << 10)
+    monkeypatch.setattr(options, "MAX_KEYLOG", 64 << 10)
     new, old = tlsgen.Session(seed=3), tlsgen.Session(seed=4)
     sse_exchange(new, [1])
     sse_exchange(old, [2])

@@ -10,6 +10,7 @@ import pcapgen as g
 import tlsgen
 from analyzer import pipeline
 from analyzer.decode import tls
+from analyzer.ingest.reading import Reading
 from conftest import SID
 
 
@@ -55,8 +56,7 @@ def analyze(tmp_path: Path, conns, keyed) -> dict:
     keys = tls.KeyLog()
     for s in keyed:
         keys.add_text(s.keylog.encode())
-    with tls.using_keys(keys):
-        return pipeline.run([str(p)]).document
+    return pipeline.run([str(p)], Reading(keys=keys)).document
 
 
 def chain():

@@ -374,7 +374,7 @@ class Decoder:
         self.detail = ""
         self.error_at: int | None = None
         self.fed = self.produced = 0
-        self.ratio = ratio if ratio is not None else limits.current().gunzip_ratio
+        self.ratio = ratio if ratio is not None else limits.Limits.gunzip_ratio  # the --max-gunzip-ratio default
         self.floor = floor if floor is not None else limits.BODY_FLOOR
         self.closed = False
         self.reported = False  # for callers: the anomaly row of this body was written
@@ -463,16 +463,16 @@ class Decoder:
         return (code, self.detail) if code else None
 
 
-def decode_all(header_value: str | None, data: bytes) -> tuple[bytes, Decoder]:
-    """A whole recorded body (HAR text, a JSONL body record) decoded at once."""
-    dec = Decoder(header_value)
+def decode_all(header_value: str | None, data: bytes, ratio: int | None = None) -> tuple[bytes, Decoder]:
+    """A whole recorded body (HAR text, a JSONL body record) decoded at once (``ratio``: see :class:`Decoder`)."""
+    dec = Decoder(header_value, ratio)
     # in slices: a brotli call that meets damage returns nothing, so a slice is all it can cost
     out = [dec.feed(data[i : i + _WHOLE_SLICE]) for i in range(0, len(data), _WHOLE_SLICE)]
     out.append(dec.close())
     return b"".join(out), dec
 
 
-def looks_encoded(header_value: str | None, data: bytes) -> bool:
+def looks_encoded(header_value: str | None, data: bytes, ratio: int | None = None) -> bool:
     """Whether a recorded body is still encoded by its outermost coding.  Producers usually keep the
     decoded body (browsers; mitmproxy except for a stream cut mid-way, which it keeps as raw gzip):
     gzip and zstd tell by their magic bytes; br and deflate have none, so a trial decode must
@@ -485,7 +485,7 @@ def looks_encoded(header_value: str | None, data: bytes) -> bool:
         return data[:2] == GZIP_MAGIC
     if last == "zstd":
         return data[:4] == ZSTD_MAGIC
-    out, dec = decode_all(last, data)
+    out, dec = decode_all(last, data, ratio)
     if dec.state == "complete":
         return True
     if dec.state != "truncated" or not out:

@@ -51,11 +51,9 @@ from analyzer.decode.tls_keys import (  # noqa: F401
     Cipher,
     KeyLog,
     Suite,
-    current_keys,
     hkdf_expand_label,
     keys12,
     prf12,
-    using_keys,
 )
 
 MAX_CIPHERTEXT = (1 << 14) + 2048  # RFC 5246 §6.2.3: a longer record is not TLS

@@ -12,7 +12,6 @@ message.  Checked against RFC 8448 and the TLS working group's PRF vectors (test
 """
 from __future__ import annotations
 
-import contextlib
 import hmac
 import re
 import struct
@@ -225,23 +224,6 @@ class KeyLog:
 
 DSB_TLS_KEY_LOG = 0x544C534B  # pcapng Decryption Secrets Block, secrets type 'TLSK': NSS key log text
 
-_current = KeyLog()
-
-
-def current_keys() -> KeyLog:
-    """The key log of this run (``--tls-keylog``); empty unless set by :func:`using_keys`."""
-    return _current
-
-
-@contextlib.contextmanager
-def using_keys(keys: KeyLog):
-    """Read captures with these keys (the CLI sets them once per command, as analyzer.limits does its limits)."""
-    global _current
-    old, _current = _current, keys
-    try:
-        yield keys
-    finally:
-        _current = old
 
 
 # --- key derivation ------------------------------------------------------------------------------------------

@@ -35,7 +35,8 @@ from typing import BinaryIO
 import polars as pl
 
 from analyzer.decode import content_coding, sse_columns
-from analyzer import limits
+from analyzer.ingest.reading import Reading
+from analyzer.limits import Limits
 from analyzer.anomalies import AnomalyLog
 from analyzer.errors import InputError
 from analyzer.ingest.timestamps import parse_ts
@@ -95,20 +96,20 @@ def _body_bytes(content: dict, log: AnomalyLog, where: str) -> bytes | None:
     return text.encode("utf-8", "surrogatepass")
 
 
-def _undo_coding(value: str, data: bytes, content: dict, log: AnomalyLog, where: str) -> bytes | None:
+def _undo_coding(value: str, data: bytes, content: dict, log: AnomalyLog, where: str, ratio: int) -> bytes | None:
     """The body with its Content-Encoding undone when the producer kept it encoded; None: the body
     cannot be decoded, so what it held is unknown (the anomaly row says why)."""
     names, unknown = content_coding.codings(value)
     if unknown is not None:
         if content.get("encoding") != "base64" or _is_text(data):
             return data  # text: the producer kept it decoded (or it never was encoded)
-        got = content_coding.Decoder(value).anomaly()
+        got = content_coding.Decoder(value, ratio).anomaly()
         if got is not None:
             log.add(got[0], where, got[1])
         return None
-    if not content_coding.looks_encoded(value, data):
+    if not content_coding.looks_encoded(value, data, ratio):
         return data
-    out, dec = content_coding.decode_all(value, data)
+    out, dec = content_coding.decode_all(value, data, ratio)
     got = dec.anomaly()
     if got is not None:
         log.add(got[0], where, f"{got[1]} (the producer kept the body encoded)")
@@ -136,9 +137,9 @@ def _not_a_har(source: str, error: str) -> InputError:
     return InputError(source, f"not a complete HAR document ({error}); expected a HAR 1.2 file — was it truncated while being written?")
 
 
-def load(source: str, stream: BinaryIO) -> tuple[list, tuple[str, bool] | None]:
-    """``log.entries``, and for a document that breaks off: (the JSON error, whether an entry was cut)."""
-    cap = limits.current().document_bytes
+def load(source: str, stream: BinaryIO, cap: int = Limits.document_bytes) -> tuple[list, tuple[str, bool] | None]:
+    """``log.entries``, and for a document that breaks off: (the JSON error, whether an entry was cut).
+    ``cap``: the most bytes read whole (``--max-har-mb``)."""
     raw = stream.read(cap + 1)
     if len(raw) > cap:
         raise InputError(
@@ -245,7 +246,7 @@ def _outside_strings(text: str, at: int) -> bool:
     return True
 
 
-def stream_entries(source: str, stream: BinaryIO, outcome: dict | None = None):
+def stream_entries(source: str, stream: BinaryIO, outcome: dict | None = None, cap: int = Limits.document_bytes):
     """``log.entries`` of a HAR, one entry at a time, parsed by the standard library's JSON decoder entry
     by entry: the values are those ``json.loads`` of the whole document gives, and memory holds one entry
     (and a read buffer), not the document.
@@ -263,7 +264,6 @@ def stream_entries(source: str, stream: BinaryIO, outcome: dict | None = None):
     an entries list that is not the document's ``log.entries``."""
     decoder = codecs.getincrementaldecoder("utf-8")("replace")  # invalid UTF-8 as load() reads it
     raw_decode = json.JSONDecoder().raw_decode
-    cap = limits.current().document_bytes
     buf, eof = "", False
     base = 0  # the document offset (characters) of buf[0]; the newlines before it, and where the last one was
     lines_before, last_newline = 0, -1
@@ -444,26 +444,27 @@ class _EventBodies:
                                      "id", "event", "data", "retry", "fate"))
 
 
-def read(source: str, stream: BinaryIO, redact_secrets: bool = True) -> Ingested:
+def read(source: str, stream: BinaryIO, reading: Reading = Reading()) -> Ingested:
     """A HAR document, streamed entry by entry when it is well-formed (:func:`stream_entries`), else read
     whole by :func:`load` (its size capped by --max-har-mb) with the entries before a break salvaged."""
     if stream.seekable():
         start = stream.tell()
         outcome: dict = {}
         try:
-            return _read(source, stream_entries(source, stream, outcome), outcome, redact_secrets)
+            return _read(source, stream_entries(source, stream, outcome, reading.limits.document_bytes), outcome, reading)
         except _NotStreamable:
             stream.seek(start)
-    entries, broken = load(source, stream)
-    return _read(source, iter(entries), {"broken": broken}, redact_secrets)
+    entries, broken = load(source, stream, reading.limits.document_bytes)
+    return _read(source, iter(entries), {"broken": broken}, reading)
 
 
-def _read(source: str, entries, outcome: dict, redact_secrets: bool) -> Ingested:
+def _read(source: str, entries, outcome: dict, reading: Reading) -> Ingested:
     """The entries in file order, each read as it comes; the exchanges are numbered by start time at the end.
     ``outcome["broken"]``, once the entries are read: (the JSON error, whether it fell inside an entry) for
     a document that breaks off, else missing or None."""
     log = AnomalyLog(source)
-    b = Builder(source, log, redact_secrets)
+    b = Builder(source, log, reading.redact, reading.compact)
+    ratio = reading.limits.gunzip_ratio
     clean = _Cleaner()
     far_future = datetime.max.replace(tzinfo=timezone.utc)
     order: list[tuple[datetime, int]] = []  # per exchange made: its start (unknown: last), then its entry number
@@ -528,7 +529,7 @@ def _read(source: str, entries, outcome: dict, redact_secrets: bool) -> Ingested
         undecodable = False
         coding = resp_headers.get("content-encoding")
         if data is not None and coding:
-            data = _undo_coding(coding, data, content, log, where)
+            data = _undo_coding(coding, data, content, log, where, ratio)
             undecodable = data is None
         if row["content_type"] == SSE_MEDIA and row["status"] is not None and 200 <= row["status"] < 300:
             if undecodable:

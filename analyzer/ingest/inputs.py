@@ -34,13 +34,14 @@ from typing import BinaryIO, Callable
 import pyarrow as pa
 
 from analyzer.ingest import har as ingest_har, jsonl as ingest_jsonl, pcap as ingest_pcap
+from analyzer.ingest.reading import Meter, Reading
 from analyzer import limits
 from analyzer.anomalies import AnomalyLog
 from analyzer.errors import InputError, NotACapture
 from analyzer.tables import Ingested
 
 CAPTURE_SUFFIXES = (".jsonl", ".ndjson", ".json", ".har", ".log", ".pcap", ".pcapng", ".cap")
-READERS: dict[str, Callable[[str, BinaryIO, bool], Ingested]] = {
+READERS: dict[str, Callable[[str, BinaryIO, Reading], Ingested]] = {
     "jsonl": ingest_jsonl.read,
     "har": ingest_har.read,
     "pcap": ingest_pcap.read,
@@ -203,13 +204,12 @@ class _Gunzip(io.RawIOBase):
     over (read_one reads the head twice).
     """
 
-    def __init__(self, fh: BinaryIO, compressed: int = 0) -> None:
+    def __init__(self, fh: BinaryIO, compressed: int = 0, ratio: int = limits.Limits.gunzip_ratio) -> None:
         super().__init__()
         self.fh = fh
         self.broken: str | None = None
         self.produced = 0
         # a decompression bomb stops here, read as a cut input (analyzer.limits)
-        ratio = limits.current().gunzip_ratio
         self.cap = max(ratio * compressed, limits.GUNZIP_FLOOR)
         self.ratio = ratio
         self._restart()
@@ -263,43 +263,6 @@ class _Gunzip(io.RawIOBase):
             super().close()
 
 
-class Meter:
-    """What a progress display is told while inputs are read (the command line draws it; tests count)."""
-
-    def begin(self, n: int, total: int, path: str, size: int) -> None:  # input n of total, of size bytes
-        pass
-
-    def at(self, position: int) -> None:  # bytes of the current input read so far (of the file: compressed)
-        pass
-
-    def done(self, records: int) -> None:  # the current input is read: it held this many records
-        pass
-
-    def skipped(self) -> None:  # the current input was passed over (not a capture): it is no input of the summary's
-        pass
-
-    def end(self) -> None:  # every input read
-        pass
-
-
-_meter: Meter | None = None
-
-
-@contextlib.contextmanager
-def metering(meter: Meter | None):
-    """Inputs opened inside report how far they have been read to ``meter``."""
-    global _meter
-    before, _meter = _meter, meter
-    try:
-        yield
-    finally:
-        _meter = before
-
-
-def meter() -> Meter | None:
-    return _meter
-
-
 class _Metered(io.RawIOBase):
     """A file that tells the meter how far into it reading has got (its furthest position, so the
     head read twice by format detection is not counted twice)."""
@@ -338,8 +301,9 @@ class _Metered(io.RawIOBase):
             super().close()
 
 
-def open_input(source: str) -> BinaryIO:
-    """The file's bytes, decompressed when it is gzip (by magic, not by name)."""
+def open_input(source: str, reading: Reading = Reading()) -> BinaryIO:
+    """The file's bytes, decompressed when it is gzip (by magic, not by name, within ``reading.limits``), telling
+    ``reading.meter`` how far it has been read."""
     try:
         if is_stream(source):
             fh = _spooled_copy(source)  # its own handle; the spool stays for a second read
@@ -351,12 +315,12 @@ def open_input(source: str) -> BinaryIO:
         raise InputError(source, "does not exist (check the path; it is counted as an unreadable input)") from None
     except OSError as exc:
         raise InputError(source, f"cannot open: {exc.strerror}") from None
-    if _meter is not None:
-        fh = io.BufferedReader(_Metered(fh, _meter), CHUNK)  # type: ignore[assignment]
+    if reading.meter is not None:
+        fh = io.BufferedReader(_Metered(fh, reading.meter), CHUNK)  # type: ignore[assignment]
     head = fh.read(2)
     fh.seek(0)
     if head == b"\x1f\x8b":
-        return io.BufferedReader(_Gunzip(fh, os.fstat(fh.fileno()).st_size), CHUNK)  # type: ignore[return-value]
+        return io.BufferedReader(_Gunzip(fh, os.fstat(fh.fileno()).st_size, reading.limits.gunzip_ratio), CHUNK)  # type: ignore[return-value]
     return fh
 
 
@@ -390,14 +354,14 @@ def sniff(source: str, head: bytes) -> str:
     )
 
 
-def _records_after_first_line(stream: BinaryIO) -> bool:
+def _records_after_first_line(stream: BinaryIO, line_bytes: int) -> bool:
     """Whether the whole lines after the first one, read from the start of ``stream``, hold a proxy JSONL record.
 
     The first line is passed over without being kept (it may be up to --max-line-mb long; a longer one is
     not a record the reader would take anyway); then up to SNIFF_HEAD bytes of lines are looked at, as the
     head's are."""
     stream.seek(0)
-    limit = limits.current().line_bytes + 1
+    limit = line_bytes + 1
     passed = 0
     while True:  # bounded: at most `limit` bytes are read before the first newline
         chunk = stream.read(CHUNK)
@@ -428,8 +392,10 @@ def _jsonl_record(line: bytes) -> bool:
     return isinstance(rec, dict) and "kind" in rec
 
 
-def read_one(source: str, fmt: str = "auto", redact_secrets: bool = True, ports: frozenset[int] | None = None) -> Ingested:
-    stream = open_input(source)
+def read_one(source: str, reading: Reading = Reading()) -> Ingested:
+    """One input's canonical tables, read as ``reading`` says (its format, redaction, ports, limits, keys)."""
+    fmt = reading.fmt
+    stream = open_input(source, reading)
     gz = stream.raw if isinstance(stream, io.BufferedReader) and isinstance(stream.raw, _Gunzip) else None
     try:
         try:
@@ -444,7 +410,7 @@ def read_one(source: str, fmt: str = "auto", redact_secrets: bool = True, ports:
         except InputError:
             # a first line longer than the head (the tail of a record cut by log rotation, a deep or long object
             # without `kind`) decides nothing: the records after it do
-            if len(head) < SNIFF_HEAD or not _records_after_first_line(stream):
+            if len(head) < SNIFF_HEAD or not _records_after_first_line(stream, reading.limits.line_bytes):
                 raise
             kind = "jsonl"
         finally:
@@ -452,12 +418,9 @@ def read_one(source: str, fmt: str = "auto", redact_secrets: bool = True, ports:
         if not head.strip():
             log = AnomalyLog(source)
             log.add("input_empty", "file")
-            return READERS[kind](source, io.BytesIO(b""), redact_secrets) if kind == "jsonl" else _empty(source, kind, log)
+            return READERS[kind](source, io.BytesIO(b""), reading) if kind == "jsonl" else _empty(source, kind, log)
         try:
-            if kind == "pcap":
-                got = ingest_pcap.read(source, stream, redact_secrets, ports)
-            else:
-                got = READERS[kind](source, stream, redact_secrets)
+            got = READERS[kind](source, stream, reading)
         except (OSError, EOFError, zlib.error) as exc:
             raise InputError(source, f"read failed part-way: {exc}") from None
         if gz is not None and gz.broken is not None:
@@ -501,7 +464,7 @@ def concat(parts: list[Ingested]) -> dict:
     frames = [p.events_polars() for p in parts]
     compact = [f.schema["digest"] == pl.UInt64 for f in frames]
     if any(compact) and not all(compact):
-        # parts read compact (tables.compact_digests) beside parts that were not (an empty input's tables,
+        # parts read compact (Reading.compact) beside parts that were not (an empty input's tables,
         # say): all compact, as the analysis compares them
         frames = [f if c else f.select(tables.compact_events_expr())
                   for f, c in zip(frames, compact)]

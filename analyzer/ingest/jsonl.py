@@ -35,7 +35,7 @@ import polars as pl
 
 from analyzer.decode import content_coding
 from analyzer.ingest import jsonl_columns
-from analyzer import limits
+from analyzer.ingest.reading import Reading
 from analyzer.anomalies import AnomalyLog
 from analyzer.errors import NotACapture
 from analyzer.decode.jsonrpc import text_safe
@@ -157,7 +157,7 @@ def _noise(rec: dict) -> bool:
     return any(isinstance(v, str) and "\ufffd" in v for v in values)
 
 
-def _raw_body(b: Builder, row: dict, data: str, coding: str | None, where: str, ts: datetime | None, lineno: int) -> None:
+def _raw_body(b: Builder, row: dict, data: str, coding: str | None, where: str, ts: datetime | None, lineno: int, ratio: int) -> None:
     """A ``"base64": true`` body record: the raw body, decoded by the response's Content-Encoding."""
     log = b.log
     try:
@@ -167,7 +167,7 @@ def _raw_body(b: Builder, row: dict, data: str, coding: str | None, where: str, 
         return
     sse = row["content_type"] == SSE_MEDIA and row["status"] is not None and 200 <= row["status"] < 300
     if coding:
-        raw, dec = content_coding.decode_all(coding, raw)
+        raw, dec = content_coding.decode_all(coding, raw, ratio)
         got = dec.anomaly()
         if got is not None:
             log.add(got[0], where, got[1])
@@ -195,9 +195,11 @@ def _raw_body(b: Builder, row: dict, data: str, coding: str | None, where: str, 
 class _Reader:
     """The per-line reader: the connection state machine, and every record the column-wise path does not take."""
 
-    def __init__(self, source: str, redact_secrets: bool) -> None:
+    def __init__(self, source: str, reading: Reading) -> None:
         self.log = AnomalyLog(source)
-        self.b = Builder(source, self.log, redact_secrets)
+        self.b = Builder(source, self.log, reading.redact, reading.compact)
+        self.max_line = reading.limits.line_bytes
+        self.ratio = reading.limits.gunzip_ratio
         self.current: dict[str, dict] = {}  # conn -> its open exchange row
         self.records = 0
         self.foreign = 0  # JSON objects of another log: no `kind` of a proxy record, and no `conn`
@@ -210,7 +212,7 @@ class _Reader:
         log, b, current, encodings, suspect = self.log, self.b, self.current, self.encodings, self.suspect
         if type(raw) is int:  # a line past the limit, skipped unread: its length
             self.records += 1
-            max_line = limits.current().line_bytes
+            max_line = self.max_line
             log.add("jsonl_line_too_long", f"line {lineno}", f"{raw} bytes; the limit is {max_line >> 20} MiB (--max-line-mb)")
             return
         if not raw.strip():
@@ -332,7 +334,7 @@ class _Reader:
                 log.add("jsonl_bad_record", where, "body needs `data` (string)")
                 return
             if rec.get("base64") is True:
-                _raw_body(b, row, data, encodings.get(row["xid"]), where, ts, lineno)
+                _raw_body(b, row, data, encodings.get(row["xid"]), where, ts, lineno, self.ratio)
                 return
             b.body(row, data, where)
         else:  # close
@@ -353,10 +355,10 @@ class _Reader:
                 self.moves.append((lineno, conn, -1))
 
 
-def read(source: str, stream: BinaryIO, redact_secrets: bool = True, columns: bool = True) -> Ingested:
+def read(source: str, stream: BinaryIO, reading: Reading = Reading(), columns: bool = True) -> Ingested:
     """``columns=False``: every line through the per-line reader (the reference the column-wise path is tested against)."""
-    r = _Reader(source, redact_secrets)
-    limit = limits.current().line_bytes
+    r = _Reader(source, reading)
+    limit = reading.limits.line_bytes
     if columns:
         _read_batches(r, _lines_in_blocks(stream, limit))
     else:

@@ -22,6 +22,8 @@ import gc
 from datetime import datetime, timedelta, timezone
 from typing import BinaryIO
 
+from analyzer.ingest.reading import Reading
+from analyzer.limits import Limits
 from analyzer.anomalies import CATALOG, AnomalyLog
 from analyzer.decode import tcp, tls
 from analyzer.decode.capture import CaptureReader
@@ -44,10 +46,12 @@ class _Ingest:
     """The capture's state while its packets are read: which flows are followed, the finished MCP
     conversations, the counts and per-packet anomaly rows, the TLS keys."""
 
-    def __init__(self, source: str, log: AnomalyLog, ports: frozenset[int] | None, keys: tls.KeyLog | None = None) -> None:
+    def __init__(self, source: str, log: AnomalyLog, ports: frozenset[int] | None, keys: tls.KeyLog | None = None,
+                 ratio: int = Limits.gunzip_ratio) -> None:
         self.source = source
         self.log = log
         self.ports = ports
+        self.ratio = ratio  # --max-gunzip-ratio: each body's Content-Encoding is undone within it (pcap_body)
         self.last_ts: int | None = None
         self.mcp: list[Conversation] = []  # finished connections whose exchanges become rows
         self.not_http: list[Conversation] = []  # decided at the end: error on an HTTP endpoint, else a note
@@ -140,31 +144,31 @@ def _dt(ns: int | None) -> datetime | None:
     return EPOCH + timedelta(microseconds=ns // 1000)
 
 
-def read(source: str, stream: BinaryIO, redact_secrets: bool = True, ports: frozenset[int] | None = None) -> Ingested:
+def read(source: str, stream: BinaryIO, reading: Reading = Reading()) -> Ingested:
     # Ingestion allocates millions of small acyclic objects (segments, events, rows) that all live until
     # the tables are built; the cyclic garbage collector would rescan them again and again (over a
     # quarter of the run time on a 100 MB capture) and can free none of them.  Paused, then restored.
     paused = gc.isenabled()
     gc.disable()
     try:
-        return _read(source, stream, redact_secrets, ports)
+        return _read(source, stream, reading)
     finally:
         if paused:
             gc.enable()
 
 
-def _read(source: str, stream: BinaryIO, redact_secrets: bool, ports: frozenset[int] | None) -> Ingested:
+def _read(source: str, stream: BinaryIO, reading: Reading) -> Ingested:
     log = AnomalyLog(source)
-    # the --tls-keylog files (tls.using_keys), plus this capture's own Decryption Secrets Blocks (copied:
+    # the --tls-keylog files (reading.keys), plus this capture's own Decryption Secrets Blocks (copied:
     # one capture's secrets are not another's)
-    ing = _Ingest(source, log, ports, tls.current_keys().copy())
+    ing = _Ingest(source, log, reading.ports, reading.keys.copy(), reading.limits.gunzip_ratio)
     try:
-        return _packets(source, stream, redact_secrets, log, ing)
+        return _packets(source, stream, reading, log, ing)
     finally:
         ing.parsing.close()
 
 
-def _packets(source: str, stream: BinaryIO, redact_secrets: bool, log: AnomalyLog, ing: "_Ingest") -> Ingested:
+def _packets(source: str, stream: BinaryIO, reading: Reading, log: AnomalyLog, ing: "_Ingest") -> Ingested:
     reader = CaptureReader(source, stream, ing.note, ing.secrets)
     reasm = tcp.Reassembler(ing.on_flow, ing.note)
     decode, segment = tcp.decode, reasm.segment
@@ -196,11 +200,11 @@ def _packets(source: str, stream: BinaryIO, redact_secrets: bool, log: AnomalyLo
     ing.last_ts = last_ts
     reasm.finish(last_ts)
     ing.summaries()
-    return _build(source, log, ing, reader, redact_secrets)
+    return _build(source, log, ing, reader, reading)
 
 
-def _build(source: str, log: AnomalyLog, ing: _Ingest, reader: CaptureReader, redact_secrets: bool) -> Ingested:
-    b = Builder(source, log, redact_secrets)
+def _build(source: str, log: AnomalyLog, ing: _Ingest, reader: CaptureReader, reading: Reading) -> Ingested:
+    b = Builder(source, log, reading.redact, reading.compact)
     not_http = 0
     for conv in ing.not_http:
         # Garbage towards an endpoint that spoke HTTP in other connections (or a selected port) is an

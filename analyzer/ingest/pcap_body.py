@@ -103,7 +103,7 @@ class Exchange:
         value = head.headers.get("content-encoding")
         if not value:
             return None
-        dec = Decoder(value)
+        dec = Decoder(value, self.conv.ing.ratio)
         if not dec.active:  # identity
             return None
         self.report(dec, head.pkt, part)  # a coding that cannot be undone is told at once

@@ -3,7 +3,7 @@
 One job: be the flow's consumer (:class:`analyzer.decode.tcp.App`: ``data`` / ``gap`` / ``end``) and
 decide what its bytes are.  A flow whose first bytes are a TLS record is followed by
 :mod:`analyzer.decode.tls` with the key log (``--tls-keylog``, through
-:func:`analyzer.decode.tls.using_keys`, plus the capture's own pcapng Decryption Secrets Blocks):
+:attr:`analyzer.ingest.reading.Reading.keys`, plus the capture's own pcapng Decryption Secrets Blocks):
 each direction's records become plaintext pieces that keep the packet of the record's last segment,
 and the handshake names the client and the protocol (ALPN ``h2`` or HTTP/1.1).  The plaintext -- or,
 for a flow without TLS, the bytes as captured -- goes on to the HTTP step this class extends

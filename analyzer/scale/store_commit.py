@@ -15,6 +15,7 @@ see it, and the next writer (under the lock, so no live writer owns it) removes 
 """
 from __future__ import annotations
 
+import dataclasses
 import errno
 import fcntl
 import json
@@ -33,7 +34,7 @@ from typing import Callable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analyzer.decode import tls
+from analyzer.ingest.reading import Reading
 from analyzer.errors import StoreError
 from analyzer.pipeline import read_inputs
 from analyzer.scale import store_remote
@@ -349,14 +350,13 @@ class LocalCommit:
 def ingest(
     paths: list[str],
     store,
-    fmt: str = "auto",
-    redact_secrets: bool = True,
-    ports: frozenset[int] | None = None,
+    reading: Reading = Reading(),
     progress: Callable[[str], None] | None = None,
     lock_timeout: float = 0.0,
     drop_unrepairable: bool = False,
 ) -> IngestReport:
-    """Parse the inputs the store does not hold yet and add their tables, one atomic commit per input.
+    """Parse the inputs the store does not hold yet and add their tables, one atomic commit per input (read as
+    ``reading`` says; its key log also decides which stored inputs are re-read: see ``retry`` below).
 
     Holds the writer lock throughout (waits up to ``lock_timeout`` seconds for it).  Before adding
     anything it cleans dead writers' leftovers, adds checksums to a version-1 store, and re-reads the
@@ -367,7 +367,7 @@ def ingest(
     if isinstance(where, Remote):
         ops = store_remote.open_writer(where, lock_timeout, LOCK_POLL, hook)
         try:
-            return _ingest_locked(paths, ops, fmt, redact_secrets, ports, progress, drop_unrepairable)
+            return _ingest_locked(paths, ops, reading, progress, drop_unrepairable)
         except OSError as exc:  # outside an input's commit: cleaning, migrating
             raise StoreError(f"{where.show()}: cannot update the store: {ops.describe(exc)}; no input was half-committed") from None
         finally:
@@ -379,12 +379,12 @@ def ingest(
         raise StoreError(f"{store}: cannot create the store folder: {describe(exc)}") from None
     with writer_lock(store, lock_timeout):
         try:
-            return _ingest_locked(paths, LocalCommit(store), fmt, redact_secrets, ports, progress, drop_unrepairable)
+            return _ingest_locked(paths, LocalCommit(store), reading, progress, drop_unrepairable)
         except OSError as exc:  # outside an input's commit: cleaning, migrating
             raise StoreError(f"{store}: cannot update the store: {describe(exc)}; no input was half-committed") from None
 
 
-def _ingest_locked(paths, ops, fmt, redact_secrets, ports, progress, drop_unrepairable=False) -> IngestReport:
+def _ingest_locked(paths, ops, reading: Reading, progress, drop_unrepairable=False) -> IngestReport:
     """The ingest under the lock, on either backend (``ops``: LocalCommit or RemoteCommit)."""
     loc = ops.loc
     report = IngestReport([], [], [], [])
@@ -415,7 +415,7 @@ def _ingest_locked(paths, ops, fmt, redact_secrets, ports, progress, drop_unrepa
     known = set(current) - set(broken)
     sha: dict[str, str] = {}
     fixed: set[str] = set()
-    keys = len(tls.current_keys()) > 0
+    keys = len(reading.keys) > 0
     retry: dict[str, int] = {}  # path -> TLS connections its stored copy could not decrypt
 
     def new(path: str) -> bool:
@@ -458,7 +458,7 @@ def _ingest_locked(paths, ops, fmt, redact_secrets, ports, progress, drop_unrepa
         (report.repaired if digest in broken else report.reread if part.source in retry else report.added).append(row["path"])
 
     # streaming: each input is committed as soon as it is read, and only one is held in memory
-    got = read_inputs(list(paths) + extra, fmt, redact_secrets, progress, ports, only=new, sink=write)
+    got = read_inputs(list(paths) + extra, dataclasses.replace(reading, compact=False), progress, only=new, sink=write)
     report.unreadable = [e.source for e in got.errors]
     report.skipped = got.skipped
     for digest, d in broken.items():

@@ -1,0 +1,55 @@
+"""How inputs are read: one value, handed down to every reader (never a module global).
+
+The command line makes one :class:`Reading` from its options (``--format``, ``--no-redact``, ``--port``,
+the ``--max-*`` limits, ``--tls-keylog``, the terminal's progress meter) and passes it to
+:func:`analyzer.pipeline.read_inputs`, which hands it to each ingester; the ingesters hand on the parts
+the layers below need as plain values (a ratio to :mod:`analyzer.decode.content_coding`, ``compact`` to
+:class:`analyzer.tables.Builder`).  Two reads with different options in one process -- a test, a store
+ingest beside an analysis -- cannot see each other's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from analyzer.decode.tls_keys import KeyLog
+from analyzer.limits import Limits
+
+
+class Meter:
+    """What a progress display is told while inputs are read (the command line draws it; tests count)."""
+
+    def begin(self, n: int, total: int, path: str, size: int) -> None:  # input n of total, of size bytes
+        pass
+
+    def at(self, position: int) -> None:  # bytes of the current input read so far (of the file: compressed)
+        pass
+
+    def done(self, records: int) -> None:  # the current input is read: it held this many records
+        pass
+
+    def skipped(self) -> None:  # the current input was passed over (not a capture): it is no input of the summary's
+        pass
+
+    def end(self) -> None:  # every input read
+        pass
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The options of a read.
+
+    ``fmt``: ``auto`` (each file by its content), ``jsonl``, ``har`` or ``pcap``.  ``redact``: secrets
+    redacted in the tables (:mod:`analyzer.redact`).  ``ports``: pcap only, the server ports analyzed
+    (None: every flow that looks like MCP).  ``limits``: :class:`analyzer.limits.Limits`.  ``keys``: the
+    ``--tls-keylog`` secrets (each capture reads with a copy, adding its own pcapng secrets blocks).
+    ``meter``: told how far each input has been read (None: nobody asks).  ``compact``: each event's
+    digest kept as its first 64 bits only, and no header objects (:class:`analyzer.tables.Builder`): for
+    the single pass, whose tables go to the analysis and never to a store."""
+
+    fmt: str = "auto"
+    redact: bool = True
+    ports: frozenset[int] | None = None
+    limits: Limits = Limits()
+    keys: KeyLog = field(default_factory=KeyLog)
+    meter: Meter | None = None
+    compact: bool = False

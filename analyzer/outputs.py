@@ -1,0 +1,78 @@
+"""The files a run writes: the findings JSON, JSON Lines, the HTML report, JUnit XML and GitHub annotations.
+
+Each is written whole or not at all (a temporary file renamed over the target: a full disk leaves no
+truncated file), or to standard output for ``-`` (a reader that goes away is an error, never exit 0
+with the output cut).  What goes in them is the document's (:mod:`analyzer.document`) and the
+report's (:mod:`analyzer.report`); this module only writes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Callable
+
+from analyzer import report
+from analyzer.document import build as findings, ci, records
+from analyzer.errors import AuditError
+from analyzer.options import Outputs
+
+PRETTY_UP_TO = 20_000  # exchanges; past that the JSON is written compact (the indenting encoder is pure Python)
+
+
+def document_json(doc: dict) -> bytes:
+    """What ``--json`` writes, in UTF-8: indented for a person when small; compact for archive runs, its large
+    arrays written by Polars (:mod:`analyzer.document.records`: the same text as the C encoder's, without a
+    dict per record)."""
+    if doc["summary"]["exchanges"] <= PRETTY_UP_TO:
+        return (json.dumps(records.plain(doc), indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+    return records.document_json(doc, end=b"\n")
+
+
+def write_all(doc: dict, outputs: Outputs, fail_on: str, progress: Callable[[str], None] | None) -> list[str]:
+    """Every output asked for, from one document; the ones the terminal summary points to, as written."""
+    written = []
+    for out, what, render in ((outputs.json, "findings JSON", lambda: document_json(doc)),
+                              (outputs.json_lines, "JSON Lines", lambda: "".join(line + "\n" for line in findings.json_lines(records.plain(doc)))),
+                              (outputs.html, "report", lambda: report.render(records.plain(doc))),
+                              (outputs.junit, "JUnit XML", lambda: ci.junit_xml(records.plain(doc), fail_on)),
+                              ("-" if outputs.github else None, "", lambda: ci.github_annotations(records.plain(doc), fail_on))):
+        if out:
+            if progress and what:
+                progress(f"writing the {what}")
+            emit(out, render())
+            if out in outputs.pointed():
+                written.append(out)
+    return written
+
+
+def emit(out: str, text: str | bytes) -> None:
+    """``text`` (or its UTF-8 bytes) to the file ``out``, or to standard output for ``-``."""
+    if out != "-":
+        write(out, text)
+        return
+    try:
+        data = text if isinstance(text, bytes) else text.encode(sys.stdout.encoding or "utf-8", sys.stdout.errors or "strict")
+        sys.stdout.flush()
+        out, view = sys.stdout.buffer, memoryview(data)
+        # With PYTHONUNBUFFERED=1 (many container images) the buffer is the raw file, whose write() may take only
+        # part of the bytes (a pipe's 64 KiB): the rest must be written again, or a reader that stops early
+        # leaves the output cut with exit 0 and no word.  (A buffered writer takes all or raises.)
+        while view:
+            n = out.write(view)
+            view = view[len(view) if n is None else n :]
+        out.flush()
+    except BrokenPipeError:
+        # the reader went away (``| head``): say the output is cut, and keep Python from failing at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise AuditError("standard output was closed before the output was complete (broken pipe)") from None
+
+
+def write(path: str, text: str | bytes) -> None:
+    """Whole or not at all: a temp file beside ``path``, renamed over it (a full disk leaves no truncated file)."""
+    from analyzer.scale.store_commit import describe, write_file_atomically
+
+    try:
+        write_file_atomically(path, text if isinstance(text, bytes) else text.encode("utf-8"))
+    except OSError as exc:
+        raise AuditError(f"cannot write {path}: {describe(exc)}; the file was left as it was") from None

@@ -1,0 +1,176 @@
+"""What the user's terminal shows: the reading meter, the phase lines and the summary of a run.
+
+Log content is hostile: every line here goes through :func:`safe` (no terminal control character of a
+file name or a message reaches the terminal).  Nothing here decides anything: :mod:`analyzer.run`
+calls it with what it found.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from typing import Callable
+
+from analyzer.ingest.reading import Meter
+
+
+def phases(echo: Callable[[str], None]) -> Callable[[str], None]:
+    """Progress on a terminal: each phase on its own line, with the time since the run began (the reading has
+    its own status line, :class:`TerminalMeter`)."""
+    t0 = time.monotonic()
+    return lambda msg: echo(safe(f"[{time.monotonic() - t0:6.1f} s] {msg}"))
+
+
+class TerminalMeter(Meter):
+    """One status line on a terminal, redrawn in place while inputs are read: which input, how far
+    into it, the rate and the time left; then one line for the whole read.  Off a terminal: nothing."""
+
+    EVERY = 0.2  # seconds between redraws
+    SHOWN_FROM = 1 << 20  # bytes: smaller inputs show no percentage
+
+    def __init__(self, stream=None) -> None:
+        self.stream = stream or sys.stderr
+        self.t0 = time.monotonic()
+        self.bytes_done = 0  # of the inputs finished
+        self.inputs = 0
+        self.records = 0  # of the inputs finished
+        self.current = ("", 0, 0, 0)  # path, size, n, total
+        self.file_t0 = self.t0
+        self.last = 0.0
+        self.drawn = 0  # characters of the line on screen
+        self.passed_over = 0  # inputs begun, then skipped as no capture: not inputs of the summary
+
+    def begin(self, n: int, total: int, path: str, size: int) -> None:
+        if self.inputs:
+            self.bytes_done += self.current[1]
+        self.inputs = n
+        self.current = (path, size, n, total)
+        self.file_t0 = time.monotonic()
+        self.last = 0.0
+        self.at(0)
+
+    def at(self, position: int) -> None:
+        now = time.monotonic()
+        if now - self.last < self.EVERY and position:
+            return
+        self.last = now
+        path, size, n, total = self.current
+        rate = position / max(now - self.file_t0, 1e-3) / 1e6
+        parts = [f"reading [{n}/{total}]" + (f", {self.records:,} records so far" if self.records else "")]
+        # how far into this input: only for one large enough to take a while (no "0% of 0.0 MB" for small files)
+        if size >= self.SHOWN_FROM and position:
+            left = (size - position) / 1e6 / rate if rate > 0 else None
+            parts.append(f"{min(position * 100 // size, 100)}% of {size / 1e6:.1f} MB, {rate:.1f} MB/s"
+                         + (f", ETA {left:.0f} s" if left is not None else ""))
+        elif not size and position:
+            parts.append(f"{position / 1e6:.1f} MB, {rate:.1f} MB/s")
+        head = "  ".join(parts)
+        width = shutil.get_terminal_size((100, 20)).columns - 1
+        room = max(width - len(head) - 2, 10)
+        name = safe(path)
+        name = name if len(name) <= room else "…" + name[-(room - 1):]
+        self._draw((name + "  " + head)[:width])
+
+    def _draw(self, line: str, end: str = "") -> None:
+        """``line`` over the previous one: spaces, not a terminal escape, blank what it does not cover."""
+        self.stream.write("\r" + line + " " * max(self.drawn - len(line), 0) + end)
+        self.stream.flush()
+        self.drawn = 0 if end else len(line)
+
+    def done(self, records: int) -> None:
+        self.records += records
+
+    def skipped(self) -> None:
+        self.passed_over += 1
+
+    def end(self) -> None:
+        path, size, _n, _total = self.current
+        total_bytes = self.bytes_done + size
+        secs = max(time.monotonic() - self.t0, 1e-3)
+        skipped = f" ({self.passed_over} skipped: not a capture)" if self.passed_over else ""
+        self._draw(f"read {self.inputs - self.passed_over} input(s){skipped}, {self.records:,} records, {total_bytes / 1e6:.1f} MB in {secs:.1f} s "
+                   f"({total_bytes / 1e6 / secs:.1f} MB/s)", "\n")
+
+
+def session_name(rec: dict) -> str:
+    """A session as the JSON (``session``, ``session_id``) and the HTML name it: ``S3 3c7c1b9a6589…``."""
+    sid = rec.get("session_id")
+    short = "no Mcp-Session-Id" if not sid else sid if len(sid) <= 12 else sid[:12] + "…"
+    return f"session {rec.get('session') or '?'} {short}" if sid else f"session {rec.get('session') or '?'}, {short}"
+
+
+SHOWN_FINDINGS = 10  # finding lines in the terminal summary; the rest are counted and pointed to
+
+
+def width() -> int | None:
+    """Finding lines are cut to this many characters: $COLUMNS, else the terminal's width when stderr is one;
+    off a terminal (cron mail, CI logs) lines are whole."""
+    cols = os.environ.get("COLUMNS", "")
+    if cols.isdigit() and int(cols) >= 40:
+        return int(cols)
+    return shutil.get_terminal_size((100, 20)).columns if sys.stderr.isatty() else None
+
+
+def _fit(line: str, width: int | None) -> str:
+    return line if width is None or len(line) <= width else line[: width - 1] + "…"
+
+
+def _span(lo: str, hi: str) -> str:
+    """``lo`` to ``hi`` (the document's RFC 3339 times) as one short range: the day once when it is one day."""
+    a, b = lo[:19].replace("T", " "), hi[:19].replace("T", " ")
+    return f"{a} to {b[11:] if a[:10] == b[:10] else b} UTC"
+
+
+def summary_text(doc: dict, outputs: tuple[str, ...] = (), width: int | None = None) -> str:
+    """The terminal summary; ``outputs``: the files written (``-``: standard output), which it points to;
+    ``width``: finding lines are cut to it (None: whole)."""
+    s = doc["summary"]
+    base = s.get("baseline")
+    named = [o if o != "-" else "standard output" for o in outputs]
+    pointer = ("in " + " and ".join(named)) if named else "with --json FILE or --html FILE"
+    lines = [
+        f"inputs: {s['inputs']} ({s['records']} records, {s['rejected']} rejected, {s['inputs_unreadable']} unreadable)",
+        f"sessions: {s['sessions']}  exchanges: {s['exchanges']}  events: {s['events']}  reconnects: {s['boundaries']}",
+    ]
+    if s["boundaries"]:
+        lines.append("reconnect verdicts: " + ", ".join(f"{v} {n}" for v, n in s["verdicts"].items() if n))
+    sev = s["findings_by_severity"]
+    lines.append("findings: " + ", ".join(f"{n} {k}" for k, n in sev.items()))
+    shown = doc["findings"]
+    if base is not None:
+        split = ", ".join(f"{n} {k}" for k, n in base["new_by_severity"].items() if n)
+        lines.append(f"baseline {base['source']}: {base['new']} new" + (f" ({split})" if split else "")
+                     + f", {base['known']} known, {base['gone']} gone; only the new count for --fail-on")
+        shown = [f for f in shown if f.get("baseline") == "new"]
+    for f in shown[:SHOWN_FINDINGS]:
+        where = f["evidence"][0]
+        seen = f" (seen in {len(f['seen_in'])} captures)" if f.get("seen_in") else ""
+        lines.append(_fit(safe(f"  [{f['severity']}] {f['rule']}, {session_name(f)}, at {where['source']} {where['location']}{seen}"), width))
+        lines.append(_fit(safe(f"      {f['message']}"), width))
+    if len(shown) > SHOWN_FINDINGS:
+        lines.append(f"  … {len(shown) - SHOWN_FINDINGS} more{' new' if base is not None else ''} {pointer}")
+    if s["anomalies"]:
+        by = s.get("anomalies_by_severity") or {}
+        split = ", ".join(f"{n} {k}" for k, n in by.items())
+        lines.append(f"input anomalies: {s['anomalies']}" + (f" ({split})" if split else "") + f" (listed {pointer})")
+        if by.get("error"):
+            lines.append("  error anomalies mean lost or unreadable input: they fail --fail-on error and warning")
+    firsts = [x["first_seen"] for x in doc.get("sessions", ()) if x.get("first_seen")]
+    lasts = [x["last_seen"] for x in doc.get("sessions", ()) if x.get("last_seen")]
+    if firsts and lasts:  # the incident's window, as the report's "When?" gives it
+        times = sorted(f["time"] for f in doc["findings"] if f.get("time"))
+        asked = s.get("window")  # --since/--until: the sessions kept, whole, may reach past them
+        lines.append(f"incident window: {_span(min(firsts), max(lasts))}" + (f"; findings {_span(times[0], times[-1])}" if times else "")
+                     + (f" (--since {asked['since'] or '-'} --until {asked['until'] or '-'} kept the sessions open then, whole)" if asked else ""))
+    if shown:  # one next step: the worst finding's, where to read about it
+        f = shown[0]
+        html = next((o for o in outputs if o != "-" and o.endswith((".html", ".htm"))), None)
+        where = f"open {html} at {f['session'] or f['id']}" if html else f"see {f['id']} {pointer}"
+        lines.append(_fit(safe(f"next: {where} ({f['rule']}); {f.get('next_step') or ''}"), width))
+    return "\n".join(safe(line) for line in lines)
+
+
+def safe(text: str) -> str:
+    """Log content is hostile: no terminal control characters reach the user's terminal."""
+    return "".join(ch if ch.isprintable() or ch == " " else f"\\x{ord(ch):02x}" for ch in text)
