@@ -87,16 +87,16 @@ class Options:
         return None
 
 
-def key_log(files: tuple[str, ...], paths: tuple[str, ...], warn: Callable[[str], None], bound: int = MAX_KEYLOG) -> tls.KeyLog:
+def key_log(files: tuple[str, ...], paths: tuple[str, ...], warn: Callable[[str], None], bound: int | None = None) -> tls.KeyLog:
     """The ``--tls-keylog`` files read into one key log, keeping only the lines the captures among ``paths``
     need (a pre-pass over their ClientHellos), so a key log of any size is read in bounded memory.  Without a
     full pre-pass (a capture on standard input or a pipe) the newest ``bound`` bytes of other lines are kept
-    too, and ``warn`` says what was left out.  A key log that cannot be read is an :class:`AuditError`."""
+    too (``bound``: None, :data:`MAX_KEYLOG`), and ``warn`` says what was left out.  A key log that cannot be read is an :class:`AuditError`."""
     keys = tls.KeyLog()
     if not files:
         return keys
     randoms, why = _client_randoms(paths)
-    kept = bound if why else 0
+    kept = (MAX_KEYLOG if bound is None else bound) if why else 0
     for path in files:
         try:
             dropped = keys.read_file(path, frozenset(randoms), kept)

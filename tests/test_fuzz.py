@@ -144,7 +144,7 @@ def plain_and_gzip(data: bytes, suffix: str, fmt: str) -> tuple:
     for raw in (data, gzip.compress(data)):
         path.write_bytes(raw)
         try:
-            out.append(inputs.read_one(str(path), fmt))
+            out.append(inputs.read_one(str(path), Reading(fmt)))
         except AuditError as exc:
             out.append(exc)
     path.unlink()

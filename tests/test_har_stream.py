@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from analyzer.ingest import har as ingest_har
 from analyzer.errors import InputError
+from analyzer.ingest.reading import Reading
 
 ROOT = Path(__file__).resolve().parent.parent
 HARS = sorted((ROOT / "sample_logs").rglob("*.har"))
@@ -21,7 +22,7 @@ HARS = sorted((ROOT / "sample_logs").rglob("*.har"))
 
 def whole(data: bytes):
     entries, broken = ingest_har.load("x.har", io.BytesIO(data))
-    return ingest_har._read("x.har", iter(entries), {"broken": broken}, True)
+    return ingest_har._read("x.har", iter(entries), {"broken": broken}, Reading())
 
 
 def tables(ing) -> tuple:

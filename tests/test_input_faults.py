@@ -22,6 +22,7 @@ from analyzer.decode import capture
 from analyzer.ingest import inputs
 from analyzer import pipeline
 from analyzer.cli import main
+from analyzer.ingest.reading import Reading
 from test_pcap import ids, sse_stream
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -306,8 +307,8 @@ def test_a_blank_input_beside_a_real_one_is_read_as_empty(tmp_path):
     har = ROOT / "sample_logs" / "real-python-resume-dense.har"
     blank = tmp_path / "blank.har"
     blank.write_text("  \n")
-    both = pipeline.run([str(blank), str(har)], fmt="har").document
-    alone = pipeline.run([str(har)], fmt="har").document
+    both = pipeline.run([str(blank), str(har)], Reading("har")).document
+    alone = pipeline.run([str(har)], Reading("har")).document
     assert sorted(r["path"] for r in both["inputs"]) == sorted([str(blank), str(har)])  # (read in path order)
     assert [(a["location"], a["code"]) for a in both["anomalies"] if a["source"] == str(blank)] == [("file", "input_empty")]
     for key in ("sessions", "exchanges", "boundaries", "findings"):

@@ -16,6 +16,7 @@ from analyzer.ingest import pcap as ingest_pcap, inputs
 from analyzer import pipeline
 from analyzer.anomalies import CATALOG
 from analyzer.errors import InputError
+from analyzer.ingest.reading import Reading
 from conftest import SID
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -85,7 +86,7 @@ def ingest(tmp_path, data: bytes, name: str = "c.pcap", **kw):
     p.write_bytes(data)
     if kw:
         with open(p, "rb") as fh:
-            return ingest_pcap.read(str(p), fh, **kw)
+            return ingest_pcap.read(str(p), fh, Reading(**kw))
     return inputs.read_one(str(p))
 
 
@@ -605,7 +606,7 @@ def test_not_a_capture_with_format_pcap_is_one_input_error(tmp_path):
     p = tmp_path / "x.pcap"
     p.write_text('{"kind": "request"}\n')
     with pytest.raises(InputError, match="not a pcap or pcapng capture"):
-        inputs.read_one(str(p), "pcap")
+        inputs.read_one(str(p), Reading("pcap"))
 
 
 def test_pcap_header_cut_short_is_an_input_error(tmp_path):

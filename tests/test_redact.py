@@ -288,7 +288,7 @@ def test_redaction_changes_no_finding_and_no_digest(captured):
     assert [(x["code"], x["location"]) for x in a["anomalies"]] == [(x["code"], x["location"]) for x in b["anomalies"]]
     from analyzer.ingest import inputs
 
-    ra, rb = inputs.read_one(str(path)), inputs.read_one(str(path), redact_secrets=False)
+    ra, rb = inputs.read_one(str(path)), inputs.read_one(str(path), Reading(redact=False))
     assert ra.events["digest"].to_pylist() == rb.events["digest"].to_pylist()
     assert ra.messages.drop_columns(["error_message"]).equals(rb.messages.drop_columns(["error_message"]))
 
