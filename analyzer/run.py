@@ -50,41 +50,41 @@ def run(options: Options, echo: Echo) -> int:
             for path in rep.unreadable:
                 echo(terminal.safe(f"error: {path}: could not be read into the store (analyze it without --store for the reason)"))
             lost_input = bool(rep.unreadable) and o.fail_on in ("error", "warning")
-        with stores.reading(o.store) as notes:  # one manifest snapshot, every part checked first
-            for note in notes:
-                echo(f"warning: {note}")
-            if o.partitions > 1 and not (o.outputs.html or o.outputs.junit or o.outputs.github):
-                return _spill(o, base, lost_input, echo)
-            result = _store(o)
+        pinned = stores.reading(o.store)  # one manifest snapshot for the whole analysis, every part checked first
+        for note in pinned.notes:
+            echo(f"warning: {note}")
+        if o.partitions > 1 and not (o.outputs.html or o.outputs.junit or o.outputs.github):
+            return _spill(o, pinned.store, base, lost_input, echo)
+        result = _store(o, pinned.store)
     else:
         result = pipeline.run(list(o.paths), o.reading, o.progress, columnar=True, window=windows.of(o.since, o.until))
     return _finish(o, result, base, lost_input, echo)
 
 
-def _store(o: Options) -> pipeline.Result:
-    """A store's document in memory: read whole, or its partitions merged (the report, JUnit and the
-    annotations need the whole document)."""
+def _store(o: Options, store) -> pipeline.Result:
+    """A store's document in memory (``store``: pinned, see :func:`analyzer.scale.store.reading`): read whole, or
+    its partitions merged (the report, JUnit and the annotations need the whole document)."""
     from analyzer.scale import store as stores
 
     if o.partitions > 1:
         from analyzer.scale import partitions
 
-        return partitions.analyze(o.store, o.partitions, o.since, o.until, o.sessions, o.progress)
-    win = stores.window(o.store, o.since, o.until)  # a duration: back from the store's newest start
-    tables, rows = stores.load(o.store, win.since, win.until, o.sessions)
+        return partitions.analyze(store, o.partitions, o.since, o.until, o.sessions, o.progress)
+    win = stores.window(store, o.since, o.until)  # a duration: back from the store's newest start
+    tables, rows = stores.load(store, win.since, win.until, o.sessions)
     # a filter that kept no input read the store all the same: that is "nothing matched", not "unreadable"
-    readable = len(rows) or (stores.manifest(o.store).height if (win.bounded or o.sessions) else 0)
+    readable = len(rows) or (stores.manifest(store).height if (win.bounded or o.sessions) else 0)
     # handed over: the events are let go once the frames exist, and their hex digests sooner
     result = pipeline.analyze_tables(tables, rows, [], [], readable, consume=True, columnar=True)
     windows.stamp(result.document, win)  # summary.window: the bounds applied
     return result
 
 
-def _spill(o: Options, base, lost_input: bool, echo: Echo) -> int:
+def _spill(o: Options, store, base, lost_input: bool, echo: Echo) -> int:
     """Bounded memory: the JSON and JSON Lines written partition by partition, never held whole."""
     from analyzer.scale import spill
 
-    written = spill.write(o.store, o.partitions, o.outputs.json_lines, o.outputs.json, o.since, o.until, o.sessions, o.progress,
+    written = spill.write(store, o.partitions, o.outputs.json_lines, o.outputs.json, o.since, o.until, o.sessions, o.progress,
                           baseline=base)
     _nothing_matched(written.summary, o, echo)
     if not o.quiet:
@@ -109,10 +109,10 @@ def _spark(o: Options, echo: Echo) -> pipeline.Result:
                 return pipeline.Result({"summary": {}}, 0)  # nothing readable: the caller says so, exit 2
         # Spark lists a local store's folders itself: check every part first; over an object store its
         # tasks read the parts the manifest lists, and check each one where they read it
-        with stores.reading(where, check_parts=not stores.locate(where).remote) as notes:
-            for note in notes:
-                echo(f"warning: {note}")
-            return engine_spark.analyze(where, o.spark_master, o.since, o.until, o.sessions, o.progress)
+        pinned = stores.reading(where, check_parts=not stores.locate(where).remote)
+        for note in pinned.notes:
+            echo(f"warning: {note}")
+        return engine_spark.analyze(pinned.store, o.spark_master, o.since, o.until, o.sessions, o.progress)
 
 
 def _finish(o: Options, result: pipeline.Result, base, lost_input: bool, echo: Echo) -> int:

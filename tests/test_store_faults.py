@@ -362,12 +362,12 @@ def test_real_write_failure_during_ingest(archive, tmp_path):
 def test_analysis_reads_one_manifest_snapshot_while_an_ingest_commits(archive, tmp_path):
     st = tmp_path / "st"
     store.ingest(archive[:2], st)
-    with store.reading(st):
-        store.ingest(archive, st)  # commits the third input meanwhile
-        tables, rows = store.load(st)
-        assert sorted(r["path"] for r in rows) == archive[:2] and store.manifest(st).height == 2
-        assert body(pipeline.analyze_tables(tables, rows, [], [], len(rows)).document) == direct(archive[:2])
-    assert store.manifest(st).height == 3
+    pinned = store.reading(st).store
+    store.ingest(archive, st)  # commits the third input meanwhile
+    tables, rows = store.load(pinned)
+    assert sorted(r["path"] for r in rows) == archive[:2] and store.manifest(pinned).height == 2
+    assert body(pipeline.analyze_tables(tables, rows, [], [], len(rows)).document) == direct(archive[:2])
+    assert store.manifest(st).height == 3  # the store itself, not pinned: the new commit
 
 
 def test_drop_unrepairable_removes_the_damaged_input_so_the_rest_can_be_analyzed(archive, tmp_path):

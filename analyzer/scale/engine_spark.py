@@ -257,7 +257,7 @@ ERROR = "error"  # a group's task could not read its parts: the rows carry the m
 def _run_remote(spark, where, comps, since, until, sessions, progress) -> pipeline.Result:
     import json
 
-    snap = store_mod._snapshot(where)  # the caller's pinned snapshot (store.reading), or a fresh one
+    snap = store_mod._snapshot(where)  # the snapshot ``where`` is pinned to (store.reading), or a fresh one
     group_of = dict(comps.select("input", "label").iter_rows())
     rows = [(group_of[r["sha256"]], json.dumps(r)) for r in sorted(snap.rows, key=lambda r: r["sha256"])]
     uri = where.uri
@@ -294,11 +294,9 @@ def _remote_group(uri: str, since, until, sessions, table: pa.Table) -> pa.Table
 
     group = table.column("group")[0].as_py()
     rows = [json.loads(t) for t in table.column("row").to_pylist()]
-    where = st.locate(uri)
-    snap = st.Snapshot(where, rows)
+    snap = st.Snapshot(st.locate(uri), rows)
     try:
-        with st._pin(snap):
-            tables, _ = st._load(where, snap, since, until, tuple(sessions), [r["sha256"] for r in rows])
+        tables, _ = st._load(st.pin(snap), snap, since, until, tuple(sessions), [r["sha256"] for r in rows])
     except StoreError as exc:
         return pa.table({"group": [group], "kind": [ERROR], "seq": [0], "json": [str(exc)]}, schema=parts.GROUP_SCHEMA)
     return parts.analyze_group(group, tables)

@@ -105,6 +105,8 @@ class Local:
     """A store in a local folder: the paths are the store's as given (messages show them so)."""
 
     root: Path
+    # a manifest Snapshot this handle reads through (analyzer.scale.store.reading): not part of its identity
+    pinned: object = field(default=None, compare=False, repr=False)
     remote = False
 
     def __str__(self) -> str:
@@ -152,6 +154,7 @@ class Remote:
     endpoint: str | None  # scheme://host:port, or None for the provider's own
     region: str | None
     fs: pafs.FileSystem = field(compare=False, repr=False)
+    pinned: object = field(default=None, compare=False, repr=False)  # as Local's
     remote = True
 
     @classmethod

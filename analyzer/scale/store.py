@@ -38,12 +38,11 @@ a lease (:mod:`analyzer.scale.store_remote`).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
-from contextlib import contextmanager
-from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Iterator
 
 import polars as pl
 import pyarrow as pa
@@ -71,20 +70,32 @@ from analyzer.window import Window
 # --- the manifest, read once per analysis (its model: analyzer/scale/manifest.py) --------------------
 
 
-_pinned: ContextVar[dict[object, Snapshot]] = ContextVar("store_snapshots", default={})
-
-
 def _snapshot(store) -> Snapshot:
     store = locate(store)
-    return _pinned.get().get(store.key) or read_manifest(store)
+    return store.pinned or read_manifest(store)
 
 
-@contextmanager
-def reading(store, check_parts: bool = True) -> Iterator[list[str]]:
-    """Pin one manifest snapshot for every read of the store in this block, after checking all its parts.
+def pin(snap: Snapshot):
+    """The store as a value that reads through ``snap``: every function here given it (and every engine it is
+    handed to) sees that one manifest, whatever commits meanwhile.  A value, not a context: a pin cannot leak
+    into another analysis, and one that ends is simply dropped."""
+    return dataclasses.replace(snap.store, pinned=snap)
+
+
+@dataclass
+class Reading:
+    """A store pinned for one analysis (:func:`reading`), and warnings for the user."""
+
+    store: object  # storage.Local | storage.Remote carrying its snapshot
+    notes: list[str]
+
+
+def reading(store, check_parts: bool = True) -> Reading:
+    """One manifest snapshot for every read of an analysis, after checking all its parts: pass the returned
+    ``.store`` wherever the store goes (:func:`load`, :func:`manifest`, the partitions, the spill, Spark).
 
     An ingest running meanwhile commits atomically and never changes a committed part, so the
-    analysis sees the inputs committed when it started, whole.  Yields warnings for the user.
+    analysis sees the inputs committed when it started, whole.  ``.notes``: warnings for the user.
     ``check_parts=False``: whoever reads the parts checks them (Spark's tasks over an object store)."""
     store = locate(store)
     snap = read_manifest(store)
@@ -97,17 +108,7 @@ def reading(store, check_parts: bool = True) -> Iterator[list[str]]:
             f"{store} was written by an older mcp-sse-audit: its parts have no checksums, so only their presence and "
             f"Parquet structure were checked; the next `mcp-sse-audit ingest ... --store {store}` adds them"
         )
-    with _pin(snap):
-        yield notes
-
-
-@contextmanager
-def _pin(snap: Snapshot) -> Iterator[Snapshot]:
-    token = _pinned.set({**_pinned.get(), snap.store.key: snap})
-    try:
-        yield snap
-    finally:
-        _pinned.reset(token)
+    return Reading(pin(snap), notes)
 
 
 def manifest(store) -> pl.DataFrame:
@@ -177,12 +178,11 @@ def load(
     ``since``/``until``: the sessions that overlap ``[since, until)``, whole (:mod:`analyzer.window`); a
     duration counts back from the newest exchange start of the whole store (:func:`window`).
     ``inputs``: only these stored inputs (sha256s; their parts are the only files read)."""
-    store = locate(store)
-    snap = _manifest_or_fail(store)
+    snap = _manifest_or_fail(locate(store))
     verify(snap, None if inputs is None else set(inputs))  # every damaged part named at once
-    with _pin(snap):  # every table from this one manifest
-        win = window(store, since, until)
-        return _load(store, snap, win.since, win.until, sessions, inputs)
+    store = pin(snap)  # every table from this one manifest
+    win = window(store, since, until)
+    return _load(store, snap, win.since, win.until, sessions, inputs)
 
 
 def newest(store) -> datetime | None:
