@@ -26,10 +26,13 @@ def _rss_mib() -> float:
 
 
 def main() -> int:
-    if len(sys.argv) != 2:
-        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
-        return 2
+    if len(sys.argv) != 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__.strip(), file=sys.stderr)
+        return 0 if sys.argv[1:] in (["-h"], ["--help"]) else 2
     path = sys.argv[1]
+    if not os.path.isfile(path):
+        print(f"{path}: no such file (give a capture: python bench/phase_memory.py FILE)", file=sys.stderr)
+        return 2
     peak = [_rss_mib()]
     done = threading.Event()
 
