@@ -71,9 +71,9 @@ def _read_options(fn):
     @functools.wraps(fn)
     def command(*args, fmt, ports, no_redact, max_line_mb, max_har_mb, max_gunzip_ratio, tls_keylogs, quiet, **kwargs):
         shown = not quiet and sys.stderr.isatty()  # progress on a terminal only
-        keys = options.key_log(tls_keylogs, kwargs.get("paths") or (), lambda line: _echo(safe(line)))
-        reading = Reading(fmt, not no_redact, frozenset(ports) or None, limits.Limits(max_line_mb << 20, max_har_mb << 20, max_gunzip_ratio),
-                          keys, TerminalMeter() if shown else None)
+        bounds = limits.Limits(max_line_mb << 20, max_har_mb << 20, max_gunzip_ratio)
+        keys = options.key_log(tls_keylogs, kwargs.get("paths") or (), lambda line: _echo(safe(line)), limits=bounds)
+        reading = Reading(fmt, not no_redact, frozenset(ports) or None, bounds, keys, TerminalMeter() if shown else None)
         return fn(*args, reading=reading, quiet=quiet, progress=terminal.phases(_echo) if shown else None, **kwargs)
 
     command = click.option(

@@ -16,6 +16,7 @@ from analyzer.decode import tls
 from analyzer.errors import AuditError
 from analyzer.ingest import inputs
 from analyzer.ingest.reading import Reading
+from analyzer.limits import Limits
 
 # key log text kept, besides the lines of the named captures' client randoms, when a capture comes from standard
 # input or a pipe (no pre-pass tells which lines it needs): the newest lines, and a warning says what was left out
@@ -87,15 +88,17 @@ class Options:
         return None
 
 
-def key_log(files: tuple[str, ...], paths: tuple[str, ...], warn: Callable[[str], None], bound: int | None = None) -> tls.KeyLog:
+def key_log(files: tuple[str, ...], paths: tuple[str, ...], warn: Callable[[str], None], bound: int | None = None,
+            limits: Limits = Limits()) -> tls.KeyLog:
     """The ``--tls-keylog`` files read into one key log, keeping only the lines the captures among ``paths``
     need (a pre-pass over their ClientHellos), so a key log of any size is read in bounded memory.  Without a
     full pre-pass (a capture on standard input or a pipe) the newest ``bound`` bytes of other lines are kept
-    too (``bound``: None, :data:`MAX_KEYLOG`), and ``warn`` says what was left out.  A key log that cannot be read is an :class:`AuditError`."""
+    too (``bound``: None, :data:`MAX_KEYLOG`), and ``warn`` says what was left out.  The captures are opened within
+    ``limits`` (a ``.gz`` bomb stops where the reader would stop it).  A key log that cannot be read is an :class:`AuditError`."""
     keys = tls.KeyLog()
     if not files:
         return keys
-    randoms, why = _client_randoms(paths)
+    randoms, why = _client_randoms(paths, Reading(limits=limits))
     kept = (MAX_KEYLOG if bound is None else bound) if why else 0
     for path in files:
         try:
@@ -115,7 +118,7 @@ def key_log(files: tuple[str, ...], paths: tuple[str, ...], warn: Callable[[str]
     return keys
 
 
-def _client_randoms(paths) -> tuple[set[bytes], list[str]]:
+def _client_randoms(paths, reading: Reading) -> tuple[set[bytes], list[str]]:
     """The client randoms of the ClientHellos in the captures (a pre-pass over their bytes, so that only the key
     log lines they need are kept), and why the pre-pass cannot tell them all (a capture on standard input or a
     pipe is read once, by the reader)."""
@@ -126,7 +129,7 @@ def _client_randoms(paths) -> tuple[set[bytes], list[str]]:
             why.append("a capture comes from " + ("standard input" if path in inputs.STDIN_NAMES else f"the pipe {path}"))
             continue
         try:
-            with inputs.open_input(path) as fh:
+            with inputs.open_input(path, reading) as fh:
                 if fh.read(4) in inputs.PCAP_MAGIC:
                     tls.client_randoms(fh, into=randoms)
         except (AuditError, OSError, EOFError, ValueError, zlib.error):
