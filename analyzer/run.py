@@ -42,20 +42,14 @@ def run(options: Options, echo: Echo) -> int:
     if o.engine == "spark":
         result = _spark(o, echo)
     elif o.store:
-        from analyzer.scale import store as stores
-
         if o.paths:
-            rep = stores.ingest(list(o.paths), o.store, o.reading, o.progress)
+            unreadable = _ingest_paths(o, o.store, echo, "read into the store (analyze it without --store for the reason)")
             # a PATH that could not be read is lost input: it fails --fail-on error like an unreadable input
-            for path in rep.unreadable:
-                echo(terminal.safe(f"error: {path}: could not be read into the store (analyze it without --store for the reason)"))
-            lost_input = bool(rep.unreadable) and o.fail_on in ("error", "warning")
-        pinned = stores.reading(o.store)  # one manifest snapshot for the whole analysis, every part checked first
-        for note in pinned.notes:
-            echo(f"warning: {note}")
+            lost_input = bool(unreadable) and o.fail_on in ("error", "warning")
+        store = _pinned(o.store, echo)  # one manifest snapshot for the whole analysis, every part checked first
         if o.partitions > 1 and not (o.outputs.html or o.outputs.junit or o.outputs.github):
-            return _spill(o, pinned.store, base, lost_input, echo)
-        result = _store(o, pinned.store)
+            return _spill(o, store, base, lost_input, echo)
+        result = _store(o, store)
     else:
         result = pipeline.run(list(o.paths), o.reading, o.progress, columnar=True, window=windows.of(o.since, o.until))
     return _finish(o, result, base, lost_input, echo)
@@ -102,17 +96,35 @@ def _spark(o: Options, echo: Echo) -> pipeline.Result:
     with tempfile.TemporaryDirectory(prefix="mcp-sse-audit-store-") as tmp:
         where = o.store or tmp
         if o.paths:
-            rep = stores.ingest(list(o.paths), where, o.reading, o.progress)
-            for path in rep.unreadable:
-                echo(terminal.safe(f"error: {path}: could not be read (run analyze without --engine spark on it for the reason)"))
+            _ingest_paths(o, where, echo, "read (run analyze without --engine spark on it for the reason)")
             if not stores.manifest(where).height:
                 return pipeline.Result({"summary": {}}, 0)  # nothing readable: the caller says so, exit 2
         # Spark lists a local store's folders itself: check every part first; over an object store its
         # tasks read the parts the manifest lists, and check each one where they read it
-        pinned = stores.reading(where, check_parts=not stores.locate(where).remote)
-        for note in pinned.notes:
-            echo(f"warning: {note}")
-        return engine_spark.analyze(pinned.store, o.spark_master, o.since, o.until, o.sessions, o.progress)
+        store = _pinned(where, echo, check_parts=not stores.locate(where).remote)
+        return engine_spark.analyze(store, o.spark_master, o.since, o.until, o.sessions, o.progress)
+
+
+def _ingest_paths(o: Options, where, echo: Echo, why: str) -> list[str]:
+    """The PATHs ingested into the store ``where`` first; the ones that could not be, each named (``why``: what
+    could not be done, and where the reason is)."""
+    from analyzer.scale import store as stores
+
+    rep = stores.ingest(list(o.paths), where, o.reading, o.progress)
+    for path in rep.unreadable:
+        echo(terminal.safe(f"error: {path}: could not be {why}"))
+    return rep.unreadable
+
+
+def _pinned(where, echo: Echo, check_parts: bool = True):
+    """The store pinned to one manifest snapshot for the whole analysis (:func:`analyzer.scale.store.reading`),
+    its warnings said."""
+    from analyzer.scale import store as stores
+
+    pinned = stores.reading(where, check_parts)
+    for note in pinned.notes:
+        echo(f"warning: {note}")
+    return pinned.store
 
 
 def _finish(o: Options, result: pipeline.Result, base, lost_input: bool, echo: Echo) -> int:
