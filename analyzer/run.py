@@ -38,21 +38,24 @@ def run(options: Options, echo: Echo) -> int:
 
         base = baselines.load(o.baseline)
     document.generated_at()  # a malformed SOURCE_DATE_EPOCH fails now, not after the whole analysis
-    lost_input = False
+    unreadable: list[str] = []  # PATHs that could not go into a store: lost input, as an unreadable input is
     if o.engine == "spark":
-        result = _spark(o, echo)
+        result, unreadable = _spark(o, echo)
     elif o.store:
         if o.paths:
             unreadable = _ingest_paths(o, o.store, echo, "read into the store (analyze it without --store for the reason)")
-            # a PATH that could not be read is lost input: it fails --fail-on error like an unreadable input
-            lost_input = bool(unreadable) and o.fail_on in ("error", "warning")
         store = _pinned(o.store, echo)  # one manifest snapshot for the whole analysis, every part checked first
         if o.partitions > 1 and not (o.outputs.html or o.outputs.junit or o.outputs.github):
-            return _spill(o, store, base, lost_input, echo)
+            return _spill(o, store, base, _lost(o, unreadable), echo)
         result = _store(o, store)
     else:
         result = pipeline.run(list(o.paths), o.reading, o.progress, columnar=True, window=windows.of(o.since, o.until))
-    return _finish(o, result, base, lost_input, echo)
+    return _finish(o, result, base, _lost(o, unreadable), echo)
+
+
+def _lost(o: Options, unreadable: list[str]) -> bool:
+    """A PATH that could not go into the store fails ``--fail-on error`` (and ``warning``) like an unreadable input."""
+    return bool(unreadable) and o.fail_on in ("error", "warning")
 
 
 def _store(o: Options, store) -> pipeline.Result:
@@ -88,21 +91,23 @@ def _spill(o: Options, store, base, lost_input: bool, echo: Echo) -> int:
     return _exit(pipeline.exit_code(written.summary, written.encrypted, o.fail_on, lost_input), echo)
 
 
-def _spark(o: Options, echo: Echo) -> pipeline.Result:
-    """--engine spark: ingest PATHs into the store (a temporary one without --store), then Spark."""
+def _spark(o: Options, echo: Echo) -> tuple[pipeline.Result, list[str]]:
+    """--engine spark: ingest PATHs into the store (a temporary one without --store), then Spark; and the PATHs
+    that could not be read into it."""
     from analyzer.scale import engine_spark, store as stores
 
     engine_spark.check()  # no pyspark or no Java: say so before ingesting anything
     with tempfile.TemporaryDirectory(prefix="mcp-sse-audit-store-") as tmp:
         where = o.store or tmp
+        unreadable = []
         if o.paths:
-            _ingest_paths(o, where, echo, "read (run analyze without --engine spark on it for the reason)")
+            unreadable = _ingest_paths(o, where, echo, "read (run analyze without --engine spark on it for the reason)")
             if not stores.manifest(where).height:
-                return pipeline.Result({"summary": {}}, 0)  # nothing readable: the caller says so, exit 2
+                return pipeline.Result({"summary": {}}, 0), unreadable  # nothing readable: the caller says so, exit 2
         # Spark lists a local store's folders itself: check every part first; over an object store its
         # tasks read the parts the manifest lists, and check each one where they read it
         store = _pinned(where, echo, check_parts=not stores.locate(where).remote)
-        return engine_spark.analyze(store, o.spark_master, o.since, o.until, o.sessions, o.progress)
+        return engine_spark.analyze(store, o.spark_master, o.since, o.until, o.sessions, o.progress), unreadable
 
 
 def _ingest_paths(o: Options, where, echo: Echo, why: str) -> list[str]:

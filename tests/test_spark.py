@@ -171,3 +171,15 @@ def test_cli_engine_spark_on_paths_and_store_is_byte_identical(spark, tmp_path):
     r = CliRunner().invoke(main, ["analyze", "--store", str(tmp_path / "st"), "--engine", "spark", "--spark-master", "local[2]",
                                   "--json", str(tmp_path / "store.json"), "-q"], env=env)
     assert r.exit_code == 1 and (tmp_path / "store.json").read_bytes() == (tmp_path / "local.json").read_bytes()
+
+
+def test_a_path_spark_could_not_read_fails_the_run_as_with_a_store(spark, tmp_path):
+    """One exit decision for every engine: a PATH that could not go into Spark's temporary store is lost input,
+    exit 1 at --fail-on error as with --store (before, Spark's run exited 0: the missing input left no trace)."""
+    ok, missing = str(SAMPLES / "synthetic" / "continuous.jsonl"), str(tmp_path / "gone.jsonl")
+    assert CliRunner().invoke(main, ["analyze", ok, "-q"]).exit_code == 0  # the readable input alone: clean
+    for engine in (["--store", str(tmp_path / "st")], ["--engine", "spark"]):
+        r = CliRunner().invoke(main, ["analyze", ok, missing, *engine, "-q"])
+        assert r.exit_code == 1 and f"error: {missing}: could not be read" in r.stderr, (engine, r.output)
+        r = CliRunner().invoke(main, ["analyze", ok, missing, *engine, "-q", "--fail-on", "critical"])
+        assert r.exit_code == 0, (engine, r.output)  # lost input fails --fail-on error and warning only
