@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import sys
 import traceback
+from datetime import datetime
 from pathlib import Path
 
 import click
@@ -161,11 +162,15 @@ def main() -> None:
 @click.option("--since", type=window_mod.WhenParam(), metavar="TIME|DATE|DURATION",
               help="Only the sessions with an exchange open at or after this time (it ended then or later: a stream opened before "
               "that delivered into the window counts), each kept whole (its earlier exchanges too, so a resume keeps the history it names). RFC 3339 as the outputs print it (2026-11-13T09:00:03.000000Z, "
-              "2026-11-13T10:00:03+01:00; no offset: UTC), a date (2026-11-13: 00:00 UTC), or a duration counted back from the newest "
-              "exchange's start in the inputs or the store, not from the clock (30s, 90m, 24h, 7d). Example: --since 24h")
+              "2026-11-13T10:00:03+01:00; no offset: UTC; or as the terminal prints it: '2026-11-13 09:00:03 UTC'), a date (2026-11-13: "
+              "00:00 UTC), or a duration counted back from now, as journalctl does (30s, 90m, 24h, 7d; now: the clock, or --now). "
+              "Example: --since 24h")
 @click.option("--until", type=window_mod.WhenParam(), metavar="TIME|DATE|DURATION",
               help="Only the sessions with an exchange that started before this time (same forms; the window is [--since, --until), "
               "so --until 2026-11-14 ends with the 13th), each kept whole. Example: --since 2026-11-13 --until 2026-11-14")
+@click.option("--now", type=window_mod.WhenParam(), metavar="TIME",
+              help="What a duration of --since/--until counts back from, instead of the clock: re-run a past night as it ran. "
+              "Example: --since 24h --now 2026-12-05T03:00:00Z")
 @click.option("--session", "sessions", multiple=True, metavar="ID", help="With --store: only this Mcp-Session-Id (repeatable).")
 @click.option(
     "--partitions", type=click.IntRange(1, 100_000), default=1, show_default=True, metavar="N",
@@ -213,7 +218,7 @@ def main() -> None:
 @click.option("--no-redact", is_flag=True, help="Keep secrets in the outputs. Redacted by default: values of headers, URL parameters and JSON keys whose names contain token, secret, key, auth, password, signature, cookie, credential, session, jwt (or are the words pass, pwd, pw, sig, otp), URL userinfo, and secrets by shape wherever they stand (JWTs, AWS keys, GitHub/Slack/Google/OpenAI/Anthropic tokens, private keys, Bearer credentials, ;jsessionid=). Mcp-Session-Id, Last-Event-ID and progressToken are never redacted.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary; only errors.")
 @_read_options
-def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_master, json_out, jsonl_out, html_out, fail_on, baseline_path,
+def analyze(paths, store_dir, since, until, now, sessions, partitions, engine, spark_master, json_out, jsonl_out, html_out, fail_on, baseline_path,
             junit_out, github, reading, quiet, progress):
     """Analyze captured MCP traffic (HAR, proxy JSONL, pcap/pcapng; directories are walked, .gz is read).
 
@@ -224,11 +229,19 @@ def analyze(paths, store_dir, since, until, sessions, partitions, engine, spark_
     """
     opts = options.Options(
         tuple(paths), store_dir, since, until, tuple(sessions), partitions, engine, spark_master,
-        options.Outputs(json_out, jsonl_out, html_out, junit_out, github), fail_on, baseline_path, reading, quiet, progress)
+        options.Outputs(json_out, jsonl_out, html_out, junit_out, github), fail_on, baseline_path, reading, quiet, progress,
+        now=_absolute(now))
     problem = opts.problem()
     if problem:
         raise click.UsageError(problem)
     sys.exit(runs.run(opts, _echo))
+
+
+def _absolute(now):
+    """--now is a time (a duration has nothing to count back from)."""
+    if now is not None and not isinstance(now, datetime):
+        raise click.BadParameter("give a time (2026-12-05T03:00:00Z), not a duration", param_hint="'--now'")
+    return now
 
 
 @main.command(epilog="""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Callable
 
 from analyzer import window as windows
@@ -49,7 +50,8 @@ class Options:
     ``until``: :mod:`analyzer.window`'s bounds; ``sessions``: with a store, only these ids; ``partitions``:
     a store analyzed in N groups (without --html, JUnit or annotations, written as it goes); ``engine``:
     ``local`` or ``spark``; ``fail_on``: the least severity that fails the run; ``baseline``: an earlier
-    run's findings file; ``quiet``: no summary; ``progress``: phase lines (None: none)."""
+    run's findings file; ``quiet``: no summary; ``progress``: phase lines (None: none); ``now``: what a duration
+    of ``since``/``until`` counts back from (None: the clock when the run starts)."""
 
     paths: tuple[str, ...] = ()
     store: str | None = None
@@ -65,6 +67,11 @@ class Options:
     reading: Reading = field(default_factory=Reading)
     quiet: bool = False
     progress: Callable[[str], None] | None = None
+    now: datetime | None = None
+
+    def window(self) -> windows.Window:
+        """The window with absolute bounds, resolved once for the whole run (every engine gets the same times)."""
+        return windows.Window(self.since, self.until).resolve(self.now)
 
     def problem(self) -> str | None:
         """What makes these options a usage error (exit 2, before anything is read), or None."""
@@ -74,6 +81,8 @@ class Options:
             return "--partitions is for --engine local; Spark makes one group per set of inputs sharing session ids"
         if self.sessions and not self.store:
             return "--session narrows a store: add --store DIR (--since and --until work on PATHs too)"
+        if self.now is not None and not (isinstance(self.since, timedelta) or isinstance(self.until, timedelta)):
+            return "--now sets what a duration of --since/--until counts back from: give --since or --until as a duration (24h)"
         empty = windows.empty(self.since, self.until)  # two times in the wrong order
         if empty:
             return empty

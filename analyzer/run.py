@@ -9,6 +9,7 @@ user (the command line passes click's); every line of log content is made safe f
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from typing import Callable
@@ -38,6 +39,9 @@ def run(options: Options, echo: Echo) -> int:
 
         base = baselines.load(o.baseline)
     document.generated_at()  # a malformed SOURCE_DATE_EPOCH fails now, not after the whole analysis
+    # a duration counts back from --now or the clock, once, before anything is read: every engine gets these times
+    win = o.window()
+    given, o = o, dataclasses.replace(o, since=win.since, until=win.until)
     unreadable: list[str] = []  # PATHs that could not go into a store: lost input, as an unreadable input is
     if o.engine == "spark":
         result, unreadable = _spark(o, echo)
@@ -46,11 +50,11 @@ def run(options: Options, echo: Echo) -> int:
             unreadable = _ingest_paths(o, o.store, echo, "read into the store (analyze it without --store for the reason)")
         store = _pinned(o.store, echo)  # one manifest snapshot for the whole analysis, every part checked first
         if o.partitions > 1 and not (o.outputs.html or o.outputs.junit or o.outputs.github):
-            return _spill(o, store, base, _lost(o, unreadable), echo)
+            return _spill(o, given, store, base, _lost(o, unreadable), echo)
         result = _store(o, store)
     else:
         result = pipeline.run(list(o.paths), o.reading, o.progress, columnar=True, window=windows.of(o.since, o.until))
-    return _finish(o, result, base, _lost(o, unreadable), echo)
+    return _finish(o, given, result, base, _lost(o, unreadable), echo)
 
 
 def _lost(o: Options, unreadable: list[str]) -> bool:
@@ -67,7 +71,7 @@ def _store(o: Options, store) -> pipeline.Result:
         from analyzer.scale import partitions
 
         return partitions.analyze(store, o.partitions, o.since, o.until, o.sessions, o.progress)
-    win = stores.window(store, o.since, o.until)  # a duration: back from the store's newest start
+    win = stores.window(store, o.since, o.until)  # (absolute: resolved by run)
     tables, rows = stores.load(store, win.since, win.until, o.sessions)
     # a filter that kept no input read the store all the same: that is "nothing matched", not "unreadable"
     readable = len(rows) or (stores.manifest(store).height if (win.bounded or o.sessions) else 0)
@@ -77,13 +81,13 @@ def _store(o: Options, store) -> pipeline.Result:
     return result
 
 
-def _spill(o: Options, store, base, lost_input: bool, echo: Echo) -> int:
+def _spill(o: Options, given: Options, store, base, lost_input: bool, echo: Echo) -> int:
     """Bounded memory: the JSON and JSON Lines written partition by partition, never held whole."""
     from analyzer.scale import spill
 
     written = spill.write(store, o.partitions, o.outputs.json_lines, o.outputs.json, o.since, o.until, o.sessions, o.progress,
                           baseline=base)
-    _nothing_matched(written.summary, o, echo)
+    _nothing_matched(written.summary, given, echo)
     if not o.quiet:
         outs = tuple(out for out in (o.outputs.json, o.outputs.json_lines) if out)
         echo(terminal.safe(terminal.summary_text({"summary": written.summary, "findings": [], "anomalies": []}, outs)),
@@ -132,7 +136,7 @@ def _pinned(where, echo: Echo, check_parts: bool = True):
     return pinned.store
 
 
-def _finish(o: Options, result: pipeline.Result, base, lost_input: bool, echo: Echo) -> int:
+def _finish(o: Options, given: Options, result: pipeline.Result, base, lost_input: bool, echo: Echo) -> int:
     """What every in-memory engine does with its document: errors, outputs, summary, exit code."""
     nothing = result.readable == 0
     doc = result.document if result.document.get("summary") else None
@@ -158,7 +162,7 @@ def _finish(o: Options, result: pipeline.Result, base, lost_input: bool, echo: E
             "error: no input was readable; nothing to analyze (give HAR, proxy JSONL or pcap files, or directories)"
         echo(said + (terminal.safe(f"; the outputs written say so: {names}") if names else ""))
         return 2
-    _nothing_matched(doc["summary"], o, echo)
+    _nothing_matched(doc["summary"], given, echo)
     ports = o.reading.ports
     if ports and doc["summary"]["exchanges"] == 0:
         echo(f"warning: no HTTP exchange on port {', '.join(map(str, sorted(ports)))}: the captures hold no MCP traffic to or "

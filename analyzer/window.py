@@ -23,9 +23,11 @@ What a window does not bring back: other sessions.  A rule that compares a sessi
 before it in the same input (a shared event store replaying another session's events) sees only the
 sessions that overlap the window.
 
-The relative form (``24h``) counts back from the newest exchange start in the data being analyzed
-(the inputs read, or the whole store), not from the clock: a re-run over the same archive gives the
-same document.
+The relative form (``24h``) counts back from the clock, as ``journalctl --since`` does: a nightly
+``--since 24h`` judges the last day whatever the captures say about their own times, so one capture
+dated 9999 cannot move the window, and an archive that stops growing is not re-judged at its newest
+day every night.  ``--now TIME`` sets "now" (re-running a past night, tests); the document's
+``summary.window`` records the bounds it resolved to, so a re-run can give them as times.
 """
 from __future__ import annotations
 
@@ -40,18 +42,18 @@ import pyarrow.compute as pc
 
 from analyzer.errors import AuditError
 
-When = datetime | timedelta  # an absolute time (UTC), or a duration before the newest exchange start
+When = datetime | timedelta  # an absolute time (UTC), or a duration before now (the clock, or --now)
 
 FORMS = (
     "an RFC 3339 time as mcp-sse-audit prints it (2026-11-13T09:00:03.000000Z, or with an offset: "
-    "2026-11-13T10:00:03+01:00; without one it is UTC), a date (2026-11-13: its 00:00 UTC), or a duration "
-    "before the newest exchange's start (30s, 90m, 24h, 7d, 2w; combined: 1h30m)"
+    "2026-11-13T10:00:03+01:00; without one it is UTC; as the terminal prints it: 2026-11-13 09:00:03 UTC), a date "
+    "(2026-11-13: its 00:00 UTC), or a duration before now (30s, 90m, 24h, 7d, 2w; combined: 1h30m)"
 )
 
 _TIME = re.compile(
     r"(?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2})"
     r"(?:[Tt ](?P<h>\d{2}):(?P<mi>\d{2})(?::(?P<s>\d{2})(?:[.,](?P<frac>\d+))?)?"
-    r"(?P<tz>[Zz]|(?P<sign>[+-])(?P<oh>\d{2}):?(?P<om>\d{2}))?)?"
+    r"(?P<tz>[Zz]|(?P<sign>[+-])(?P<oh>\d{2}):?(?P<om>\d{2})| ?UTC)?)?"
 )
 _DURATION = re.compile(r"(?:\d+[wdhms])+")
 _PART = re.compile(r"(\d+)([wdhms])")
@@ -60,8 +62,8 @@ TS_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # as the document prints times (analyzer.do
 
 
 def parse(text: str) -> When:
-    """One ``--since``/``--until`` value: an aware UTC datetime, or a timedelta (a duration back from the
-    newest exchange).  ValueError naming the accepted forms otherwise."""
+    """One ``--since``/``--until`` value: an aware UTC datetime, or a timedelta (a duration back from now).
+    ValueError naming the accepted forms otherwise."""
     s = text.strip()
     if _DURATION.fullmatch(s):
         try:
@@ -114,40 +116,45 @@ class WhenParam(click.ParamType):
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """``[since, until)``: either bound absent, absolute (UTC) or relative (a duration before the newest start)."""
+    """``[since, until)``: either bound absent, absolute (UTC) or relative (a duration before now).  ``now``: the
+    "now" a relative bound was counted back from, once resolved."""
 
     since: When | None = None
     until: When | None = None
+    now: datetime | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "since", _utc(self.since))
         object.__setattr__(self, "until", _utc(self.until))
+        object.__setattr__(self, "now", _utc(self.now))
 
     @property
     def bounded(self) -> bool:
-        """Any bound given (``timedelta(0)`` is one: ``--since 0s`` keeps the sessions of the newest start)."""
+        """Any bound given (``timedelta(0)`` is one: ``--since 0s`` keeps the sessions open from now on)."""
         return self.since is not None or self.until is not None
 
     @property
     def relative(self) -> bool:
         return isinstance(self.since, timedelta) or isinstance(self.until, timedelta)
 
-    def resolve(self, newest: datetime | None) -> Window:
-        """Absolute bounds: a duration counts back from ``newest`` (the newest exchange start of the data
-        analyzed; None: no exchange has a start time, and a duration leaves its bound open).  AuditError when the
-        window is empty (``since`` not before ``until``)."""
+    def resolve(self, now: datetime | None = None) -> Window:
+        """Absolute bounds: a duration counts back from ``now`` (None: the clock), as ``journalctl --since``
+        does, never from the captures' own times (one record dated 9999 would otherwise move the window).
+        AuditError when the window is empty (``since`` not before ``until``)."""
+        if not self.relative:
+            got = self
+        else:
+            now = _utc(now) if now is not None else datetime.now(timezone.utc)
 
-        def at(v: When | None) -> datetime | None:
-            if not isinstance(v, timedelta):
-                return v
-            if newest is None:
-                return None
-            try:
-                return _utc(newest) - v
-            except OverflowError:  # before year 1: before every capture
-                return datetime.min.replace(tzinfo=timezone.utc)
+            def at(v: When | None) -> datetime | None:
+                if not isinstance(v, timedelta):
+                    return v
+                try:
+                    return now - v
+                except OverflowError:  # before year 1: before every capture
+                    return datetime.min.replace(tzinfo=timezone.utc)
 
-        got = Window(at(self.since), at(self.until))
+            got = Window(at(self.since), at(self.until), now)
         if got.since is not None and got.until is not None and got.since >= got.until:
             raise AuditError(
                 f"the window is empty: --since {describe(self.since, got.since)} is not before --until "
@@ -161,7 +168,7 @@ class Window:
         GET stream opened before a nightly ``--since 24h`` that kept delivering into the window is in it.  False
         for no start time (an absent start is in no window)."""
         if self.relative:
-            raise ValueError("a relative window: resolve it against the newest exchange start first")
+            raise ValueError("a relative window: resolve it first (Window.resolve)")
         inside = started.is_not_null()
         if self.since is not None:
             last = started if ended is None else pl.coalesce(ended, started)
@@ -171,7 +178,8 @@ class Window:
         return inside.fill_null(False)
 
     def summary(self) -> dict:
-        """The document's ``summary.window``: the bounds applied, resolved, as RFC 3339 UTC (null: open)."""
+        """The document's ``summary.window``: the bounds applied, resolved, as RFC 3339 UTC (null: open); a re-run
+        given these two times judges the same sessions, whatever the clock says then."""
         return {"since": None if self.since is None else show(self.since), "until": None if self.until is None else show(self.until)}
 
 
@@ -239,13 +247,10 @@ def candidates(exchanges: pl.LazyFrame, window: Window, ids: pl.Series) -> pl.La
 
 def apply(tables: dict, window: Window) -> tuple[dict, Window]:
     """The canonical tables of a single pass (read from inputs) narrowed to ``window``; and the window
-    resolved against their newest exchange start.  Events and messages follow the exchanges kept; the
+    resolved (a duration against the clock, when the caller has not resolved it).  Events and messages follow the exchanges kept; the
     anomalies of an input that keeps no exchange go with it (as a store narrows: analyzer.scale.store)."""
     x = pl.from_arrow(tables["exchanges"])
-    newest = x["started"].max() if x.height else None
-    window = window.resolve(newest)
-    if not window.bounded:  # a duration, and no exchange has a start time to count back from: no bound
-        return tables, window
+    window = window.resolve()  # (a run resolves it once, before reading: analyzer.run)
     kept = overlapping(x.lazy(), window).collect()
     keys = kept.select("source", "xid")
     out = dict(tables)

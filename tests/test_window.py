@@ -87,11 +87,44 @@ def test_every_time_form_is_accepted_and_shown_in_utc(text, want):
     ("24h", timedelta(hours=24)), ("7d", timedelta(days=7)), ("90m", timedelta(minutes=90)),
     ("30s", timedelta(seconds=30)), ("1h30m", timedelta(minutes=90)), ("2w", timedelta(weeks=2)),
 ])
-def test_every_duration_counts_back_from_the_newest_exchange_start(dense, text, back):
+def test_every_duration_counts_back_from_now(dense, text, back):
     whole, newest = dense
-    doc, _ = cli(str(DENSE), "--since", text)
-    assert doc["summary"]["window"] == {"since": show(newest - back), "until": None}
-    assert body(doc) == body(whole)  # the capture spans 2 s: any of these keeps all of it
+    now = newest + timedelta(seconds=1)
+    for given in (show(now), now.strftime("%Y-%m-%d %H:%M:%S.%f UTC")):
+        doc, _ = cli(str(DENSE), "--since", text, "--now", given)
+        assert doc["summary"]["window"] == {"since": show(now - back), "until": None}
+        assert body(doc) == body(whole)  # the capture spans 2 s: any of these keeps all of it
+
+
+def test_without_now_a_duration_counts_back_from_the_clock(dense):
+    """As journalctl --since: the captures' own times never place the window.  The sample is from 2026-12-02; a
+    day back from the clock (any day after 2026-12-03) keeps none of it -- the old rule (back from the newest
+    exchange) kept all of it."""
+    before = datetime.now(UTC)
+    doc, r = cli(str(DENSE), "--since", "24h")
+    after = datetime.now(UTC)
+    since = when(doc["summary"]["window"]["since"])
+    assert before - timedelta(hours=24) <= since <= after - timedelta(hours=24)
+    assert doc["summary"]["exchanges"] == 0 and "warning: no exchange in the inputs matches --since 1d" in r.stderr
+
+
+def test_a_record_dated_9999_does_not_move_the_window(tmp_path):
+    """One exchange far in the future beside a capture's gap: --since 24h (now given) keeps the gap's session.
+    Counted back from the newest start, the window held only the 9999 exchange: 0 findings, exit 0."""
+    lines = GAP.read_text().splitlines()
+    future = json.loads(lines[0])
+    future.update(ts="9999-12-31T00:00:00Z", conn="future", headers={"mcp-session-id": "future-session"})
+    p = tmp_path / "gap-and-future.jsonl"
+    p.write_text("\n".join([*lines, json.dumps(future)]) + "\n")
+    doc, r = cli(str(p), "--since", "24h", "--now", "2026-11-13T12:00:00Z")
+    assert r.exit_code == 1 and any(b["verdict"] == "gap" for b in doc["boundaries"])
+
+
+def test_now_is_a_time_and_needs_a_duration():
+    r = CliRunner().invoke(main, ["analyze", str(DENSE), "--since", "1h", "--now", "2h"])
+    assert r.exit_code == 2 and "Invalid value for '--now'" in r.stderr
+    r = CliRunner().invoke(main, ["analyze", str(DENSE), "--since", "2026-12-01", "--now", "2026-12-02"])
+    assert r.exit_code == 2 and "--now sets what a duration of --since/--until counts back from" in r.stderr
 
 
 @pytest.mark.parametrize("text", ["yesterday", "2026-13-01", "2026-12-02T25:00:00Z", "2026-12-02T12:04:05+24:00", "24", "1y", "h",
@@ -172,11 +205,13 @@ def test_a_short_duration_keeps_only_the_latest_sessions():
     whole = pipeline.run([str(SHARED)]).document
     assert len(whole["sessions"]) == 2
     last = max(whole["sessions"], key=lambda s: s["first_seen"])
-    doc, _ = cli(str(SHARED), "--since", "0s")  # the session of the newest exchange start
+    newest = max(when(e["started"]) for e in whole["exchanges"])
+    doc, _ = cli(str(SHARED), "--since", "0s", "--now", show(newest))  # the session of the newest exchange start
     assert [s["session_id"] for s in doc["sessions"]] == [last["session_id"]]
-    doc, _ = cli(str(GAP), str(DENSE), "--since", "1h")  # two captures weeks apart: the newer one
+    dense_newest = max(when(e["started"]) for e in pipeline.run([str(DENSE)]).document["exchanges"])
+    doc, _ = cli(str(GAP), str(DENSE), "--since", "1h", "--now", show(dense_newest))  # two captures weeks apart: the newer one
     assert {x["source"] for x in doc["exchanges"]} == {str(DENSE)} and doc["summary"]["inputs"] == 2
-    doc, _ = cli(str(GAP), str(DENSE), "--until", "1h")  # and the other way round
+    doc, _ = cli(str(GAP), str(DENSE), "--until", "1h", "--now", show(dense_newest))  # and the other way round
     assert {x["source"] for x in doc["exchanges"]} == {str(GAP)}
 
 
@@ -199,8 +234,8 @@ def archive(tmp_path_factory):
 @pytest.mark.parametrize("window", [
     ("--since", "2026-12-03", "--until", "2026-12-04"),
     ("--since", "2026-12-02T12:04:05.320515Z", "--until", "2026-12-02T13:04:05.320516+01:00"),  # inside dense's session
-    ("--since", "24h"),
-    ("--until", "1d"),
+    ("--since", "24h", "--now", "2026-12-04T12:00:00Z"),
+    ("--until", "1d", "--now", "2026-12-04T12:00:00Z"),
 ])
 def test_inputs_store_and_partitions_give_the_same_findings(archive, tmp_path, window):
     caps, st = archive
@@ -218,7 +253,11 @@ def test_inputs_store_and_partitions_give_the_same_findings(archive, tmp_path, w
     from analyzer.window import parse
 
     args = dict(zip(window[::2], window[1::2]))
-    since, until = (parse(args[k]) if k in args else None for k in ("--since", "--until"))
+    from analyzer.window import Window
+
+    resolved = Window(*(parse(args[k]) if k in args else None for k in ("--since", "--until"))).resolve(
+        parse(args["--now"]) if "--now" in args else None)
+    since, until = resolved.since, resolved.until
     for n in (1, 2):
         got = partitions.analyze(st, n, since, until).document
         assert {k: v for k, v in got.items() if k != "generated_at"} == {k: v for k, v in stored.items() if k != "generated_at"}

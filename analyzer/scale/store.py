@@ -176,7 +176,7 @@ def load(
     """The canonical tables held by the store, narrowed lazily; and the inputs they came from.
 
     ``since``/``until``: the sessions that overlap ``[since, until)``, whole (:mod:`analyzer.window`); a
-    duration counts back from the newest exchange start of the whole store (:func:`window`).
+    duration counts back from the clock (:func:`window`).
     ``inputs``: only these stored inputs (sha256s; their parts are the only files read)."""
     snap = _manifest_or_fail(locate(store))
     verify(snap, None if inputs is None else set(inputs))  # every damaged part named at once
@@ -185,17 +185,11 @@ def load(
     return _load(store, snap, win.since, win.until, sessions, inputs)
 
 
-def newest(store) -> datetime | None:
-    """The newest exchange start in the whole store (None: no exchange has one): a lazy max over one column."""
-    got = scan(store, "exchanges").select(pl.col("started").max()).collect().item()
-    return got if got is None or got.tzinfo is not None else got.replace(tzinfo=timezone.utc)
-
-
 def window(store, since: datetime | timedelta | None, until: datetime | timedelta | None) -> Window:
-    """``[since, until)`` with absolute bounds: a duration counts back from the store's :func:`newest` start
-    (read only when one is given)."""
-    w = Window(since, until)
-    return w.resolve(newest(store) if w.relative else None)
+    """``[since, until)`` with absolute bounds (a duration: back from the clock; a run resolves it once, with
+    ``--now``, before it reads: :mod:`analyzer.run`).  ``store`` is not read: a window never depends on what a
+    capture says its time is."""
+    return Window(since, until).resolve()
 
 
 def narrowed(x: pl.LazyFrame, since: datetime | None, until: datetime | None, sessions: tuple[str, ...] = ()) -> pl.LazyFrame:
