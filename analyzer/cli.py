@@ -171,6 +171,11 @@ def main() -> None:
 @click.option("--now", type=window_mod.WhenParam(), metavar="TIME",
               help="What a duration of --since/--until counts back from, instead of the clock: re-run a past night as it ran. "
               "Example: --since 24h --now 2026-12-05T03:00:00Z")
+@click.option("--audit", "audit", metavar="NAME",
+              help="With --store: an incremental audit. Judge every session that stored inputs new to the audit NAME touch, each "
+              "whole, whatever their times (late captures too); after the outputs are written, record those inputs as judged in "
+              "the store, except inputs holding a new finding at or above --fail-on, judged again each run until accepted "
+              "(mcp-sse-audit accept). A run killed before that judges them again. Example: --store DIR --audit nightly")
 @click.option("--session", "sessions", multiple=True, metavar="ID", help="With --store: only this Mcp-Session-Id (repeatable).")
 @click.option(
     "--partitions", type=click.IntRange(1, 100_000), default=1, show_default=True, metavar="N",
@@ -218,7 +223,7 @@ def main() -> None:
 @click.option("--no-redact", is_flag=True, help="Keep secrets in the outputs. Redacted by default: values of headers, URL parameters and JSON keys whose names contain token, secret, key, auth, password, signature, cookie, credential, session, jwt (or are the words pass, pwd, pw, sig, otp), URL userinfo, and secrets by shape wherever they stand (JWTs, AWS keys, GitHub/Slack/Google/OpenAI/Anthropic tokens, private keys, Bearer credentials, ;jsessionid=). Mcp-Session-Id, Last-Event-ID and progressToken are never redacted.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary; only errors.")
 @_read_options
-def analyze(paths, store_dir, since, until, now, sessions, partitions, engine, spark_master, json_out, jsonl_out, html_out, fail_on, baseline_path,
+def analyze(paths, store_dir, since, until, now, audit, sessions, partitions, engine, spark_master, json_out, jsonl_out, html_out, fail_on, baseline_path,
             junit_out, github, reading, quiet, progress):
     """Analyze captured MCP traffic (HAR, proxy JSONL, pcap/pcapng; directories are walked, .gz is read).
 
@@ -230,11 +235,41 @@ def analyze(paths, store_dir, since, until, now, sessions, partitions, engine, s
     opts = options.Options(
         tuple(paths), store_dir, since, until, tuple(sessions), partitions, engine, spark_master,
         options.Outputs(json_out, jsonl_out, html_out, junit_out, github), fail_on, baseline_path, reading, quiet, progress,
-        now=_absolute(now))
+        now=_absolute(now), audit=audit)
     problem = opts.problem()
     if problem:
         raise click.UsageError(problem)
     sys.exit(runs.run(opts, _echo))
+
+
+@main.command(epilog="""
+\b
+Examples (a nightly job; exit 1 means new findings):
+  mcp-sse-audit analyze --store STORE --audit nightly --baseline accepted.json --json tonight.json
+  mcp-sse-audit accept tonight.json --baseline accepted.json
+\b
+Exit codes: 0 accepted; 2 FINDINGS or the baseline cannot be read, or the
+baseline cannot be written (it is left as it was); 3 internal error.
+""")
+@click.argument("findings", metavar="FINDINGS", type=click.Path(dir_okay=False))
+@click.option("--baseline", "baseline_path", required=True, metavar="FILE", type=click.Path(dir_okay=False),
+              help="The baseline to update (created when missing): the file later runs give to analyze --baseline.")
+@click.option("-q", "--quiet", is_flag=True)
+def accept(findings, baseline_path, quiet):
+    """Accept a run's findings into the baseline, so the next run calls them known.
+
+    FINDINGS is what `analyze --json` (or --json-lines) wrote. A run that judged all its inputs replaces
+    the baseline; a run that judged only some sessions (--since/--until, --audit) replaces the findings of
+    those sessions and keeps the others. The file is written whole or not at all."""
+    from analyzer import document, outputs
+    from analyzer.document import baseline as baselines
+
+    done = baselines.accept(findings, baseline_path, document.generated_at(), outputs.write)
+    if not quiet:
+        _echo(safe(f"{'created' if done.created else 'updated'} {baseline_path}: {done.taken} finding(s) of {findings} accepted"
+                   + (f", {done.kept} kept from sessions that run did not judge" if done.kept else "")
+                   + (f", {done.dropped} no longer found dropped" if done.dropped else "")), err=False)
+    sys.exit(0)
 
 
 def _absolute(now):

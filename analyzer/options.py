@@ -68,6 +68,7 @@ class Options:
     quiet: bool = False
     progress: Callable[[str], None] | None = None
     now: datetime | None = None
+    audit: str | None = None  # with a store: judge what this audit has not judged yet (analyzer.scale.audits)
 
     def window(self) -> windows.Window:
         """The window with absolute bounds, resolved once for the whole run (every engine gets the same times)."""
@@ -79,6 +80,19 @@ class Options:
             return "give PATHs to analyze, or --store DIR"
         if self.engine == "spark" and self.partitions > 1:
             return "--partitions is for --engine local; Spark makes one group per set of inputs sharing session ids"
+        if self.audit is not None:
+            from analyzer.scale.audits import check_name
+
+            if not self.store:
+                return "--audit records what it judged in a store: add --store DIR (mcp-sse-audit ingest fills it)"
+            if self.since is not None or self.until is not None or self.sessions:
+                return ("--audit judges every session the inputs new to it touch, whatever their times: drop --since/--until/--session "
+                        "(a window would leave late captures unjudged and record them as judged)")
+            if self.partitions > 1 or self.engine != "local":
+                return "--audit runs with --engine local and one partition"
+            bad = check_name(self.audit)
+            if bad:
+                return bad
         if self.sessions and not self.store:
             return "--session narrows a store: add --store DIR (--since and --until work on PATHs too)"
         if self.now is not None and not (isinstance(self.since, timedelta) or isinstance(self.until, timedelta)):

@@ -14,6 +14,8 @@ import os
 import tempfile
 from typing import Callable
 
+import polars as pl
+
 from analyzer import document, pipeline, terminal
 from analyzer import window as windows
 from analyzer.anomalies import occurrences
@@ -38,6 +40,10 @@ def run(options: Options, echo: Echo) -> int:
         from analyzer.document import baseline as baselines
 
         base = baselines.load(o.baseline)
+        if base.missing:  # the first night of a scheduled audit: the normal case, said, never an error
+            tonight = o.outputs.json if o.outputs.json not in (None, "-") else "FINDINGS.json"
+            echo(terminal.safe(f"note: --baseline {o.baseline} does not exist yet (a first run?): every finding is new. Once "
+                               f"they are understood, accept them: mcp-sse-audit accept {tonight} --baseline {o.baseline}"))
     document.generated_at()  # a malformed SOURCE_DATE_EPOCH fails now, not after the whole analysis
     # a duration counts back from --now or the clock, once, before anything is read: every engine gets these times
     win = o.window()
@@ -49,6 +55,8 @@ def run(options: Options, echo: Echo) -> int:
         if o.paths:
             unreadable = _ingest_paths(o, o.store, echo, "read into the store (analyze it without --store for the reason)")
         store = _pinned(o.store, echo)  # one manifest snapshot for the whole analysis, every part checked first
+        if o.audit:
+            return _audit(o, given, store, base, _lost(o, unreadable), echo)
         if o.partitions > 1 and not (o.outputs.html or o.outputs.junit or o.outputs.github):
             return _spill(o, given, store, base, _lost(o, unreadable), echo)
         result = _store(o, store)
@@ -79,6 +87,49 @@ def _store(o: Options, store) -> pipeline.Result:
     result = pipeline.analyze_tables(tables, rows, [], [], readable, consume=True, columnar=True)
     windows.stamp(result.document, win)  # summary.window: the bounds applied
     return result
+
+
+def _audit(o: Options, given: Options, store, base, lost_input: bool, echo: Echo) -> int:
+    """``--audit NAME``: the sessions the inputs new to the audit touch, judged whole; the outputs written; then the
+    inputs recorded as judged, except those holding a new finding that fails the run (analyzer/scale/audits.py)."""
+    from analyzer.document import ci
+    from analyzer.scale import audits, store as stores
+
+    audits.writable(store)
+    ledger = audits.read(store, o.audit)
+    snap = stores.manifest(store)
+    shas = snap["sha256"].to_list()
+    pending = [sha for sha in shas if sha not in ledger.inputs]
+    touched = stores.load_touched(store, pending)
+    # the store itself was readable: nothing new is 0 judged (exit 0), never "no input was readable" (exit 2)
+    result = pipeline.analyze_tables(touched.tables, touched.rows, [], [], len(shas), consume=True, columnar=True)
+    doc = result.document
+    doc["summary"]["audit"] = {"name": o.audit, "inputs_new": len(pending), "inputs_judged_before": len(shas) - len(pending),
+                               "sessions": len(doc["sessions"])}
+    code = _finish(o, given, result, base, lost_input, echo)  # the outputs are written (or it raised: nothing recorded)
+    failing = [f for f in _plain(doc, "findings") if ci.fails(f, o.fail_on)]
+    path_sha = dict(zip(snap["path"].to_list(), shas))
+    held_sessions = {f["session_id"] for f in failing if f.get("session_id")}
+    held = set(touched.pairs.filter(pl.col("session_id").is_in(sorted(held_sessions)))["input"].to_list())
+    held |= {path_sha[e["source"]] for f in failing if not f.get("session_id")
+             for e in f.get("evidence") or () if e.get("source") in path_sha}
+    at = audits.now()
+    judged = {sha: at for sha in pending if sha not in held}
+    audits.commit(store, o.audit, judged, [])
+    if not o.quiet:
+        kept = len(set(pending) & held)
+        echo(terminal.safe(f"audit {o.audit}: {len(judged)} new input(s) recorded as judged"
+                           + (f"; {kept} held for new findings at or above --fail-on {o.fail_on}: judged again next run until "
+                              "accepted (mcp-sse-audit accept)" if kept else "")), err=bool(o.outputs.to_stdout()))
+    return code
+
+
+def _plain(doc: dict, key: str) -> list[dict]:
+    """A document list as dicts (the single pass keeps exchanges and boundaries as frames: document/records.py)."""
+    from analyzer.document.records import Records
+
+    items = doc.get(key) or []
+    return items.rows() if isinstance(items, Records) else items
 
 
 def _spill(o: Options, given: Options, store, base, lost_input: bool, echo: Echo) -> int:

@@ -115,7 +115,10 @@ def test_a_baseline_that_cannot_be_used_is_one_clear_error(tmp_path, content, sa
     r = run("analyze", str(SYN / "gap.jsonl"), "--baseline", str(base), "--json", str(out))
     assert r.exit_code == 2 and says in r.stderr and str(base) in r.stderr and len(r.stderr.splitlines()) == 1
     assert not out.exists()  # it fails before the analysis
-    r = run("analyze", str(SYN / "gap.jsonl"), "--baseline", str(tmp_path / "missing.json"))
+    r = run("analyze", str(SYN / "gap.jsonl"), "--baseline", str(tmp_path))  # a folder: not a first run, a mistake
+    assert r.exit_code == 2 and "is a directory" in r.stderr
+    (tmp_path / "dangling.json").symlink_to(tmp_path / "gone" / "x.json")  # a link to nothing: a mistake too
+    r = run("analyze", str(SYN / "gap.jsonl"), "--baseline", str(tmp_path / "dangling.json"))
     assert r.exit_code == 2 and "cannot read it" in r.stderr
 
 

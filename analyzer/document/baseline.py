@@ -13,6 +13,8 @@ which no session id ties together.)
 from __future__ import annotations
 
 import json
+import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from analyzer.errors import AuditError
@@ -25,10 +27,12 @@ BRIEF = ("fingerprint", "rule", "severity", "session_id", "time", "message")
 class Baseline:
     """The fingerprints of an earlier run's findings, and the tally of this run's against them."""
 
-    def __init__(self, source: str, findings: list[dict], made: str | None = None, version: str | None = None) -> None:
+    def __init__(self, source: str, findings: list[dict], made: str | None = None, version: str | None = None,
+                 missing: bool = False) -> None:
         self.source = source
         self.made = made
         self.version = version
+        self.missing = missing  # no such file yet: a first run, every finding new
         self.old: dict[str, dict] = {}
         for f in findings:
             self.old.setdefault(f["fingerprint"], {k: f.get(k) for k in BRIEF})
@@ -49,10 +53,14 @@ class Baseline:
             self.new_by_severity[finding["severity"]] += 1
         return status
 
-    def summary(self) -> dict:
-        gone = sorted((b for fp, b in self.old.items() if fp not in self.seen),
-                      key=lambda b: (SEVERITIES.index(b["severity"]) if b.get("severity") in SEVERITIES else 9, b.get("time") or "", b["fingerprint"]))
-        return {
+    def summary(self, judged: set[str] | None = None) -> dict:
+        """The tally.  ``judged``: when the run judged only some sessions (a window, an incremental audit), the
+        session ids it judged: a baseline finding of another session is ``not_judged``, not gone (it may well
+        still be there), and a sessionless one too (no session ties it to this run)."""
+        unseen = [b for fp, b in self.old.items() if fp not in self.seen]
+        gone = [b for b in unseen if judged is None or b.get("session_id") in judged]
+        gone.sort(key=lambda b: (SEVERITIES.index(b["severity"]) if b.get("severity") in SEVERITIES else 9, b.get("time") or "", b["fingerprint"]))
+        out = {
             "source": self.source,
             "generated_at": self.made,
             "new": sum(self.new_by_severity.values()),
@@ -61,53 +69,135 @@ class Baseline:
             "new_by_severity": dict(self.new_by_severity),
             "gone_findings": gone[:GONE_LISTED],
         }
+        if judged is not None:
+            out["not_judged"] = len(unseen) - len(gone)
+        if self.missing:
+            out["missing"] = True
+        return out
+
+
+def judged_sessions(doc: dict) -> set[str] | None:
+    """The session ids a narrowed run judged (a window or an incremental audit), None for a run that judged all
+    its inputs."""
+    s = doc["summary"]
+    if not (s.get("window") or s.get("audit")):
+        return None
+    return {x["session_id"] for x in doc.get("sessions") or () if x.get("session_id")}
 
 
 def apply(doc: dict, base: Baseline) -> None:
     """Mark the document's findings ``new`` or ``known`` and put the tally in its summary (in place)."""
     for f in doc["findings"]:
         f["baseline"] = base.count(f)
-    doc["summary"]["baseline"] = base.summary()
+    doc["summary"]["baseline"] = base.summary(judged_sessions(doc))
 
 
 def load(path: str) -> Baseline:
-    """A findings JSON (``--json``) or JSON Lines (``--json-lines``) of an earlier run; a clear error otherwise."""
-    fix = "give the file an earlier `mcp-sse-audit analyze ... --json FILE` wrote"
+    """A findings JSON (``--json``) or JSON Lines (``--json-lines``) of an earlier run, or a baseline ``accept``
+    wrote; a clear error otherwise.  No file at all (not even a dangling link) is a first run: an empty baseline
+    marked ``missing``, every finding new."""
+    if not os.path.lexists(path):
+        return Baseline(path, [], missing=True)
+    got = read(path, "--baseline")
+    return Baseline(path, got.findings, got.head.get("generated_at"), got.version)
+
+
+@dataclass
+class Read:
+    """A findings document as a baseline needs it: its top (summary line), findings and judged session ids."""
+
+    head: dict
+    findings: list[dict]
+    sessions: list[str]
+    version: str | None
+
+
+def read(path: str, what: str) -> Read:
+    """A findings JSON or JSON Lines (or a baseline ``accept`` wrote) at ``path``; ``what`` names it in errors."""
+    fix = "give a file `mcp-sse-audit analyze ... --json FILE` (or `mcp-sse-audit accept`) wrote"
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
-        raise AuditError(f"--baseline {path}: cannot read it ({exc.strerror or exc})") from None
+        raise AuditError(f"{what} {path}: cannot read it ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
-        raise AuditError(f"--baseline {path}: not a findings JSON (not UTF-8 text); {fix}") from None
-    head, findings = None, None
+        raise AuditError(f"{what} {path}: not a findings JSON (not UTF-8 text); {fix}") from None
+    got = None
     try:
         doc = json.loads(text)
         if isinstance(doc, dict) and isinstance(doc.get("findings"), list):
-            head, findings = doc, doc["findings"]
+            sessions = doc.get("sessions") if isinstance(doc.get("sessions"), list) else []
+            got = Read(doc, doc["findings"], [x.get("session_id") for x in sessions if isinstance(x, dict)], None)
     except json.JSONDecodeError:
-        head, findings = _json_lines(text)
-    if head is None or findings is None or not (isinstance(head.get("tool"), dict) and head["tool"].get("name") == "mcp-sse-audit"):
-        raise AuditError(f"--baseline {path}: not a findings document of mcp-sse-audit (no tool and findings at its top); {fix}")
-    version = head["tool"].get("version")
-    if not all(isinstance(f, dict) and isinstance(f.get("fingerprint"), str) and f.get("severity") in SEVERITIES for f in findings):
-        raise AuditError(f"--baseline {path}: its findings have no fingerprints (written by mcp-sse-audit {version}, before fingerprints "
-                         f"existed); make a new baseline with this version: mcp-sse-audit analyze ... --json {path}")
-    return Baseline(path, findings, head.get("generated_at"), version)
+        got = _json_lines(text)
+    if got is None or not (isinstance(got.head.get("tool"), dict) and got.head["tool"].get("name") == "mcp-sse-audit"):
+        raise AuditError(f"{what} {path}: not a findings document of mcp-sse-audit (no tool and findings at its top); {fix}")
+    got.version = got.head["tool"].get("version")
+    if not all(isinstance(f, dict) and isinstance(f.get("fingerprint"), str) and f.get("severity") in SEVERITIES for f in got.findings):
+        raise AuditError(f"{what} {path}: its findings have no fingerprints (written by mcp-sse-audit {got.version}, before fingerprints "
+                         f"existed); make a new one with this version: mcp-sse-audit analyze ... --json {path}")
+    return got
 
 
-def _json_lines(text: str) -> tuple[dict | None, list[dict] | None]:
-    head, findings = None, []
-    for line in text.splitlines():
+def _json_lines(text: str) -> Read | None:
+    head, findings, sessions = None, [], []
+    # records end at "\n" only: U+2028, U+2029, U+0085 inside a string are not line ends (str.splitlines would cut there)
+    for line in text.split("\n"):
         if not line.strip():
             continue
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
-            return None, None
+            return None
         if not isinstance(rec, dict):
-            return None, None
+            return None
         if rec.get("type") == "summary":
             head = rec
         elif rec.get("type") == "finding":
             findings.append(rec)
-    return head, findings
+        elif rec.get("type") == "session":
+            sessions.append(rec.get("session_id"))
+    return None if head is None else Read(head, findings, sessions, None)
+
+
+@dataclass
+class Accepted:
+    """What ``accept`` did: findings taken from the run, kept from the old baseline, dropped as gone."""
+
+    taken: int
+    kept: int
+    dropped: int
+    created: bool
+
+
+def accept(findings_path: str, baseline_path: str, generated_at: str, write) -> Accepted:
+    """Make ``baseline_path`` accept the findings of the run ``findings_path`` wrote (its ``--json`` or
+    ``--json-lines``), written whole or not at all by ``write(path, bytes)``.
+
+    A run that judged every session of its inputs replaces the baseline.  A run that judged only some (a window,
+    an incremental ``--audit``) replaces the baseline's findings of the sessions it judged and keeps the others:
+    tonight's audit of the new sessions must not forget what earlier nights accepted.  Sessionless findings of
+    the old baseline are kept (no session says whether this run saw them) unless the run replaced everything."""
+    run = read(findings_path, "FINDINGS")
+    old = load(baseline_path)
+    summary = run.head.get("summary") if isinstance(run.head.get("summary"), dict) else {}
+    narrowed = bool(summary.get("window") or summary.get("audit"))
+    judged = {s for s in run.sessions if s}
+    have = {f["fingerprint"] for f in run.findings}
+    brief = [_brief(f) for f in run.findings]
+    kept = [b for fp, b in old.old.items() if narrowed and fp not in have and b.get("session_id") not in judged]
+    from analyzer import __version__
+
+    out = {
+        "schema_version": "1",
+        "tool": {"name": "mcp-sse-audit", "version": __version__},
+        "generated_at": generated_at,
+        "baseline": {"accepted_from": findings_path, "accepted_generated_at": run.head.get("generated_at"),
+                     "findings": len(brief) + len(kept)},
+        "findings": sorted(brief + kept, key=lambda b: (b.get("time") or "", b["fingerprint"])),
+    }
+    write(baseline_path, (json.dumps(out, indent=1, ensure_ascii=True) + "\n").encode())
+    return Accepted(len(brief), len(kept), len(old.old) - len(kept) - len(have & set(old.old)), old.missing)
+
+
+def _brief(f: dict) -> dict:
+    return {k: f.get(k) for k in BRIEF}

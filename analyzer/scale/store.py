@@ -206,6 +206,42 @@ def narrowed(x: pl.LazyFrame, since: datetime | None, until: datetime | None, se
     return windows.overlapping(windows.candidates(x, win, ids), win)
 
 
+@dataclass
+class Touched:
+    """What an incremental audit judges (:mod:`analyzer.scale.audits`): the tables of every session the
+    ``pending`` inputs touch, whole (their exchanges in older inputs too), and the sessionless exchanges of the
+    pending inputs; the inputs they came from (every pending input, even one that gave no exchange: its records,
+    rejections and damage count); and which input holds which session (``pairs``: input sha256, session id)."""
+
+    tables: dict[str, pa.Table]
+    rows: list[dict]
+    pairs: pl.DataFrame
+
+
+def load_touched(store, pending: list[str]) -> Touched:
+    """See :class:`Touched`.  ``store``: pinned.  Two scans, as a window's: the session ids of the pending inputs
+    (their parts only), then every stored exchange of those sessions (a literal ``is_in`` pushed into the scan)."""
+    snap = _manifest_or_fail(locate(store))
+    sid = windows.session_key()
+    ids = scan(store, "exchanges", pending).select(sid.alias("session_id")).drop_nulls().unique().collect()["session_id"]
+    x = scan(store, "exchanges").filter(sid.is_in(ids.implode()).fill_null(False)
+                                        | (sid.is_null() & pl.col("input").is_in(pending)))
+    chosen = x.collect()
+    pairs = chosen.select("input", sid.alias("session_id")).drop_nulls().unique()
+    out = {"exchanges": chosen.drop("input")}
+    keys = chosen.select("source", "xid").lazy()
+    for name in ("events", "messages"):
+        out[name] = scan(store, name).join(keys, on=["source", "xid"], how="semi").drop("input").collect()
+    sources = set(chosen["source"].unique().to_list())
+    pending_paths = {r["path"] for r in snap.rows if r["sha256"] in set(pending)}
+    # the anomalies of every input that contributes, and of every pending input (a damaged new input with no
+    # exchange left must fail the night it arrives, not vanish from the audit)
+    out["anomalies"] = scan(store, "anomalies").filter(pl.col("source").is_in(sorted(sources | pending_paths))
+                                                       | pl.col("input").is_in(pending)).drop("input").collect()
+    tables_ = {name: df.to_arrow().cast(TABLES[name]) for name, df in out.items()}
+    return Touched(tables_, input_rows(store, sources | pending_paths), pairs)
+
+
 def _load(store, snap: Snapshot, since, until, sessions, inputs) -> tuple[dict[str, pa.Table], list[dict]]:
     """``since``/``until``: absolute (resolved by :func:`load`, or by the Spark driver)."""
     def scan_(name: str) -> pl.LazyFrame:
