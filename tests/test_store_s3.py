@@ -283,6 +283,35 @@ def test_two_writers_racing_commit_both_inputs_once(server, bucket, archive):
     assert stored(uri) == direct(archive)
 
 
+def test_two_audits_racing_on_s3_lose_neither_commit(server, bucket, archive, tmp_path):
+    """--audit's ledger on S3 is a compare-and-swap: audit A reads the (absent) ledger and waits before its PUT;
+    B judges and commits; A's If-None-Match PUT conflicts, it reads B's ledger, merges and commits.  Then nothing
+    is left to judge, and the ledger names every input."""
+    from analyzer.scale import audits
+
+    uri, release = f"s3://{bucket}/st", tmp_path / "release"
+    assert cli("ingest", *archive[:2], "--store", uri).returncode == 0
+    a = popen("analyze", "--store", uri, "--audit", "nightly", "--fail-on", "never", "--json", str(tmp_path / "a.json"),
+              env={PAUSE_ENV: "audit_merged", RELEASE_ENV: str(release)})
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not Path(str(release) + ".waiting").exists():
+            assert time.monotonic() < deadline and a.poll() is None, "audit A never reached its commit"
+            time.sleep(0.05)
+        assert cli("ingest", archive[2], "--store", uri).returncode == 0
+        b = cli("analyze", "--store", uri, "--audit", "nightly", "--fail-on", "never", "--json", str(tmp_path / "b.json"))
+        assert b.returncode == 0, b.stderr
+        release.touch()
+        _, err = a.communicate(timeout=TIMEOUT)
+    finally:
+        stop(a)
+    assert a.returncode == 0, err
+    assert len(json.loads((tmp_path / "a.json").read_text())["sessions"]) == 2  # its snapshot: two inputs
+    assert set(audits.read(uri, "nightly").inputs) == set(store.manifest(uri)["sha256"].to_list())  # all three
+    r = CliRunner().invoke(main, ["analyze", "--store", uri, "--audit", "nightly", "--json", "-", "-q"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["summary"]["audit"]["inputs_new"] == 0, r.output
+
+
 def test_a_broken_lease_never_loses_an_update(server, bucket, archive, tmp_path):
     """Writer A stalls (SIGSTOP: its lease renewal stops too) just before its manifest commit, past its
     lease; B takes the stale lease over and commits.  A wakes up: its compare-and-swap names a manifest

@@ -188,6 +188,7 @@ def commit(store, name: str, inputs: dict[str, str], reconnects: list[dict]) -> 
     for _ in range(CAS_TRIES):
         got = cond.get(rel)
         new = _decode(name, None if got is None else got[0], where.show(rel)).merged(inputs, reconnects)
+        hook("audit_merged")
         try:
             cond.put(rel, _encode(new), None if got is None else got[1])
             return new
