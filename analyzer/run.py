@@ -91,7 +91,7 @@ def _store(o: Options, store) -> pipeline.Result:
 
 def _audit(o: Options, given: Options, store, base, lost_input: bool, echo: Echo) -> int:
     """``--audit NAME``: the sessions the inputs new to the audit touch, judged whole; the outputs written; then the
-    inputs recorded as judged, except those holding a new finding that fails the run (analyzer/scale/audits.py)."""
+    inputs recorded as judged, or held when they hold a new finding that fails the run (analyzer/scale/audits.py)."""
     from analyzer.document import ci
     from analyzer.scale import audits, store as stores
 
@@ -99,28 +99,39 @@ def _audit(o: Options, given: Options, store, base, lost_input: bool, echo: Echo
     ledger = audits.read(store, o.audit)
     snap = stores.manifest(store)
     shas = snap["sha256"].to_list()
-    pending = [sha for sha in shas if sha not in ledger.inputs]
+    accepted = None if base is None else set(base.old)
+    pending, released = ledger.pending(shas, accepted)
     touched = stores.load_touched(store, pending)
     # the store itself was readable: nothing new is 0 judged (exit 0), never "no input was readable" (exit 2)
     result = pipeline.analyze_tables(touched.tables, touched.rows, [], [], len(shas), consume=True, columnar=True)
     doc = result.document
-    doc["summary"]["audit"] = {"name": o.audit, "inputs_new": len(pending), "inputs_judged_before": len(shas) - len(pending),
-                               "sessions": len(doc["sessions"])}
-    code = _finish(o, given, result, base, lost_input, echo)  # the outputs are written (or it raised: nothing recorded)
-    failing = [f for f in _plain(doc, "findings") if ci.fails(f, o.fail_on)]
+    # what holds an input back: a finding that fails this run (at or above --fail-on, not in the baseline)
+    failing = [f for f in _plain(doc, "findings") if ci.at_or_above(f, o.fail_on) and (accepted is None or f["fingerprint"] not in accepted)]
     path_sha = dict(zip(snap["path"].to_list(), shas))
-    held_sessions = {f["session_id"] for f in failing if f.get("session_id")}
-    held = set(touched.pairs.filter(pl.col("session_id").is_in(sorted(held_sessions)))["input"].to_list())
-    held |= {path_sha[e["source"]] for f in failing if not f.get("session_id")
-             for e in f.get("evidence") or () if e.get("source") in path_sha}
+    by_session: dict[str, set[str]] = {}
+    for f in failing:
+        if f.get("session_id"):
+            by_session.setdefault(f["session_id"], set()).add(f["fingerprint"])
+    held: dict[str, set[str]] = {}
+    for sha, sid in touched.pairs.filter(pl.col("session_id").is_in(sorted(by_session))).iter_rows():
+        if sha in pending:
+            held.setdefault(sha, set()).update(by_session[sid])
+    for f in failing:  # a sessionless finding holds the inputs its evidence is in
+        if not f.get("session_id"):
+            for e in f.get("evidence") or ():
+                if path_sha.get(e.get("source")) in pending:
+                    held.setdefault(path_sha[e["source"]], set()).add(f["fingerprint"])
+    doc["summary"]["audit"] = {"name": o.audit, "inputs_new": len(pending), "inputs_judged_before": len(shas) - len(pending),
+                               "sessions": len(doc["sessions"]), "inputs_held": len(held), "inputs_released": len(released)}
+    code = _finish(o, given, result, base, lost_input, echo)  # the outputs are written (or it raised: nothing recorded)
     at = audits.now()
-    judged = {sha: at for sha in pending if sha not in held}
-    audits.commit(store, o.audit, judged, [])
+    judged = {sha: at for sha in (*pending, *released) if sha not in held}
+    audits.commit(store, o.audit, judged, {sha: frozenset(fps) for sha, fps in held.items()}, [])
     if not o.quiet:
-        kept = len(set(pending) & held)
-        echo(terminal.safe(f"audit {o.audit}: {len(judged)} new input(s) recorded as judged"
-                           + (f"; {kept} held for new findings at or above --fail-on {o.fail_on}: judged again next run until "
-                              "accepted (mcp-sse-audit accept)" if kept else "")), err=bool(o.outputs.to_stdout()))
+        echo(terminal.safe(f"audit {o.audit}: {len(judged)} input(s) recorded as judged"
+                           + (f" ({len(released)} of them held before, their findings accepted since)" if released else "")
+                           + (f"; {len(held)} held for new findings at or above --fail-on {o.fail_on}: judged again each run "
+                              "until accepted (mcp-sse-audit accept)" if held else "")), err=bool(o.outputs.to_stdout()))
     return code
 
 

@@ -80,7 +80,7 @@ def test_late_captures_are_judged_the_night_they_arrive_and_nothing_twice(tmp_pa
     ingest(st, DENSE)
     code, doc, _ = analyze(st, "--fail-on", "never")
     assert sids(doc) == session_ids_of(DENSE) and doc["summary"]["audit"] == {
-        "name": "nightly", "inputs_new": 1, "inputs_judged_before": 0, "sessions": 1}
+        "name": "nightly", "inputs_new": 1, "inputs_judged_before": 0, "sessions": 1, "inputs_held": 0, "inputs_released": 0}
     # night 2: a capture of three weeks earlier arrives; a window counted back from the clock would never judge it
     ingest(st, GAP)
     code, doc, _ = analyze(st, "--fail-on", "never")
@@ -117,11 +117,22 @@ def test_a_failing_input_is_judged_again_until_its_finding_is_accepted(tmp_path)
     r = CliRunner().invoke(main, ["accept", str(tonight), "--baseline", str(base)])
     assert r.exit_code == 0 and "1 finding(s)" in r.stdout, r.output
     r = CliRunner().invoke(main, ["analyze", "--store", str(st), "--audit", "nightly", "--baseline", str(base), "--json", str(tonight)])
-    assert r.exit_code == 0, r.output  # judged once more, known now, and recorded
+    assert r.exit_code == 0, r.output  # accepted: recorded without judging it again
     doc = json.loads(tonight.read_text())
-    assert doc["summary"]["baseline"]["new"] == 0 and doc["summary"]["baseline"]["known"] == 1
+    assert doc["sessions"] == [] and doc["summary"]["audit"]["inputs_released"] == 1 and doc["summary"]["audit"]["inputs_new"] == 0
+    assert "1 of them held before, their findings accepted since" in r.output
+    assert set(audits.read(st, "nightly").inputs) == set(store.manifest(st)["sha256"].to_list())
     _, doc, _ = analyze(st, "--baseline", str(base))
-    assert doc["sessions"] == []
+    assert doc["sessions"] == [] and doc["summary"]["audit"]["inputs_released"] == 0
+
+
+def test_a_held_input_without_a_baseline_is_judged_every_run(tmp_path):
+    st = tmp_path / "st"
+    ingest(st, GAP)
+    for _ in range(2):
+        code, doc, _ = analyze(st)
+        assert code == 1 and sids(doc) == session_ids_of(GAP) and doc["summary"]["audit"]["inputs_held"] == 1
+    assert audits.read(st, "nightly").inputs == {} and len(audits.read(st, "nightly").held) == 1
 
 
 @pytest.mark.parametrize("point", ["audit_before_commit", "audit_merged"])

@@ -25,9 +25,10 @@ ledger, judges the sessions the snapshot's pending inputs touch, writes its outp
   Neither loses the other's inputs.
 
 What stays pending.  An input that holds a *new* finding at or above ``--fail-on`` (one the baseline does not
-know) is not recorded as judged: every night judges it again, and fails again, until the finding is accepted
-into the baseline (``mcp-sse-audit accept``) -- a night that nobody watched cannot turn green on its own.  A
-damaged input fails the night it arrives and is recorded (its damage does not heal; ``ingest`` repairs it).
+know) is recorded as *held*, with those findings' fingerprints: every night judges it again, and fails again,
+until the baseline knows them all (``mcp-sse-audit accept``) -- a night that nobody watched cannot turn green on
+its own.  The first run whose baseline knows them records it without judging it again.  A damaged input fails
+the night it arrives and is recorded (its damage does not heal; ``ingest`` repairs it).
 """
 from __future__ import annotations
 
@@ -48,9 +49,10 @@ from analyzer.scale.storage import Local, Remote, locate
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 FOLDER = "audits"
 SCHEMA = pa.schema([
-    ("kind", pa.string()),  # "input" | "reconnect"
+    ("kind", pa.string()),  # "input" | "held" | "reconnect"
     ("audited_at", pa.string()),  # RFC 3339 UTC: the run that judged it
-    ("sha256", pa.string()),  # input rows: the stored input's sha256
+    ("sha256", pa.string()),  # input and held rows: the stored input's sha256
+    ("fingerprint", pa.string()),  # held rows: a new finding at or above --fail-on that holds the input back
     ("reconnect", pa.string()),  # reconnect rows: the reconnect's name, and what the trend needs
     ("session_id", pa.string()),
     ("day", pa.string()),
@@ -80,18 +82,37 @@ class Ledger:
 
     name: str
     inputs: dict[str, str] = field(default_factory=dict)  # sha256 -> audited_at
+    held: dict[str, frozenset[str]] = field(default_factory=dict)  # sha256 -> the fingerprints that hold it back
     reconnects: dict[str, dict] = field(default_factory=dict)  # name -> its row (the latest)
 
     def rows(self) -> list[dict]:
         base = dict.fromkeys(SCHEMA.names)
         return ([base | {"kind": "input", "sha256": sha, "audited_at": at} for sha, at in sorted(self.inputs.items())]
+                + [base | {"kind": "held", "sha256": sha, "fingerprint": fp} for sha, fps in sorted(self.held.items()) for fp in sorted(fps)]
                 + [base | r | {"kind": "reconnect", "reconnect": n} for n, r in sorted(self.reconnects.items())])
 
-    def merged(self, inputs: dict[str, str], reconnects: list[dict]) -> Ledger:
-        """This ledger with a run's judged inputs and reconnect rows added (a reconnect's later row wins)."""
-        out = Ledger(self.name, dict(self.inputs), dict(self.reconnects))
+    def pending(self, shas: list[str], accepted: set[str] | None) -> tuple[list[str], list[str]]:
+        """Of the stored inputs ``shas``: those to judge (never recorded, or held by a finding ``accepted`` -- the
+        baseline's fingerprints, None without one -- does not hold yet) and those released (held only by
+        findings accepted since: recorded without judging them again)."""
+        todo, released = [], []
+        for sha in shas:
+            if sha in self.inputs:
+                continue
+            fps = self.held.get(sha)
+            (released if fps and accepted is not None and fps <= accepted else todo).append(sha)
+        return todo, released
+
+    def merged(self, inputs: dict[str, str], held: dict[str, frozenset[str]], reconnects: list[dict]) -> Ledger:
+        """This ledger with a run's recorded ``inputs``, ``held`` inputs and reconnect rows added (recorded wins over
+        held, whichever run said it; a reconnect's later row wins)."""
+        out = Ledger(self.name, dict(self.inputs), dict(self.held), dict(self.reconnects))
         for sha, at in inputs.items():
             out.inputs.setdefault(sha, at)
+        for sha, fps in held.items():
+            out.held[sha] = frozenset(fps)
+        for sha in out.inputs:
+            out.held.pop(sha, None)
         for r in reconnects:
             old = out.reconnects.get(r["reconnect"])
             if old is None or (r.get("audited_at") or "") >= (old.get("audited_at") or ""):
@@ -127,11 +148,15 @@ def _decode(name: str, raw: bytes | None, where: str) -> Ledger:
     if want is None or _rows_sha256(rows) != want.decode("utf-8", "replace"):
         raise StoreError(f"{where}: the audit ledger is damaged (its rows do not match its checksum); {fix}")
     out = Ledger(name)
+    held: dict[str, set[str]] = {}
     for r in rows:
         if r["kind"] == "input" and r["sha256"]:
             out.inputs[r["sha256"]] = r["audited_at"]
+        elif r["kind"] == "held" and r["sha256"] and r["fingerprint"]:
+            held.setdefault(r["sha256"], set()).add(r["fingerprint"])
         elif r["kind"] == "reconnect" and r["reconnect"]:
             out.reconnects[r["reconnect"]] = {k: r[k] for k in SCHEMA.names if k not in ("kind", "reconnect")}
+    out.held = {sha: frozenset(fps) for sha, fps in held.items()}
     return out
 
 
@@ -157,9 +182,10 @@ def read(store, name: str) -> Ledger:
     return _decode(name, raw, where.show(rel))
 
 
-def commit(store, name: str, inputs: dict[str, str], reconnects: list[dict]) -> Ledger:
-    """Record a run's judged ``inputs`` (sha256 -> when) and ``reconnects`` (trend rows with ``reconnect`` and
-    ``audited_at``): a read-merge-write no other audit's commit can interleave with.  The ledger committed."""
+def commit(store, name: str, inputs: dict[str, str], held: dict[str, frozenset[str]], reconnects: list[dict]) -> Ledger:
+    """Record a run's judged ``inputs`` (sha256 -> when), ``held`` ones (sha256 -> the fingerprints of the new
+    failing findings in them) and ``reconnects`` (trend rows with ``reconnect`` and ``audited_at``): a
+    read-merge-write no other audit's commit can interleave with.  The ledger committed."""
     from analyzer.scale.store_commit import describe, hook, write_file_atomically
 
     where = locate(store)
@@ -173,7 +199,7 @@ def commit(store, name: str, inputs: dict[str, str], reconnects: list[dict]) -> 
             raise StoreError(f"{folder}: cannot record the audit ({describe(exc)}); the next run judges these inputs again") from None
         with fd:
             fcntl.flock(fd, fcntl.LOCK_EX)  # held for one read-merge-write: milliseconds, so waiting is bounded by it
-            new = read(where, name).merged(inputs, reconnects)
+            new = read(where, name).merged(inputs, held, reconnects)
             hook("audit_merged")
             try:
                 write_file_atomically(folder / f"{name}.parquet", _encode(new))
@@ -187,7 +213,7 @@ def commit(store, name: str, inputs: dict[str, str], reconnects: list[dict]) -> 
     rel = ledger_path(name)
     for _ in range(CAS_TRIES):
         got = cond.get(rel)
-        new = _decode(name, None if got is None else got[0], where.show(rel)).merged(inputs, reconnects)
+        new = _decode(name, None if got is None else got[0], where.show(rel)).merged(inputs, held, reconnects)
         hook("audit_merged")
         try:
             cond.put(rel, _encode(new), None if got is None else got[1])
