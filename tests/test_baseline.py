@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -158,3 +159,53 @@ def test_a_baseline_over_a_store_in_partitions_is_the_same(tmp_path):
     assert a["summary"]["baseline"] == b["summary"]["baseline"] and a["summary"]["baseline"]["known"] >= 1
     assert [f["baseline"] for f in a["findings"]] == [f["baseline"] for f in b["findings"]]
     assert a == b
+
+
+# --- a baseline is input too: bounded, validated, redacted again (issue [2/5] item 8) -------------------------
+
+
+def _doc(findings) -> str:
+    return json.dumps({"tool": {"name": "mcp-sse-audit", "version": "0.1.0"}, "generated_at": "2026-12-01T00:00:00Z", "findings": findings})
+
+
+GOOD = {"fingerprint": "0123456789abcdef01234567", "rule": "gap", "severity": "critical", "session_id": "s", "time": "2026-11-13T09:00:03.000000Z"}
+
+
+@pytest.mark.parametrize("content", [
+    "[" * 100_000 + "]" * 100_000,  # nesting past the parser's recursion
+    _doc([GOOD]).replace('"time": "2026-11-13T09:00:03.000000Z"', '"time": ' + "9" * 5000),  # past Python's int digits
+    _doc([GOOD | {"time": 12}]),  # a time of another type
+    _doc([GOOD | {"fingerprint": "x" * 24}]),
+    _doc([GOOD | {"rule": "<script>"}]),
+    _doc([GOOD]).replace('"session_id": "s"', '"session_id": NaN'),
+])
+def test_a_hostile_baseline_is_one_clear_error(tmp_path, content):
+    base = tmp_path / "base.json"
+    base.write_text(content)
+    r = run("analyze", str(SYN / "gap.jsonl"), "--baseline", str(base), "--json", str(tmp_path / "f.json"))
+    assert r.exit_code == 2 and str(base) in r.stderr and len(r.stderr.splitlines()) == 1, r.output
+    assert "Traceback" not in r.output
+
+
+def test_a_baseline_is_read_within_bounds_never_from_a_device_or_a_pipe(tmp_path):
+    (tmp_path / "zero.json").symlink_to("/dev/zero")
+    r = run("analyze", str(SYN / "gap.jsonl"), "--baseline", str(tmp_path / "zero.json"))
+    assert r.exit_code == 2 and "not a regular file" in r.stderr
+    os.mkfifo(tmp_path / "fifo.json")  # nobody writes to it: reading it would block forever
+    r = run("analyze", str(SYN / "gap.jsonl"), "--baseline", str(tmp_path / "fifo.json"))
+    assert r.exit_code == 2 and "not a regular file" in r.stderr
+
+
+def test_a_baseline_with_a_bom_secrets_and_lone_surrogates_is_read_and_nothing_leaks(tmp_path):
+    """A UTF-8 BOM is read; a message holding a JWT or a lone surrogate is redacted again / made writable before
+    it is copied into tonight's outputs (gone_findings)."""
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+    gone = GOOD | {"fingerprint": "fedcba9876543210fedcba98", "message": f"token {jwt} \ud800 end"}
+    (tmp_path / "base.json").write_bytes(b"\xef\xbb\xbf" + _doc([gone]).encode())
+    out = tmp_path / "f.json"
+    r = run("analyze", str(SYN / "gap.jsonl"), "--baseline", str(tmp_path / "base.json"), "--json", str(out))
+    assert r.exit_code == 1, r.output
+    text = out.read_text()
+    assert jwt not in text and "\\ud800" not in text
+    [g] = json.loads(text)["summary"]["baseline"]["gone_findings"]
+    assert g["fingerprint"] == gone["fingerprint"] and g["message"].endswith(" end")

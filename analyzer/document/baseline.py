@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,30 +114,91 @@ class Read:
     version: str | None
 
 
-def read(path: str, what: str) -> Read:
-    """A findings JSON or JSON Lines (or a baseline ``accept`` wrote) at ``path``; ``what`` names it in errors."""
-    fix = "give a file `mcp-sse-audit analyze ... --json FILE` (or `mcp-sse-audit accept`) wrote"
+def _text(path: str, what: str, fix: str) -> str:
+    """The file's text, read within :data:`MAX_BYTES`: a regular file only (a FIFO would block the run forever, a
+    link to ``/dev/zero`` would fill the memory), a UTF-8 byte order mark dropped (Windows editors write one)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise AuditError(f"{what} {path}: cannot read it ({exc.strerror or exc})") from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise AuditError(f"{what} {path}: not a regular file (a device, a pipe or a socket); {fix}")
+        try:
+            data = fh.read(MAX_BYTES + 1)
+        except OSError as exc:
+            raise AuditError(f"{what} {path}: cannot read it ({exc.strerror or exc})") from None
+    if len(data) > MAX_BYTES:
+        raise AuditError(f"{what} {path}: larger than {MAX_BYTES >> 20} MiB, more than any findings file of this tool; {fix}")
+    try:
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise AuditError(f"{what} {path}: not a findings JSON (not UTF-8 text); {fix}") from None
+
+
+def read(path: str, what: str) -> Read:
+    """A findings JSON or JSON Lines (or a baseline ``accept`` wrote) at ``path``; ``what`` names it in errors.
+    Hostile content is refused or made harmless: nesting too deep or numbers too long for the parser are "not a
+    findings document", each finding is checked field by field (:func:`_checked`)."""
+    fix = "give a file `mcp-sse-audit analyze ... --json FILE` (or `mcp-sse-audit accept`) wrote"
+    text = _text(path, what, fix)
     got = None
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, parse_constant=_no_constant)
         if isinstance(doc, dict) and isinstance(doc.get("findings"), list):
             sessions = doc.get("sessions") if isinstance(doc.get("sessions"), list) else []
             got = Read(doc, doc["findings"], [x.get("session_id") for x in sessions if isinstance(x, dict)], None)
     except json.JSONDecodeError:
         got = _json_lines(text)
+    except (RecursionError, ValueError):  # 100k-deep nesting; a 5,000-digit integer (Python's int limit); NaN
+        got = None
     if got is None or not (isinstance(got.head.get("tool"), dict) and got.head["tool"].get("name") == "mcp-sse-audit"):
         raise AuditError(f"{what} {path}: not a findings document of mcp-sse-audit (no tool and findings at its top); {fix}")
-    got.version = got.head["tool"].get("version")
+    version = got.head["tool"].get("version")
+    got.version = version if isinstance(version, str) else None
     if not all(isinstance(f, dict) and isinstance(f.get("fingerprint"), str) and f.get("severity") in SEVERITIES for f in got.findings):
-        raise AuditError(f"{what} {path}: its findings have no fingerprints (written by mcp-sse-audit {got.version}, before fingerprints "
+        raise AuditError(f"{what} {path}: its findings have no fingerprints (written by mcp-sse-audit {_clean(got.version)}, before fingerprints "
                          f"existed); make a new one with this version: mcp-sse-audit analyze ... --json {path}")
+    checked = [_checked(f) for f in got.findings]
+    bad = next((f for f, c in zip(got.findings, checked) if c is None), None)
+    if bad is not None:
+        raise AuditError(f"{what} {path}: a finding is not as this tool writes it (fingerprint {_clean(bad.get('fingerprint'))[:40]!r}: "
+                         f"24 hex digits, a rule name, a time or null); {fix}")
+    got.findings = checked
+    if not isinstance(got.head.get("generated_at"), (str, type(None))) or not _TIME.fullmatch(got.head.get("generated_at") or "2000-01-01T00:00:00Z"):
+        got.head["generated_at"] = None
     return got
+
+
+MAX_BYTES = 1 << 30  # a findings file larger than this is not one (the tool caps what it writes well below)
+_FP = re.compile(r"[0-9a-f]{24}")
+_RULE = re.compile(r"[a-z][a-z0-9_]{0,79}")
+_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z")
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _clean(value) -> str:
+    """A string as it may be shown again: lone surrogates replaced (they cannot be written as UTF-8)."""
+    return str(value).encode("utf-8", "replace").decode("utf-8")
+
+
+def _checked(f: dict) -> dict | None:
+    """A baseline finding reduced to :data:`BRIEF`, every value of the type and shape this tool writes, its message
+    redacted again and cut to 2,000 characters (a baseline is input: it may come from anywhere); None when its
+    fingerprint, rule or time is not one this tool writes."""
+    from analyzer import redact
+
+    fp, rule, time_, sid, msg = (f.get(k) for k in ("fingerprint", "rule", "time", "session_id", "message"))
+    if not (isinstance(fp, str) and _FP.fullmatch(fp) and isinstance(rule, str) and _RULE.fullmatch(rule)):
+        return None
+    if time_ is not None and not (isinstance(time_, str) and _TIME.fullmatch(time_)):
+        return None
+    sid = _clean(sid)[:1000] if isinstance(sid, str) else None
+    msg = redact.text(_clean(msg)[:2000]) if isinstance(msg, str) else None
+    return {"fingerprint": fp, "rule": rule, "severity": f["severity"], "session_id": sid, "time": time_, "message": msg}
 
 
 def _json_lines(text: str) -> Read | None:
@@ -145,8 +208,8 @@ def _json_lines(text: str) -> Read | None:
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
+            rec = json.loads(line, parse_constant=_no_constant)
+        except (json.JSONDecodeError, RecursionError, ValueError):
             return None
         if not isinstance(rec, dict):
             return None
