@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import traceback
 from datetime import datetime
@@ -62,7 +63,17 @@ get byte-identical files that audit jobs can diff:
 
 
 def _echo(text: str, err: bool = True) -> None:
-    click.echo(text, err=err)
+    try:
+        click.echo(text, err=err)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:  # the summary to a full disk (> /dev/full): the output is incomplete, exit 2, not a traceback
+        if err:
+            raise
+        from analyzer.scale.store_commit import describe
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise AuditError(f"cannot write to standard output: {describe(exc)}; the output is incomplete") from None
 
 
 def _read_options(fn):

@@ -66,6 +66,11 @@ def emit(out: str, text: str | bytes) -> None:
         # the reader went away (``| head``): say the output is cut, and keep Python from failing at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise AuditError("standard output was closed before the output was complete (broken pipe)") from None
+    except OSError as exc:  # a full disk behind a redirection (> /dev/full, ENOSPC, a quota): exit 2, as for a file
+        from analyzer.scale.store_commit import describe
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # what is still buffered cannot be written either
+        raise AuditError(f"cannot write to standard output: {describe(exc)}; the output is incomplete") from None
 
 
 def write(path: str, text: str | bytes) -> None:

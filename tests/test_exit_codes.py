@@ -206,3 +206,17 @@ def test_nothing_to_judge_exits_2_on_every_engine_path(tmp_path):
     for extra in ([], ["--partitions", "2", "--html", str(tmp_path / "r.html")], ["--partitions", "2", "--json", str(tmp_path / "o.json")]):
         r = CliRunner().invoke(cli_main, ["analyze", "--store", str(store), "--fail-on", "never", *extra])
         assert r.exit_code == 2 and "nothing to judge" in r.stderr, (extra, r.output)
+
+
+@pytest.mark.parametrize("args", [["--json", "-", "-q"], ["--json-lines", "-", "-q"], []])
+def test_standard_output_on_a_full_disk_is_exit_2_in_one_line(args):
+    """``> /dev/full``: every write fails with ENOSPC.  Exit 2 and one line, as a file on a full disk (was exit 3)."""
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-c", "from analyzer.cli import main; main()", "analyze", str(SYN / "gap.jsonl"), *args],
+                           cwd=ROOT, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert "cannot write to standard output" in r.stderr and "the output is incomplete" in r.stderr
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr
