@@ -37,6 +37,12 @@ CATALOG: dict[str, Kind] = {
         "decoded): noise, not read; the stream's events are unknown (record again with the current addon)",
     ),
     "jsonl_bad_timestamp": Kind("warning", False, "a `ts` that is not RFC 3339; the record is kept without a time"),
+    # --- any format
+    "time_in_future": Kind(
+        "warning", False,
+        "an exchange starts more than a day after the clock of the run that read it: the capturing host's clock was wrong "
+        "(or the record is forged); it is judged as any other, and moves no window (windows count from the clock)",
+    ),
     # --- HAR
     "har_invalid": Kind("error", True, "the document is not HAR (no log.entries)"),
     "har_entry_invalid": Kind("error", True, "an entry lacks request/response fields it needs"),

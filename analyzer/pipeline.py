@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from datetime import datetime, timedelta, timezone
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -204,6 +205,24 @@ def run(
     return result
 
 
+FUTURE = timedelta(days=1)  # past the run's clock by more than this: a wrong clock, not a time zone slip
+
+
+def _in_future(exchanges) -> pl.DataFrame:
+    """A ``time_in_future`` anomaly per exchange that starts more than :data:`FUTURE` after the clock (a capture
+    dated 9999 beside a real incident: said, and moving no window)."""
+    x = pl.from_arrow(exchanges.select(["source", "location", "started"])) if exchanges.num_rows else None
+    schema = pl.from_arrow(ANOMALY_SCHEMA.empty_table()).schema
+    if x is None:
+        return pl.DataFrame(schema=schema)
+    limit = datetime.now(timezone.utc) + FUTURE
+    return (x.filter(pl.col("started") > limit)
+            .select("source", "location", code=pl.lit("time_in_future"), severity=pl.lit("warning"),
+                    message=pl.format("the exchange starts at {}, more than a day after this run's clock",
+                                      pl.col("started").dt.strftime("%Y-%m-%dT%H:%M:%S%.6fZ")))
+            .cast(schema))
+
+
 def analyze_tables(
     tables: dict, input_rows: list[dict], errors: list[InputError], skipped: list[str], readable: int, keep_pos: bool = False,
     consume: bool = False, columnar: bool = False, progress: Callable[[str], None] | None = None,
@@ -229,6 +248,7 @@ def analyze_tables(
     body = findings.build_document(frames, b, rev, keep_pos=keep_pos, columnar=columnar)
 
     anomalies = pl.from_arrow(tables["anomalies"]) if tables["anomalies"].num_rows else pl.from_arrow(ANOMALY_SCHEMA.empty_table())
+    anomalies = pl.concat([anomalies, _in_future(tables["exchanges"])])
     doc = assemble(input_rows, errors, skipped, body, n_events, int(tables["messages"].num_rows), anomalies.to_dicts())
     return Result(doc, readable, errors)
 

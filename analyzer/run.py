@@ -225,6 +225,7 @@ def _finish(o: Options, given: Options, result: pipeline.Result, base, lost_inpu
         echo(said + (terminal.safe(f"; the outputs written say so: {names}") if names else ""))
         return 2
     _nothing_matched(doc["summary"], given, echo)
+    _untimed(doc, o, echo)
     ports = o.reading.ports
     if ports and doc["summary"]["exchanges"] == 0:
         echo(f"warning: no HTTP exchange on port {', '.join(map(str, sorted(ports)))}: the captures hold no MCP traffic to or "
@@ -240,6 +241,19 @@ def _exit(decision: tuple[int, str | None], echo: Echo) -> int:
     if why:
         echo(why)
     return code
+
+
+def _untimed(doc: dict, o: Options, echo: Echo) -> None:
+    """A window keeps the exchanges whose time could not be read (analyzer/window.py): say how many, so a window
+    that judged them is not taken for one that placed them."""
+    if o.since is None and o.until is None:
+        return
+    xs = doc.get("exchanges") or []
+    started = xs.column("started") if hasattr(xs, "column") else [x.get("started") for x in xs]
+    n = sum(1 for t in started if t is None)
+    if n:
+        echo(f"warning: {n} exchange(s) have no time that could be read (see the *_bad_timestamp anomalies): kept in the window, "
+             "since nothing places them outside it")
 
 
 def _nothing_matched(summary: dict, o: Options, echo: Echo) -> None:

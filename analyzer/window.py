@@ -6,7 +6,9 @@ the MCP endpoint, with its response) was **open** during ``[since, until)``: it 
 ``since`` that delivered into the window counts.  Every exchange of such a session is kept, the ones that started before
 ``since`` or after ``until`` too; events and JSON-RPC messages follow their exchange.  An exchange
 without a session id (stateless traffic, a 2026-07-28 request) is its own unit: kept when it was open
-inside the window.  An exchange with no start time is kept only with its session.
+inside the window.  An exchange whose time could not be read (no start time) is in every window, with its
+session: nothing shows it outside, and a nightly job must not lose its findings to a bad clock (the run
+says how many it kept so).
 
 Why whole sessions.  A reconnect names the last event its client received (``Last-Event-ID``); the
 event, its stream and the ``initialize`` that made the session usually lie before the reconnect.  Cut
@@ -166,16 +168,19 @@ class Window:
         """True for an exchange that was open during ``[since, until)``: it started before ``until`` and had not
         ended before ``since`` (``ended``; without it, or where it is null, its start stands for its end).  A long
         GET stream opened before a nightly ``--since 24h`` that kept delivering into the window is in it.  False
-        for no start time (an absent start is in no window)."""
+        for no start time: that is True, it is in every window (it cannot be shown to be outside one)."""
         if self.relative:
             raise ValueError("a relative window: resolve it first (Window.resolve)")
-        inside = started.is_not_null()
+        # no start time (a record whose time could not be read): it cannot be placed outside any window, so it is
+        # in every one -- a capture's bad clock never makes its findings vanish from a nightly job (the run says how many)
+        untimed = started.is_null()
+        inside = pl.lit(True)
         if self.since is not None:
             last = started if ended is None else pl.coalesce(ended, started)
             inside = inside & (last >= pl.lit(self.since, pl.Datetime("us", "UTC")))
         if self.until is not None:
             inside = inside & (started < pl.lit(self.until, pl.Datetime("us", "UTC")))
-        return inside.fill_null(False)
+        return (untimed | inside).fill_null(False)
 
     def summary(self) -> dict:
         """The document's ``summary.window``: the bounds applied, resolved, as RFC 3339 UTC (null: open); a re-run

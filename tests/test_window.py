@@ -118,6 +118,9 @@ def test_a_record_dated_9999_does_not_move_the_window(tmp_path):
     p.write_text("\n".join([*lines, json.dumps(future)]) + "\n")
     doc, r = cli(str(p), "--since", "24h", "--now", "2026-11-13T12:00:00Z")
     assert r.exit_code == 1 and any(b["verdict"] == "gap" for b in doc["boundaries"])
+    # and the record from the future is said, where it is (a warning: it fails no run by itself)
+    [a] = [a for a in doc["anomalies"] if a["code"] == "time_in_future"]
+    assert a["severity"] == "warning" and a["location"] == f"line {len(lines) + 1}" and "9999-12-31T00:00:00" in a["message"]
 
 
 def test_now_is_a_time_and_needs_a_duration():
@@ -317,3 +320,19 @@ def test_a_stream_open_through_the_window_brings_its_session(tmp_path):
     assert all(when(x["started"]) < last - timedelta(hours=12) for x in whole["exchanges"])  # every start is a day back
     doc, _ = cli(str(p), "--since", show(last - timedelta(hours=1)))
     assert doc["summary"]["exchanges"] == whole["summary"]["exchanges"] and verdicts(doc) == verdicts(whole)
+
+
+def test_times_that_cannot_be_placed_are_kept_and_said(tmp_path):
+    """A leap second (23:59:60Z, RFC 3339) is a time: read as 23:59:59.999999.  A time that cannot be read at all
+    keeps its exchange in every window, with a warning: before, both vanished from every window with their findings."""
+    lines = [json.loads(x) for x in GAP.read_text().splitlines()]
+    leap = [dict(r, ts="2026-11-13T23:59:60Z") for r in lines]
+    bad = [dict(r, ts="not a time") for r in lines]
+    for name, recs, says in (("leap", leap, None), ("bad", bad, "have no time that could be read")):
+        p = tmp_path / f"{name}.jsonl"
+        p.write_text("".join(json.dumps(r) + "\n" for r in recs))
+        doc, r = cli(str(p), "--since", "2026-11-13T23:00:00Z", "--until", "2026-11-14")
+        assert any(b["verdict"] == "gap" for b in doc["boundaries"]), name
+        assert (says in r.stderr) if says else ("no time" not in r.stderr), r.stderr
+    doc, _ = cli(str(tmp_path / "leap.jsonl"))
+    assert {x["started"] for x in doc["exchanges"]} == {"2026-11-13T23:59:59.999999Z"}
