@@ -148,9 +148,11 @@ def compact_digest_expr(hex_digest: pl.Expr) -> pl.Expr:
 
 
 def media_type(content_type: str | None) -> str | None:
+    """The media type, lower case, without parameters; of a list ("text/event-stream, text/event-stream", as a HAR's
+    mimeType keeps a repeated Content-Type), the first, as the clients read it (analyzer.decode.http1.SINGLE_VALUED)."""
     if not content_type:
         return None
-    return content_type.split(";", 1)[0].strip().lower() or None
+    return content_type.split(",", 1)[0].split(";", 1)[0].strip().lower() or None
 
 
 @dataclass

@@ -47,7 +47,7 @@ from hyperframe.frame import (
     SettingsFrame,
 )
 
-from analyzer.decode.http1 import Head
+from analyzer.decode.http1 import Head, add_header
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 MAX_FRAME = 1 << 24  # the largest frame HTTP/2 can express (2^24 - 1): buffering is bounded by one frame
@@ -337,10 +337,8 @@ class Connection:
                     value = text(value_b)
                     if name.startswith(":"):
                         pseudo.setdefault(name, value)
-                    elif name in headers:
-                        headers[name] = f"{headers[name]}; {value}" if name == "cookie" else f"{headers[name]}, {value}"
                     else:
-                        headers[name] = value
+                        add_header(headers, name, value)
                 return headers, pseudo
         for name_b, value_b in fields:
             if len(name_b) > _READ_LONGEST or len(name_b) + len(value_b) + 32 > MAX_HEADER_LIST:

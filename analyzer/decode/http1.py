@@ -85,13 +85,30 @@ def starts_like_response(data: bytes) -> bool:
 HEAD, LENGTH, CHUNK_SIZE, CHUNK_DATA, CHUNK_CRLF, TRAILER, UNTIL_CLOSE, WAIT, RESYNC, STOPPED = range(10)
 
 
+# Headers the MCP peers read one value of.  Repeated, the FIRST is what they act on: the python SDK's server
+# (Starlette's Headers.get) and client (httpx joins them, and the client tests the content type with
+# startswith); the TypeScript client finds text/event-stream in any value (includes), which is the same answer
+# unless the repeated values differ.  Joined as other headers are, "text/event-stream, text/event-stream" was
+# "not an event stream" and "5, 5" an unknown Last-Event-ID: the events the clients read and the gap vanished.
+SINGLE_VALUED = frozenset({"content-type", "last-event-id", "mcp-session-id", "mcp-protocol-version", "x-mcp-replay-epoch"})
+
+
+def add_header(headers: dict[str, str], name: str, value: str) -> None:
+    """One header line into ``headers`` (lower-case ``name``): a repeated name is joined with ", " (RFC 9110
+    5.3; Cookie with "; ", RFC 9113 8.2.3), except :data:`SINGLE_VALUED`, which keep their first value."""
+    if name not in headers:
+        headers[name] = value
+    elif name not in SINGLE_VALUED:
+        headers[name] = f"{headers[name]}; {value}" if name == "cookie" else f"{headers[name]}, {value}"
+
+
 @dataclass(frozen=True, slots=True)
 class Head:
     method: str | None  # request: its method; response: the method of the request it answers (None: unpaired)
     target: str | None
     status: int | None
     version: str
-    headers: dict[str, str]  # lower-case names; repeated headers joined with ", "
+    headers: dict[str, str]  # lower-case names; repeated headers joined with ", " (single-valued ones: the first, add_header)
     pkt: int  # packet of the message's first byte
     ts: int | None
     interim: bool = False  # 1xx: another head follows for the same request
@@ -409,7 +426,7 @@ class MessageParser:
                 return
             key = name.decode("ascii").lower()
             val = value.strip(b" \t").decode("utf-8", "replace")
-            headers[key] = f"{headers[key]}, {val}" if key in headers else val
+            add_header(headers, key, val)
             last = key
         if self.is_request:
             method, target = m.group(1).decode("ascii"), m.group(2).decode("utf-8", "replace")

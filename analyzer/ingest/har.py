@@ -35,6 +35,7 @@ from typing import BinaryIO
 import polars as pl
 
 from analyzer.decode import content_coding, sse_columns
+from analyzer.decode.http1 import add_header
 from analyzer.ingest.reading import Reading
 from analyzer.limits import Limits
 from analyzer.anomalies import AnomalyLog
@@ -78,8 +79,7 @@ def _headers(items: object, clean: _Cleaner) -> dict[str, str] | None:
         name = clean(h["name"].lower())
         if name.startswith(":"):  # HTTP/2 pseudo-headers (Chrome)
             continue
-        value = clean(str(h.get("value", "")))
-        out[name] = f"{out[name]}, {value}" if name in out else value
+        add_header(out, name, clean(str(h.get("value", ""))))
     return out
 
 

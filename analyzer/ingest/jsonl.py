@@ -34,6 +34,7 @@ from typing import BinaryIO
 import polars as pl
 
 from analyzer.decode import content_coding
+from analyzer.decode.http1 import add_header
 from analyzer.ingest import jsonl_columns
 from analyzer.ingest.reading import Reading
 from analyzer.anomalies import AnomalyLog
@@ -54,8 +55,13 @@ def _headers(value: object) -> dict[str, str] | None:
         return {}
     if not isinstance(value, dict):
         return None
-    # (repeated headers as a list, as some proxies write them, are joined)
-    return {str(k).lower(): (", ".join(map(str, v)) if type(v) is list else str(v)) for k, v in value.items()}
+    # repeated headers as a list, as some proxies write them: joined, or the first of a single-valued one (add_header);
+    # a name given twice in other case ("Content-Type" and "content-type") is a repeat too
+    out: dict[str, str] = {}
+    for k, v in value.items():
+        for one in (v if type(v) is list else (v,)):
+            add_header(out, str(k).lower(), str(one))
+    return out
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
