@@ -60,6 +60,7 @@ SCHEMA = pa.schema([
     ("verdict", pa.string()),
     ("diverged", pa.bool_()),
     ("events_lost", pa.int64()),
+    ("events_duplicated", pa.int64()),
 ], metadata={"mcp_sse_audit_audit": "1"})
 ROWS_SHA256 = b"mcp_sse_audit_rows_sha256"
 CAS_TRIES = 20  # compare-and-swap rounds on an object store before giving up (each one another audit's commit)
