@@ -66,6 +66,11 @@ class Options:
     quiet: bool = False
     progress: Callable[[str], None] | None = None
 
+    def reads_store(self) -> bool:
+        """Does the analysis read a store?  ``--store``, and Spark, which analyzes PATHs through a temporary store.
+        Its document then carries the trend over the store's days (:mod:`analyzer.document.trend`)."""
+        return self.store is not None or self.engine == "spark"
+
     def problem(self) -> str | None:
         """What makes these options a usage error (exit 2, before anything is read), or None."""
         if not self.paths and not self.store:

@@ -82,7 +82,7 @@ def _spill(o: Options, store, base, lost_input: bool, echo: Echo) -> int:
     from analyzer.scale import spill
 
     written = spill.write(store, o.partitions, o.outputs.json_lines, o.outputs.json, o.since, o.until, o.sessions, o.progress,
-                          baseline=base)
+                          baseline=base, trend=True)
     _nothing_matched(written.summary, o, echo)
     if not o.quiet:
         outs = tuple(out for out in (o.outputs.json, o.outputs.json_lines) if out)
@@ -150,6 +150,10 @@ def _finish(o: Options, result: pipeline.Result, base, lost_input: bool, echo: E
             from analyzer.document import baseline as baselines
 
             baselines.apply(doc, base)
+        if o.reads_store():  # the store's reconnects per day and host (the report draws them)
+            from analyzer.document import trend
+
+            doc["trend"] = trend.per_day(trend.per_reconnect(doc))
         # with nothing readable the outputs are still written: a scheduled job's report says so (exit 2)
         written = write_all(doc, o.outputs, o.fail_on, o.progress)
     if nothing:
