@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from typing import Callable
 
 from analyzer import document, pipeline, terminal
@@ -18,7 +19,7 @@ from analyzer import window as windows
 from analyzer.anomalies import occurrences
 from analyzer.ingest.reading import Reading
 from analyzer.options import Options
-from analyzer.outputs import write_all
+from analyzer.outputs import Run, write_all
 from analyzer.tables import keep_pandas_out
 
 Echo = Callable[..., None]  # echo(text, err=True)
@@ -30,6 +31,7 @@ def run(options: Options, echo: Echo) -> int:
     before; a failure of the library (an unusable baseline, a damaged store, an output that cannot be
     written) is an :class:`~analyzer.errors.AuditError`."""
     o = options
+    started = time.time()  # (the metrics' run duration and end time)
     if o.engine == "local":
         keep_pandas_out()  # (the Spark engine hands pandas objects to pyarrow; a store's pyarrow.dataset imports it anyway)
     base = None
@@ -45,12 +47,12 @@ def run(options: Options, echo: Echo) -> int:
         if o.paths:
             unreadable = _ingest_paths(o, o.store, echo, "read into the store (analyze it without --store for the reason)")
         store = _pinned(o.store, echo)  # one manifest snapshot for the whole analysis, every part checked first
-        if o.partitions > 1 and not (o.outputs.html or o.outputs.junit or o.outputs.github):
+        if o.partitions > 1 and not o.outputs.whole_document():
             return _spill(o, store, base, _lost(o, unreadable), echo)
         result = _store(o, store)
     else:
         result = pipeline.run(list(o.paths), o.reading, o.progress, columnar=True, window=windows.of(o.since, o.until))
-    return _finish(o, result, base, _lost(o, unreadable), echo)
+    return _finish(o, result, base, _lost(o, unreadable), echo, started)
 
 
 def _lost(o: Options, unreadable: list[str]) -> bool:
@@ -132,8 +134,9 @@ def _pinned(where, echo: Echo, check_parts: bool = True):
     return pinned.store
 
 
-def _finish(o: Options, result: pipeline.Result, base, lost_input: bool, echo: Echo) -> int:
-    """What every in-memory engine does with its document: errors, outputs, summary, exit code."""
+def _finish(o: Options, result: pipeline.Result, base, lost_input: bool, echo: Echo, started: float) -> int:
+    """What every in-memory engine does with its document: errors, outputs, summary, exit code (``started``: when the
+    run began, for the metrics)."""
     nothing = result.readable == 0
     doc = result.document if result.document.get("summary") else None
     # one input, unreadable (a missing path, a file of another kind): one line says it all, below
@@ -145,17 +148,21 @@ def _finish(o: Options, result: pipeline.Result, base, lost_input: bool, echo: E
             rule = "" if why.startswith(pipeline.NOT_A_CAPTURE) else " (read: regular files, standard input, and pipes named on the command line)"
             echo(terminal.safe(f"skipped: {path}: {why}{rule}"))
     written = []
-    if doc is not None:  # (a Spark run over an empty temporary store has no document to write)
-        if base is not None:
-            from analyzer.document import baseline as baselines
+    if doc is not None and base is not None:
+        from analyzer.document import baseline as baselines
 
-            baselines.apply(doc, base)
+        baselines.apply(doc, base)
+    # every connection that could be MCP encrypted is "cannot tell", never a clean run: the one decision, pipeline.exit_code;
+    # decided before the outputs are written (the metrics carry it), said after them
+    decision = (2, None) if nothing else \
+        pipeline.exit_code(doc["summary"], occurrences(doc["anomalies"], "tls_not_decrypted"), o.fail_on, lost_input)
+    if doc is not None:  # (a Spark run over an empty temporary store has no document to write)
         if o.reads_store():  # the store's reconnects per day and host (the report draws them)
             from analyzer.document import trend
 
             doc["trend"] = trend.per_day(trend.per_reconnect(doc))
         # with nothing readable the outputs are still written: a scheduled job's report says so (exit 2)
-        written = write_all(doc, o.outputs, o.fail_on, o.progress)
+        written = write_all(doc, o.outputs, o.fail_on, o.progress, Run(started, decision[0]))
     if nothing:
         names = ", ".join(w for w in written if w != "-")
         said = terminal.safe(f"error: {result.errors[0]}; nothing to analyze") if alone else \
@@ -169,8 +176,7 @@ def _finish(o: Options, result: pipeline.Result, base, lost_input: bool, echo: E
              "from it (drop --port to analyze every flow that looks like MCP)")
     if not o.quiet:
         echo(terminal.summary_text(doc, tuple(written), terminal.width()), err=bool(o.outputs.to_stdout()))
-    # every connection that could be MCP encrypted is "cannot tell", never a clean run: the one decision, pipeline.exit_code
-    return _exit(pipeline.exit_code(doc["summary"], occurrences(doc["anomalies"], "tls_not_decrypted"), o.fail_on, lost_input), echo)
+    return _exit(decision, echo)
 
 
 def _exit(decision: tuple[int, str | None], echo: Echo) -> int:
