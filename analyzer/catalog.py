@@ -79,6 +79,18 @@ VERDICTS: tuple[Verdict, ...] = (
 VERDICT_ORDER = [v.name for v in VERDICTS]
 VERDICT = {v.name: v for v in VERDICTS}
 
+# the verdicts that prove the stream diverged: what the terminal, the report, the trend and the metrics count as
+# "diverged" (unverifiable is counted apart: nothing proves it either way)
+DIVERGED = tuple(v for v in VERDICT_ORDER if v not in ("unverifiable", "continuous"))
+
+
+def verdict_severities(verdict: str) -> tuple[str, ...]:
+    """The severities a reconnect's finding (named by its verdict) can be reported with: VERDICT_SEVERITY as data
+    (rules/verdicts.judge decides which one).  ``continuous`` has no finding."""
+    if verdict == "continuous":
+        return ()
+    return ("warning", "info") if verdict == "unverifiable" else ("critical", "error", "warning")
+
 
 @dataclass(frozen=True)
 class FindingRule:

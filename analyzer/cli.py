@@ -43,6 +43,7 @@ Examples:
   mcp-sse-audit analyze /archive/2026-11/ --json - --fail-on critical | jq .summary
   mcp-sse-audit analyze logs/ --since 24h --baseline accepted.json --json tonight.json
   mcp-sse-audit analyze captures/ --junit audit.xml --github-annotations   # in CI
+  mcp-sse-audit analyze --store st/ --since 24h --metrics /var/lib/node_exporter/textfile/mcp_sse_audit.prom
 \b
 Exit codes (for scheduled jobs):
   0 clean: no finding at or above --fail-on (with --baseline: no new one),
@@ -193,7 +194,7 @@ def main() -> None:
     help="With --store: analyze in N partitions, one after another, so memory holds one partition, not the "
     "archive. A partition never splits an input or a session (inputs sharing a session id stay together); "
     "the findings are the same as with 1. Without --html the JSON (compact) and JSON Lines are written "
-    "partition by partition too; --html needs the whole document in memory.",
+    "partition by partition too; --html, --junit, --github-annotations and --metrics need the whole document in memory.",
 )
 @click.option(
     "--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
@@ -223,6 +224,11 @@ def main() -> None:
               "at --fail-on error or warning also one case per input, an error when the input was damaged.")
 @click.option("--github-annotations", "github", is_flag=True, help="Print GitHub Actions annotations (::error file=...::...) on standard "
               "output, one per finding at or above --fail-on (new ones only with --baseline); the summary then goes to stderr.")
+@click.option("--metrics", "metrics_out", metavar="FILE|-", type=click.Path(dir_okay=False, allow_dash=True),
+              help="Write OpenMetrics text for Prometheus (node_exporter's textfile collector; written atomically): "
+              "reconnects by verdict and host, findings by rule, severity and host, new findings against --baseline, "
+              "inputs read or damaged, events lost and delivered twice, the run's end time, duration and exit code; "
+              "every family on every run, zero when none. Example: --metrics /var/lib/node_exporter/textfile/mcp_sse_audit.prom")
 @click.option(
     "--format", "fmt", type=click.Choice(["auto", "jsonl", "har", "pcap"]), default="auto", show_default=True,
     help="Input format; auto recognises each file by its content (pcap covers pcapng).",
@@ -235,7 +241,7 @@ def main() -> None:
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary; only errors.")
 @_read_options
 def analyze(paths, store_dir, since, until, now, audit, sessions, partitions, engine, spark_master, json_out, jsonl_out, html_out, fail_on, baseline_path,
-            junit_out, github, reading, quiet, progress):
+            junit_out, github, metrics_out, reading, quiet, progress):
     """Analyze captured MCP traffic (HAR, proxy JSONL, pcap/pcapng; directories are walked, .gz is read).
 
     Rebuilds every session, stream and reconnect, judges each reconnect
@@ -245,7 +251,7 @@ def analyze(paths, store_dir, since, until, now, audit, sessions, partitions, en
     """
     opts = options.Options(
         tuple(paths), store_dir, since, until, tuple(sessions), partitions, engine, spark_master,
-        options.Outputs(json_out, jsonl_out, html_out, junit_out, github), fail_on, baseline_path, reading, quiet, progress,
+        options.Outputs(json_out, jsonl_out, html_out, junit_out, github, metrics_out), fail_on, baseline_path, reading, quiet, progress,
         now=_absolute(now), audit=audit)
     problem = opts.problem()
     if problem:

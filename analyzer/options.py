@@ -33,11 +33,20 @@ class Outputs:
     html: str | None = None
     junit: str | None = None
     github: bool = False  # GitHub Actions annotations, on standard output
+    metrics: str | None = None  # OpenMetrics text for node_exporter's textfile collector (analyzer/document/metrics.py)
 
     def to_stdout(self) -> list[str]:
         """The options that write to standard output."""
         return [name for name, out in (("--json", self.json), ("--json-lines", self.json_lines), ("--html", self.html),
-                                       ("--junit", self.junit), ("--github-annotations", "-" if self.github else None)) if out == "-"]
+                                       ("--junit", self.junit), ("--github-annotations", "-" if self.github else None),
+                                       ("--metrics", self.metrics)) if out == "-"]
+
+    def whole_document(self) -> bool:
+        """Does an output need the whole document in memory?  The report, JUnit, the annotations and the metrics do
+        (the metrics are made from the finished document, per host and rule: the spilling writer never holds one,
+        and a second, streaming count of the same numbers could drift from it); the JSON and JSON Lines can be
+        written partition by partition (``--partitions N``)."""
+        return bool(self.html or self.junit or self.github or self.metrics)
 
     def pointed(self) -> tuple[str | None, ...]:
         """The outputs the terminal summary points to for what it does not show."""
@@ -48,7 +57,7 @@ class Outputs:
 class Options:
     """One ``analyze`` run.  ``store``: a store to analyze (PATHs are ingested into it first); ``since`` /
     ``until``: :mod:`analyzer.window`'s bounds; ``sessions``: with a store, only these ids; ``partitions``:
-    a store analyzed in N groups (without --html, JUnit or annotations, written as it goes); ``engine``:
+    a store analyzed in N groups (written as it goes unless :meth:`Outputs.whole_document`); ``engine``:
     ``local`` or ``spark``; ``fail_on``: the least severity that fails the run; ``baseline``: an earlier
     run's findings file; ``quiet``: no summary; ``progress``: phase lines (None: none); ``now``: what a duration
     of ``since``/``until`` counts back from (None: the clock when the run starts)."""
@@ -73,6 +82,11 @@ class Options:
     def window(self) -> windows.Window:
         """The window with absolute bounds, resolved once for the whole run (every engine gets the same times)."""
         return windows.Window(self.since, self.until).resolve(self.now)
+
+    def reads_store(self) -> bool:
+        """Does the analysis read a store?  ``--store``, and Spark, which analyzes PATHs through a temporary store.
+        Its document then carries the trend over the store's days (:mod:`analyzer.document.trend`)."""
+        return self.store is not None or self.engine == "spark"
 
     def problem(self) -> str | None:
         """What makes these options a usage error (exit 2, before anything is read), or None."""

@@ -1,7 +1,9 @@
-"""The files a run writes: the findings JSON, JSON Lines, the HTML report, JUnit XML and GitHub annotations.
+"""The files a run writes: the findings JSON, JSON Lines, the HTML report, JUnit XML, GitHub annotations and the
+OpenMetrics text.
 
-Each is written whole or not at all (a temporary file renamed over the target: a full disk leaves no
-truncated file), or to standard output for ``-`` (a reader that goes away is an error, never exit 0
+Each is written whole or not at all (a temporary file beside the target, fsync'd and renamed over it: a full
+disk leaves no truncated file, and node_exporter's textfile collector, which reads only ``*.prom`` files, never
+sees a half-written one), or to standard output for ``-`` (a reader that goes away is an error, never exit 0
 with the output cut).  What goes in them is the document's (:mod:`analyzer.document`) and the
 report's (:mod:`analyzer.report`); this module only writes.
 """
@@ -10,10 +12,12 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
+from dataclasses import dataclass
 from typing import Callable
 
 from analyzer import report
-from analyzer.document import build as findings, ci, records
+from analyzer.document import build as findings, ci, metrics, records
 from analyzer.errors import AuditError
 from analyzer.options import Outputs
 
@@ -29,14 +33,27 @@ def document_json(doc: dict) -> bytes:
     return records.document_json(doc, end=b"\n")
 
 
-def write_all(doc: dict, outputs: Outputs, fail_on: str, progress: Callable[[str], None] | None) -> list[str]:
-    """Every output asked for, from one document; the ones the terminal summary points to, as written."""
+@dataclass(frozen=True)
+class Run:
+    """What the metrics say of the run itself: when it started (seconds since 1970, ``time.time()``) and the exit
+    code it will end with.  It ends when the metrics are made, after every other output was written."""
+
+    started: float
+    exit_code: int | None = None
+
+
+def write_all(doc: dict, outputs: Outputs, fail_on: str, progress: Callable[[str], None] | None, run: Run | None = None) -> list[str]:
+    """Every output asked for, from one document; the ones the terminal summary points to, as written.  The metrics
+    come last: an output that could not be written stops the run before them, and a stale
+    ``mcp_sse_audit_run_end_timestamp_seconds`` says so."""
     written = []
+    run = run or Run(time.time())
     for out, what, render in ((outputs.json, "findings JSON", lambda: document_json(doc)),
                               (outputs.json_lines, "JSON Lines", lambda: "".join(line + "\n" for line in findings.json_lines(records.plain(doc)))),
                               (outputs.html, "report", lambda: report.render(records.plain(doc))),
                               (outputs.junit, "JUnit XML", lambda: ci.junit_xml(records.plain(doc), fail_on)),
-                              ("-" if outputs.github else None, "", lambda: ci.github_annotations(records.plain(doc), fail_on))):
+                              ("-" if outputs.github else None, "", lambda: ci.github_annotations(records.plain(doc), fail_on)),
+                              (outputs.metrics, "metrics", lambda: metrics.openmetrics(doc, fail_on, run.started, time.time(), run.exit_code))):
         if out:
             if progress and what:
                 progress(f"writing the {what}")

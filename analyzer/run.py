@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
+import time
 from typing import Callable
 
 import polars as pl
@@ -21,7 +22,7 @@ from analyzer import window as windows
 from analyzer.anomalies import occurrences
 from analyzer.ingest.reading import Reading
 from analyzer.options import Options
-from analyzer.outputs import write_all
+from analyzer.outputs import Run, write_all
 from analyzer.tables import keep_pandas_out
 
 Echo = Callable[..., None]  # echo(text, err=True)
@@ -33,6 +34,7 @@ def run(options: Options, echo: Echo) -> int:
     before; a failure of the library (an unusable baseline, a damaged store, an output that cannot be
     written) is an :class:`~analyzer.errors.AuditError`."""
     o = options
+    started = time.time()  # (the metrics' run duration and end time)
     if o.engine == "local":
         keep_pandas_out()  # (the Spark engine hands pandas objects to pyarrow; a store's pyarrow.dataset imports it anyway)
     base = None
@@ -56,13 +58,13 @@ def run(options: Options, echo: Echo) -> int:
             unreadable = _ingest_paths(o, o.store, echo, "read into the store (analyze it without --store for the reason)")
         store = _pinned(o.store, echo)  # one manifest snapshot for the whole analysis, every part checked first
         if o.audit:
-            return _audit(o, given, store, base, _lost(o, unreadable), echo)
-        if o.partitions > 1 and not (o.outputs.html or o.outputs.junit or o.outputs.github):
+            return _audit(o, given, store, base, _lost(o, unreadable), echo, started)
+        if o.partitions > 1 and not o.outputs.whole_document():
             return _spill(o, given, store, base, _lost(o, unreadable), echo)
         result = _store(o, store)
     else:
         result = pipeline.run(list(o.paths), o.reading, o.progress, columnar=True, window=windows.of(o.since, o.until))
-    return _finish(o, given, result, base, _lost(o, unreadable), echo)
+    return _finish(o, given, result, base, _lost(o, unreadable), echo, started)
 
 
 def _lost(o: Options, unreadable: list[str]) -> bool:
@@ -89,7 +91,7 @@ def _store(o: Options, store) -> pipeline.Result:
     return result
 
 
-def _audit(o: Options, given: Options, store, base, lost_input: bool, echo: Echo) -> int:
+def _audit(o: Options, given: Options, store, base, lost_input: bool, echo: Echo, started: float) -> int:
     """``--audit NAME``: the sessions the inputs new to the audit touch, judged whole; the outputs written; then the
     inputs recorded as judged, or held when they hold a new finding that fails the run (analyzer/scale/audits.py)."""
     from analyzer.document import ci
@@ -123,10 +125,15 @@ def _audit(o: Options, given: Options, store, base, lost_input: bool, echo: Echo
                     held.setdefault(path_sha[e["source"]], set()).add(f["fingerprint"])
     doc["summary"]["audit"] = {"name": o.audit, "inputs_new": len(pending), "inputs_judged_before": len(shas) - len(pending),
                                "sessions": len(doc["sessions"]), "inputs_held": len(held), "inputs_released": len(released)}
-    code = _finish(o, given, result, base, lost_input, echo)  # the outputs are written (or it raised: nothing recorded)
+    # the outputs are written (or it raised: nothing recorded); the trend over the audit's history, this run's last
+    history = [{"reconnect": name, **row} for name, row in ledger.reconnects.items()]
+    code = _finish(o, given, result, base, lost_input, echo, started, history)
     at = audits.now()
     judged = {sha: at for sha in (*pending, *released) if sha not in held}
-    audits.commit(store, o.audit, judged, {sha: frozenset(fps) for sha, fps in held.items()}, [])
+    from analyzer.document import trend
+
+    rows = [r | {"audited_at": at} for r in trend.per_reconnect(doc)]
+    audits.commit(store, o.audit, judged, {sha: frozenset(fps) for sha, fps in held.items()}, rows)
     if not o.quiet:
         echo(terminal.safe(f"audit {o.audit}: {len(judged)} input(s) recorded as judged"
                            + (f" ({len(released)} of them held before, their findings accepted since)" if released else "")
@@ -148,7 +155,7 @@ def _spill(o: Options, given: Options, store, base, lost_input: bool, echo: Echo
     from analyzer.scale import spill
 
     written = spill.write(store, o.partitions, o.outputs.json_lines, o.outputs.json, o.since, o.until, o.sessions, o.progress,
-                          baseline=base)
+                          baseline=base, trend=True)
     _nothing_matched(written.summary, given, echo)
     if not o.quiet:
         outs = tuple(out for out in (o.outputs.json, o.outputs.json_lines) if out)
@@ -198,8 +205,10 @@ def _pinned(where, echo: Echo, check_parts: bool = True):
     return pinned.store
 
 
-def _finish(o: Options, given: Options, result: pipeline.Result, base, lost_input: bool, echo: Echo) -> int:
-    """What every in-memory engine does with its document: errors, outputs, summary, exit code."""
+def _finish(o: Options, given: Options, result: pipeline.Result, base, lost_input: bool, echo: Echo, started: float,
+            history: list[dict] | None = None) -> int:
+    """What every in-memory engine does with its document: errors, outputs, summary, exit code (``started``: when the
+    run began, for the metrics; ``history``: an audit's earlier reconnect rows, for the store's trend)."""
     nothing = result.readable == 0
     doc = result.document if result.document.get("summary") else None
     # one input, unreadable (a missing path, a file of another kind): one line says it all, below
@@ -211,13 +220,21 @@ def _finish(o: Options, given: Options, result: pipeline.Result, base, lost_inpu
             rule = "" if why.startswith(pipeline.NOT_A_CAPTURE) else " (read: regular files, standard input, and pipes named on the command line)"
             echo(terminal.safe(f"skipped: {path}: {why}{rule}"))
     written = []
-    if doc is not None:  # (a Spark run over an empty temporary store has no document to write)
-        if base is not None:
-            from analyzer.document import baseline as baselines
+    if doc is not None and base is not None:
+        from analyzer.document import baseline as baselines
 
-            baselines.apply(doc, base)
+        baselines.apply(doc, base)
+    # every connection that could be MCP encrypted is "cannot tell", never a clean run: the one decision, pipeline.exit_code;
+    # decided before the outputs are written (the metrics carry it), said after them
+    decision = (2, None) if nothing else \
+        pipeline.exit_code(doc["summary"], occurrences(doc["anomalies"], "tls_not_decrypted"), o.fail_on, lost_input)
+    if doc is not None:  # (a Spark run over an empty temporary store has no document to write)
+        if o.reads_store():  # the store's reconnects per day and host (the report draws them)
+            from analyzer.document import trend
+
+            doc["trend"] = trend.per_day(_with_history(history or [], trend.per_reconnect(doc)))
         # with nothing readable the outputs are still written: a scheduled job's report says so (exit 2)
-        written = write_all(doc, o.outputs, o.fail_on, o.progress)
+        written = write_all(doc, o.outputs, o.fail_on, o.progress, Run(started, decision[0]))
     if nothing:
         names = ", ".join(w for w in written if w != "-")
         said = terminal.safe(f"error: {result.errors[0]}; nothing to analyze") if alone else \
@@ -232,8 +249,13 @@ def _finish(o: Options, given: Options, result: pipeline.Result, base, lost_inpu
              "from it (drop --port to analyze every flow that looks like MCP)")
     if not o.quiet:
         echo(terminal.summary_text(doc, tuple(written), terminal.width()), err=bool(o.outputs.to_stdout()))
-    # every connection that could be MCP encrypted is "cannot tell", never a clean run: the one decision, pipeline.exit_code
-    return _exit(pipeline.exit_code(doc["summary"], occurrences(doc["anomalies"], "tls_not_decrypted"), o.fail_on, lost_input), echo)
+    return _exit(decision, echo)
+
+
+def _with_history(history: list[dict], current: list[dict]) -> list[dict]:
+    """An audit's earlier reconnect rows and this run's, a reconnect judged again counted once (this run's row)."""
+    now = {r["reconnect"] for r in current}
+    return [r for r in history if r["reconnect"] not in now] + current
 
 
 def _exit(decision: tuple[int, str | None], echo: Echo) -> int:

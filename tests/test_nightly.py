@@ -47,7 +47,19 @@ def cron_block() -> tuple[list[str], str]:
 
 def localize(cmd: str, tmp: Path, night: str) -> str:
     return (cmd.replace("/archive/mcp/", f"{tmp}/archive/").replace("/var/lib/mcp-audit", f"{tmp}/state")
-            .replace("/srv/reports", f"{tmp}/reports").replace("$(date +%F)", night))
+            .replace("/srv/reports", f"{tmp}/reports").replace("/var/lib/node_exporter/textfile", f"{tmp}/textfile")
+            .replace("$(date +%F)", night))
+
+
+def _metrics(text: str) -> dict[str, float]:
+    """The textfile as node_exporter's parser reads it: OpenMetrics families, each sample summed over its labels."""
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    sums: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            sums[sample.name] = sums.get(sample.name, 0) + sample.value
+    return sums
 
 
 def sh(cmd: str) -> subprocess.CompletedProcess:
@@ -58,7 +70,7 @@ def sh(cmd: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def nights(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("nightly")
-    for d in ("archive", "state", "reports"):
+    for d in ("archive", "state", "reports", "textfile"):
         (tmp / d).mkdir()
     commands, accept = cron_block()
     out = {}
@@ -69,8 +81,9 @@ def nights(tmp_path_factory):
         doc = json.loads((tmp / "state" / "tonight.json").read_text())
         report = (tmp / "reports" / f"mcp-{night}.html").read_text()
         junit = (tmp / "state" / "tonight.xml").read_text()
+        metrics = _metrics((tmp / "textfile" / "mcp_sse_audit.prom").read_text())
         accepted = sh(localize(accept, tmp, night))
-        out[night] = {"runs": runs, "doc": doc, "report": report, "junit": junit, "accepted": accepted}
+        out[night] = {"runs": runs, "doc": doc, "report": report, "junit": junit, "metrics": metrics, "accepted": accepted}
     return out
 
 
@@ -86,6 +99,9 @@ def test_night_1_without_a_baseline_judges_everything_and_says_how_to_accept(nig
     assert doc["summary"]["baseline"]["new"] == len(doc["findings"]) > 0
     assert any(b["verdict"] == "gap" for b in doc["boundaries"])
     assert n["accepted"].returncode == 0 and "created" in n["accepted"].stdout
+    m = n["metrics"]
+    assert m["mcp_sse_audit_reconnects"] == doc["summary"]["boundaries"] > 0
+    assert m["mcp_sse_audit_findings_new"] == len(doc["findings"]) and m["mcp_sse_audit_exit_code"] == 1
 
 
 def test_night_2_judges_the_late_captures_of_earlier_days(nights):
@@ -114,3 +130,14 @@ def test_night_3_with_nothing_new_judges_nothing_and_passes(nights):
                                        "inputs_held": 0, "inputs_released": 1}
     assert doc["summary"]["boundaries"] == 0 and doc["findings"] == []
     assert "<testsuites" in n["junit"]
+    m = n["metrics"]  # and the monitoring sees a run that judged nothing, not a run that did not happen
+    assert m["mcp_sse_audit_reconnects"] == 0 and m["mcp_sse_audit_findings_new"] == 0 and m["mcp_sse_audit_exit_code"] == 0
+    assert m["mcp_sse_audit_run_end_timestamp_seconds"] > 0
+
+
+def test_the_trend_of_night_3_covers_the_earlier_nights(nights):
+    """Night 3 judged nothing, yet its report's trend shows the reconnects the audit judged on nights 1 and 2."""
+    earlier = nights["2026-12-03"]["doc"]["boundaries"] + nights["2026-12-04"]["doc"]["boundaries"]
+    trend = nights["2026-12-05"]["doc"]["trend"]
+    assert sum(d["judged"] for d in trend) == len({b["boundary_id"] for b in earlier}) > 0
+    assert "Trend" in nights["2026-12-05"]["report"]

@@ -1,6 +1,8 @@
 """The findings document (schemas/findings.schema.json): built from the rules' frames (``build``), shaped and
 numbered the same way by every engine (``assemble``), written column-wise (``records``), compared with an
-earlier run (``baseline``) and turned into CI outputs (``ci``).  This file only re-exports ``assemble``'s names.
+earlier run (``baseline``), turned into CI outputs (``ci``) and OpenMetrics (``metrics``), and a store's
+reconnects added up per day and host (``trend``; the host of a URL: ``hosts``).  This file only re-exports
+``assemble``'s names.
 """
 from analyzer.document.assemble import (  # noqa: F401
     ANOMALY_SEVERITIES,

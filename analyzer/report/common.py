@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 from markupsafe import Markup, escape
 
-from analyzer.catalog import SEVERITIES as _SEVERITIES, VERDICT, VERDICT_ORDER
+from analyzer.catalog import DIVERGED as _DIVERGED, SEVERITIES as _SEVERITIES, VERDICT, VERDICT_ORDER
 
 
 TEMPLATE = "report.html.j2"
@@ -20,8 +20,8 @@ VERDICTS = VERDICT_ORDER
 V_RANK = {v: i for i, v in enumerate(VERDICTS)}
 
 
-# Verdicts that prove the stream diverged; unverifiable is counted apart.
-DIVERGED = [v for v in VERDICTS if v not in ("unverifiable", "continuous")]
+# Verdicts that prove the stream diverged; unverifiable is counted apart (the catalog's list).
+DIVERGED = list(_DIVERGED)
 
 
 SEVERITIES = list(_SEVERITIES)

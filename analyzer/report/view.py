@@ -14,6 +14,7 @@ from .common import (
     _sev_token, _verdict_class, _verdict_token, natural_key, session_sort, session_token,
 )
 from .timeline import _overview, _timeline
+from .trend import trend_view
 
 
 # --------------------------------------------------------------------------
@@ -492,6 +493,7 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         "handling": handling,
         "where_sessions": len({g(b.get("session")) for b in worst_b}),
         "overview": _overview(exchanges, boundaries),
+        "trend": trend_view(doc.get("trend")),  # (a store's document only)
         "formats": sorted(Counter(str(i.get("format")) for i in inputs).items()),
         "unreadable": [i for i in inputs if i.get("error")][:SUMMARY_ROWS],
         "anomaly_codes": sorted(

@@ -7,7 +7,9 @@ in a temporary folder, one per kind and partition, and only small things stay in
 keys of the exchanges (to number them as a single pass does) and counts.  The outputs are then
 written in one pass, a k-way merge of the partitions' files per kind (each partition's items are
 already in the global order among themselves), renumbering ``x``/``s``/``S``/``b``/``f`` on the way,
-reading a bounded batch from each file at a time.
+reading a bounded batch from each file at a time.  With ``trend``, the document's ``trend`` (per day and host,
+:mod:`analyzer.document.trend`) is added up as the boundaries go by: a reference to its host per exchange (the
+host of a boundary's request) and a small row per boundary stay in memory.
 
 The JSON Lines written are byte-identical to ``findings.json_lines`` of the single pass's document,
 and the JSON document equal to it (always compact here); ``tests/test_spill.py`` checks both.  The HTML
@@ -30,6 +32,7 @@ import pyarrow.parquet as pq
 
 from analyzer import document, pipeline
 from analyzer.anomalies import occurrences
+from analyzer.document import hosts, trend as trends
 from analyzer.scale import store as store_mod
 from analyzer.scale.partitions import analyze_group, global_positions, plan
 
@@ -67,9 +70,11 @@ def write(
     progress: Callable[[str], None] | None = None,
     spill_dir: str | None = None,
     baseline=None,
+    trend: bool = False,
 ) -> Written:
     """``baseline``: an :class:`analyzer.document.baseline.Baseline`; each finding is marked new or known and the
-    summary gets its tally, as ``baseline.apply`` does to a whole document."""
+    summary gets its tally, as ``baseline.apply`` does to a whole document.  ``trend``: end the JSON document with
+    ``trend``, as :func:`analyzer.run.run` adds it to the document of a store."""
     store = store_mod.locate(store)
     p = plan(store, n)
     store_mod.input_rows(store)  # no store here: fail before reading anything
@@ -135,10 +140,27 @@ def write(
             for _, part, rec in heapq.merge(*(one(part) for part in range(parts)), key=lambda t: t[0]):
                 yield part, rec
 
-        def boundaries() -> Iterator[dict]:
+        host_of: list[str] = []  # with trend: the host of exchange x<n> at n - 1 (the same few strings, shared)
+        interned: dict[str, str] = {}
+        reconnects: list[dict] = []  # with trend: one row per boundary
+
+        def exchanges() -> Iterator[dict]:
+            for _, e in merged("exchange", lambda part, i, e: int(e["exchange_id"][1:]), num.exchange):
+                if trend:
+                    n_ = int(e["exchange_id"][1:])
+                    host_of.extend([""] * (n_ - len(host_of)))
+                    h = hosts.of_url(e["url"])
+                    host_of[n_ - 1] = interned.setdefault(h, h)
+                yield e
+
+        def boundaries() -> Iterator[dict]:  # (after every exchange: the sections are written in order)
             got = merged("boundary", lambda part, i, b: int(b["request_exchange"][1:]), num.boundary)
             for n_, (part, b) in enumerate(got, start=1):
-                yield num.boundary_numbered(part, b, n_)
+                b = num.boundary_numbered(part, b, n_)
+                if trend:
+                    x = int(b["request_exchange"][1:]) - 1
+                    reconnects.append(trends.reconnect(b, host_of[x] if x < len(host_of) else ""))
+                yield b
 
         def findings() -> Iterator[dict]:  # (after every boundary is numbered: the sections are written in order)
             got = merged("finding", lambda part, i, f: document.finding_key(f, f["_g"]), num.finding)
@@ -150,7 +172,7 @@ def write(
         sections = [
             ("input", "inputs", iter(rows)),
             ("session", "sessions", (s for _, s in merged("session", lambda part, i, s: int(s["session"][1:]), num.session))),
-            ("exchange", "exchanges", (e for _, e in merged("exchange", lambda part, i, e: int(e["exchange_id"][1:]), num.exchange))),
+            ("exchange", "exchanges", exchanges()),
             ("boundary", "boundaries", boundaries()),
             ("finding", "findings", findings()),
             ("anomaly", "anomalies", (a for _, a in merged("anomaly", lambda part, i, a: (sha_rank.get(sha_of.get(a["source"], ""), -1), part, i),
@@ -161,7 +183,8 @@ def write(
             summary["window"] = win.summary()  # (as analyzer.window.stamp: last, like the single pass)
         if baseline is not None:
             summary["baseline"] = baseline.summary()  # (after the window, as the command applies it to a whole document)
-        _emit(document.head(), summary, sections, jsonl_out, json_out)
+        _emit(document.head(), summary, sections, jsonl_out, json_out,
+              (lambda: {"trend": trends.per_day(reconnects)}) if trend else dict)
     return Written(summary, sum(1 for r in rows if r["error"] is None), encrypted)
 
 
@@ -212,8 +235,10 @@ def _umask() -> int:
     return m
 
 
-def _emit(head: dict, summary: dict, sections, jsonl_out: str | None, json_out: str | None) -> None:
-    """One pass over the merged items into both outputs (as findings.json_lines and a compact json.dumps)."""
+def _emit(head: dict, summary: dict, sections, jsonl_out: str | None, json_out: str | None, tail: Callable[[], dict] = dict) -> None:
+    """One pass over the merged items into both outputs (as findings.json_lines and a compact json.dumps); ``tail``:
+    the document's last keys, made after every section went by (JSON Lines has no line for them, as
+    findings.json_lines)."""
     jl, jd = _open(jsonl_out), _open(json_out)
     compact = {"ensure_ascii": False, "separators": (",", ":")}
     ok = False
@@ -237,7 +262,10 @@ def _emit(head: dict, summary: dict, sections, jsonl_out: str | None, json_out: 
                 jd.write("]")
                 if field == "inputs":
                     jd.write(',"skipped":[]')
+        last = tail()
         if jd is not None:
+            for key, value in last.items():
+                jd.write(f",{json.dumps(key)}:{json.dumps(value, **compact)}")
             jd.write("}\n")
         ok = True
     finally:
