@@ -139,10 +139,15 @@ def boundary_signals(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
         )
     )
     # after the boundary, until the session's next boundary: did the server show it forgot the session?
-    nxt = keys.sort("pos").with_columns(next_pos=pl.col("pos").shift(-1).over("session"))
-    # (the reconnect's own response counts: a server that forgot the session shows it there first)
-    later = m.join(nxt.select(pl.col("gx").alias("b_gx"), pl.col("pos").alias("b_pos"), "next_pos", "session"), on="session").filter(
-        (pl.col("pos") >= pl.col("b_pos")) & (pl.col("next_pos").is_null() | (pl.col("pos") < pl.col("next_pos")))
+    # (the reconnect's own response counts: a server that forgot the session shows it there first.)  Each message
+    # belongs to the session's last boundary at or before it: an as-of join, linear in messages and boundaries (a
+    # join on the session and a filter by position made every message of a session meet every boundary of it:
+    # 5,000 reconnects of one stream, 460 MB)
+    bounds = keys.select(pl.col("gx").alias("b_gx"), pl.col("pos").alias("b_pos"), "session").sort("b_pos")
+    later = (
+        m.filter(pl.col("session").is_not_null()).sort("pos")
+        .join_asof(bounds, left_on="pos", right_on="b_pos", by="session", strategy="backward", check_sortedness=False)
+        .filter(pl.col("b_gx").is_not_null())
     )
     # the same id for a *different* server request: a new process numbering from the start again
     # (the same request delivered again is a duplicate, judged elsewhere)
@@ -190,22 +195,29 @@ def boundary_signals(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
                 | ((pl.col("kind") == "response") & pl.col("protocol_version").is_not_null())
             )
         )
-        .join(keys.select(pl.col("gx").alias("b_gx"), pl.col("pos").alias("b_pos"), "session"), on="session")
-        .filter(pl.col("pos") >= pl.col("b_pos"))
-        .sort("pos")
-        .group_by("b_gx")
-        .agg(p_pos=pl.col("pos").first(), p_loc=pl.col("x_location").first(), p_code=pl.col("error_code").first(),
-             p_msg=pl.col("error_message").first(), p_init=(pl.col("kind") == "response").first())
+        # each boundary's first proof at or after it (as-of, forward; the first in message order on one position)
+        .select("session", p_pos="pos", p_loc="x_location", p_code="error_code", p_msg="error_message",
+                p_init=pl.col("kind") == "response", _o=pl.int_range(pl.len()))
+        .sort("p_pos", "_o")
+        .unique(["session", "p_pos"], keep="first", maintain_order=True)
+        .drop("_o")
+    )
+    proofs = (
+        bounds.join_asof(proofs, left_on="b_pos", right_on="p_pos", by="session", strategy="forward", check_sortedness=False)
+        .filter(pl.col("p_pos").is_not_null())
     )
     alive = (
         m.filter((pl.col("direction") == "server_to_client") & pl.col("kind").is_in(["response", "notification", "request"]))
         .filter(~(pl.col("protocol_version").is_not_null() & (pl.col("kind") == "response")))
         .select("session", pl.col("pos").alias("a_pos"))
+        .unique()
+        .sort("a_pos")
     )
+    # a boundary whose first sign of life after it comes before its proof: the old process was still there
     alive_between = (
-        proofs.join(keys.select(pl.col("gx").alias("b_gx"), pl.col("pos").alias("b_pos"), "session"), on="b_gx")
-        .join(alive, on="session")
-        .filter((pl.col("a_pos") >= pl.col("b_pos")) & (pl.col("a_pos") < pl.col("p_pos")))
+        proofs.sort("b_pos")
+        .join_asof(alive, left_on="b_pos", right_on="a_pos", by="session", strategy="forward", check_sortedness=False)
+        .filter(pl.col("a_pos") < pl.col("p_pos"))
         .select("b_gx")
         .unique()
     )
