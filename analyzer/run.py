@@ -42,12 +42,14 @@ def run(options: Options, echo: Echo) -> int:
     if o.engine == "spark":
         result, unreadable = _spark(o, echo)
     elif o.store:
+        skipped: list[str] = []  # the files of the PATHs passed over: the document's, as a run over files has them
         if o.paths:
-            unreadable = _ingest_paths(o, o.store, echo, "read into the store (analyze it without --store for the reason)")
+            unreadable, skipped = _ingest_paths(o, o.store, echo, "read into the store (analyze it without --store for the reason)")
         store = _pinned(o.store, echo)  # one manifest snapshot for the whole analysis, every part checked first
         if o.partitions > 1 and not (o.outputs.html or o.outputs.junit or o.outputs.github):
-            return _spill(o, store, base, _lost(o, unreadable), echo)
+            return _spill(o, store, base, _lost(o, unreadable), echo, skipped)
         result = _store(o, store)
+        document.passed_over(result.document, skipped)
     else:
         result = pipeline.run(list(o.paths), o.reading, o.progress, columnar=True, window=windows.of(o.since, o.until))
     return _finish(o, result, base, _lost(o, unreadable), echo)
@@ -70,19 +72,19 @@ def _store(o: Options, store) -> pipeline.Result:
     win = stores.window(store, o.since, o.until)  # a duration: back from the store's newest start
     tables, rows = stores.load(store, win.since, win.until, o.sessions)
     # a filter that kept no input read the store all the same: that is "nothing matched", not "unreadable"
-    readable = len(rows) or (stores.manifest(store).height if (win.bounded or o.sessions) else 0)
+    readable = sum(1 for r in rows if not r["error"]) or (stores.manifest(store).height if (win.bounded or o.sessions) else 0)
     # handed over: the events are let go once the frames exist, and their hex digests sooner
     result = pipeline.analyze_tables(tables, rows, [], [], readable, consume=True, columnar=True)
     windows.stamp(result.document, win)  # summary.window: the bounds applied
     return result
 
 
-def _spill(o: Options, store, base, lost_input: bool, echo: Echo) -> int:
+def _spill(o: Options, store, base, lost_input: bool, echo: Echo, skipped: list[str]) -> int:
     """Bounded memory: the JSON and JSON Lines written partition by partition, never held whole."""
     from analyzer.scale import spill
 
     written = spill.write(store, o.partitions, o.outputs.json_lines, o.outputs.json, o.since, o.until, o.sessions, o.progress,
-                          baseline=base)
+                          baseline=base, skipped=skipped)
     _nothing_matched(written.summary, o, echo)
     if not o.quiet:
         outs = tuple(out for out in (o.outputs.json, o.outputs.json_lines) if out)
@@ -99,26 +101,28 @@ def _spark(o: Options, echo: Echo) -> tuple[pipeline.Result, list[str]]:
     engine_spark.check()  # no pyspark or no Java: say so before ingesting anything
     with tempfile.TemporaryDirectory(prefix="mcp-sse-audit-store-") as tmp:
         where = o.store or tmp
-        unreadable = []
+        unreadable, skipped = [], []
         if o.paths:
-            unreadable = _ingest_paths(o, where, echo, "read (run analyze without --engine spark on it for the reason)")
+            unreadable, skipped = _ingest_paths(o, where, echo, "read (run analyze without --engine spark on it for the reason)")
             if not stores.manifest(where).height:
                 return pipeline.Result({"summary": {}}, 0), unreadable  # nothing readable: the caller says so, exit 2
         # Spark lists a local store's folders itself: check every part first; over an object store its
         # tasks read the parts the manifest lists, and check each one where they read it
         store = _pinned(where, echo, check_parts=not stores.locate(where).remote)
-        return engine_spark.analyze(store, o.spark_master, o.since, o.until, o.sessions, o.progress), unreadable
+        result = engine_spark.analyze(store, o.spark_master, o.since, o.until, o.sessions, o.progress)
+        document.passed_over(result.document, skipped)
+        return result, unreadable
 
 
-def _ingest_paths(o: Options, where, echo: Echo, why: str) -> list[str]:
+def _ingest_paths(o: Options, where, echo: Echo, why: str) -> tuple[list[str], list[str]]:
     """The PATHs ingested into the store ``where`` first; the ones that could not be, each named (``why``: what
-    could not be done, and where the reason is)."""
+    could not be done, and where the reason is); and the files passed over as no capture."""
     from analyzer.scale import store as stores
 
     rep = stores.ingest(list(o.paths), where, o.reading, o.progress)
     for path in rep.unreadable:
         echo(terminal.safe(f"error: {path}: could not be {why}"))
-    return rep.unreadable
+    return rep.unreadable, rep.skipped
 
 
 def _pinned(where, echo: Echo, check_parts: bool = True):
@@ -136,11 +140,15 @@ def _finish(o: Options, result: pipeline.Result, base, lost_input: bool, echo: E
     """What every in-memory engine does with its document: errors, outputs, summary, exit code."""
     nothing = result.readable == 0
     doc = result.document if result.document.get("summary") else None
+    # every input nothing could be read from, with why (the rows of the document, which counts them: facts.unread)
+    errors, empty = terminal.input_problems(doc) if doc is not None else ([terminal.safe(f"error: {exc}") for exc in result.errors], [])
     # one input, unreadable (a missing path, a file of another kind): one line says it all, below
-    alone = nothing and len(result.errors) == 1 and doc is not None and doc["summary"]["inputs"] == 1
-    for exc in result.errors if not alone else ():
-        echo(terminal.safe(f"error: {exc}"))
+    alone = nothing and len(errors) == 1 and doc is not None and doc["summary"]["inputs"] == 1
+    for line in errors if not alone else ():
+        echo(line)
     if not o.quiet:
+        for line in empty:
+            echo(line)
         for path, why in sorted(result.skip_reasons.items()):
             rule = "" if why.startswith(pipeline.NOT_A_CAPTURE) else " (read: regular files, standard input, and pipes named on the command line)"
             echo(terminal.safe(f"skipped: {path}: {why}{rule}"))
@@ -154,7 +162,7 @@ def _finish(o: Options, result: pipeline.Result, base, lost_input: bool, echo: E
         written = write_all(doc, o.outputs, o.fail_on, o.progress)
     if nothing:
         names = ", ".join(w for w in written if w != "-")
-        said = terminal.safe(f"error: {result.errors[0]}; nothing to analyze") if alone else \
+        said = f"{errors[0]}; nothing to analyze" if alone else \
             "error: no input was readable; nothing to analyze (give HAR, proxy JSONL or pcap files, or directories)"
         echo(said + (terminal.safe(f"; the outputs written say so: {names}") if names else ""))
         return 2

@@ -12,6 +12,7 @@ import sys
 import time
 from typing import Callable
 
+from analyzer.document.facts import inputs_line, plural
 from analyzer.ingest.reading import Meter
 
 
@@ -39,7 +40,6 @@ class TerminalMeter(Meter):
         self.file_t0 = self.t0
         self.last = 0.0
         self.drawn = 0  # characters of the line on screen
-        self.passed_over = 0  # inputs begun, then skipped as no capture: not inputs of the summary
 
     def begin(self, n: int, total: int, path: str, size: int) -> None:
         if self.inputs:
@@ -81,16 +81,34 @@ class TerminalMeter(Meter):
     def done(self, records: int) -> None:
         self.records += records
 
-    def skipped(self) -> None:
-        self.passed_over += 1
-
-    def end(self) -> None:
+    def end(self, inputs: int, skipped: int, stored: int | None = None) -> None:
+        """One line for the whole read, with the summary's counts (the inputs, the files skipped); a store's ingest
+        says its inputs are the new ones, beside those it already held (the analysis then counts what it reads)."""
         path, size, _n, _total = self.current
         total_bytes = self.bytes_done + size
         secs = max(time.monotonic() - self.t0, 1e-3)
-        skipped = f" ({self.passed_over} skipped: not a capture)" if self.passed_over else ""
-        self._draw(f"read {self.inputs - self.passed_over} input(s){skipped}, {self.records:,} records, {total_bytes / 1e6:.1f} MB in {secs:.1f} s "
+        what = plural(inputs, "input") if stored is None else f"{plural(inputs, 'new input')} into the store ({stored} already in it)"
+        self._draw(f"read {what}, {skipped} skipped, {self.records:,} records, {total_bytes / 1e6:.1f} MB in {secs:.1f} s "
                    f"({total_bytes / 1e6 / secs:.1f} MB/s)", "\n")
+
+
+def input_problems(doc: dict) -> tuple[list[str], list[str]]:
+    """What stderr says of the document's inputs (the rows its summary counts, :mod:`analyzer.document.facts`):
+    ``error: PATH: why`` for each one nothing could be read from (with the first rejected record's reason when
+    it held records), and ``warning: PATH: ...`` for each one read with 0 records."""
+    first: dict[str, dict] = {}
+    for a in doc.get("anomalies") or ():
+        if a.get("severity") == "error":
+            first.setdefault(a.get("source"), a)
+    errors, empty = [], []
+    for row in doc.get("inputs") or ():
+        if row.get("error"):
+            a = first.get(row["path"]) if row.get("records") else None
+            why = f"; {a.get('location')}: [{a.get('code')}] {a.get('message')}" if a is not None else ""
+            errors.append(safe(f"error: {row['path']}: {row['error']}{why}"))
+        elif not row.get("records"):
+            empty.append(safe(f"warning: {row['path']}: it holds no records (read, with 0 records: nothing in it was lost)"))
+    return errors, empty
 
 
 def session_name(rec: dict) -> str:
@@ -130,7 +148,7 @@ def summary_text(doc: dict, outputs: tuple[str, ...] = (), width: int | None = N
     named = [o if o != "-" else "standard output" for o in outputs]
     pointer = ("in " + " and ".join(named)) if named else "with --json FILE or --html FILE"
     lines = [
-        f"inputs: {s['inputs']} ({s['records']} records, {s['rejected']} rejected, {s['inputs_unreadable']} unreadable)",
+        f"inputs: {inputs_line(doc)}",
         f"sessions: {s['sessions']}  exchanges: {s['exchanges']}  events: {s['events']}  reconnects: {s['boundaries']}",
     ]
     if s["boundaries"]:

@@ -32,6 +32,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from analyzer.document.assemble import SEV_RANK
+from analyzer.document.facts import plural as _plural
 
 FAIL_ON = ("critical", "error", "warning", "never")
 KNOWN = "known: in the baseline"
@@ -298,7 +299,7 @@ def _anomaly_text(a: dict) -> str:
 
 
 def _anomalies(n: int) -> str:
-    return f"{n} error-severity anomal{'y' if n == 1 else 'ies'}"
+    return _plural(n, "error-severity anomaly", "error-severity anomalies")
 
 
 def _damage_message(item: _Input) -> str:
@@ -437,6 +438,3 @@ def github_annotations(doc: dict, fail_on: str) -> str:
     lines.append(f"::notice title={escape_property(TOOL)}::{escape_data(text)}")
     return "\n".join(lines) + "\n"
 
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"

@@ -6,6 +6,7 @@ from collections import Counter, defaultdict
 
 from analyzer import catalog
 from analyzer.catalog import VERDICT
+from analyzer.document import facts
 
 from .common import (
     COLLAPSE_ROWS, CONN_ROWS, DECISIVE, EVIDENCE_SHOWN, MINOR_ROWS, DIVERGED, IDS_SHOWN, MAX_FULL_SESSIONS, MAX_ROWS,
@@ -99,9 +100,8 @@ def _top_findings(major: list[dict]) -> list[dict]:
 def _headline(doc: dict) -> str:
     summary = doc.get("summary", {})
     if _nothing_read(doc):
-        skipped = len(doc.get("skipped") or [])
         return (f"nothing was analyzed: no input was readable ({_plural(summary.get('inputs', 0), 'input')}, "
-                f"{summary.get('inputs_unreadable', 0)} unreadable, {_plural(skipped, 'file')} skipped)")
+                f"{summary.get('inputs_unreadable', 0)} unreadable, {_plural(facts.skipped(doc), 'file')} skipped)")
     verdicts = summary.get("verdicts", {})
     by_sev = summary.get("findings_by_severity", {})
     diverged = sum(verdicts.get(v, 0) for v in DIVERGED)
@@ -493,6 +493,7 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         "where_sessions": len({g(b.get("session")) for b in worst_b}),
         "overview": _overview(exchanges, boundaries),
         "formats": sorted(Counter(str(i.get("format")) for i in inputs).items()),
+        "input_counts": facts.input_counts(doc),  # records, rejected, unreadable, skipped: as the terminal says them
         "unreadable": [i for i in inputs if i.get("error")][:SUMMARY_ROWS],
         "anomaly_codes": sorted(
             ((code, sev, n, _sev_class(sev)) for (code, sev), n in codes.items()),

@@ -67,9 +67,11 @@ def write(
     progress: Callable[[str], None] | None = None,
     spill_dir: str | None = None,
     baseline=None,
+    skipped: list[str] = (),
 ) -> Written:
     """``baseline``: an :class:`analyzer.document.baseline.Baseline`; each finding is marked new or known and the
-    summary gets its tally, as ``baseline.apply`` does to a whole document."""
+    summary gets its tally, as ``baseline.apply`` does to a whole document.  ``skipped``: the files this run passed
+    over (the PATHs ingested first), the document's ``skipped``."""
     store = store_mod.locate(store)
     p = plan(store, n)
     store_mod.input_rows(store)  # no store here: fail before reading anything
@@ -156,12 +158,12 @@ def write(
             ("anomaly", "anomalies", (a for _, a in merged("anomaly", lambda part, i, a: (sha_rank.get(sha_of.get(a["source"], ""), -1), part, i),
                                                            lambda part, a: a))),
         ]
-        summary = summary.to_dict(rows, 0)
+        summary = summary.to_dict(rows, len(skipped))
         if win.bounded:
             summary["window"] = win.summary()  # (as analyzer.window.stamp: last, like the single pass)
         if baseline is not None:
             summary["baseline"] = baseline.summary()  # (after the window, as the command applies it to a whole document)
-        _emit(document.head(), summary, sections, jsonl_out, json_out)
+        _emit(document.head(), summary, sections, jsonl_out, json_out, skipped)
     return Written(summary, sum(1 for r in rows if r["error"] is None), encrypted)
 
 
@@ -212,14 +214,14 @@ def _umask() -> int:
     return m
 
 
-def _emit(head: dict, summary: dict, sections, jsonl_out: str | None, json_out: str | None) -> None:
+def _emit(head: dict, summary: dict, sections, jsonl_out: str | None, json_out: str | None, skipped: list[str] = ()) -> None:
     """One pass over the merged items into both outputs (as findings.json_lines and a compact json.dumps)."""
     jl, jd = _open(jsonl_out), _open(json_out)
     compact = {"ensure_ascii": False, "separators": (",", ":")}
     ok = False
     try:
         if jl is not None:
-            jl.write(json.dumps({"type": "summary", **head, "summary": summary, "skipped": []}, ensure_ascii=False) + "\n")
+            jl.write(json.dumps({"type": "summary", **head, "summary": summary, "skipped": list(skipped)}, ensure_ascii=False) + "\n")
         if jd is not None:
             start = json.dumps({**head, "summary": summary}, **compact)
             jd.write(start[:-1])
@@ -236,7 +238,7 @@ def _emit(head: dict, summary: dict, sections, jsonl_out: str | None, json_out: 
             if jd is not None:
                 jd.write("]")
                 if field == "inputs":
-                    jd.write(',"skipped":[]')
+                    jd.write(',"skipped":' + json.dumps(list(skipped), **compact))
         if jd is not None:
             jd.write("}\n")
         ok = True
