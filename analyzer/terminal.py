@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Callable
 
-from analyzer.document.facts import inputs_line, plural
+from analyzer.document.facts import baseline_headline, inputs_line, plural
 from analyzer.ingest.reading import Meter
 
 
@@ -153,13 +153,17 @@ def summary_text(doc: dict, outputs: tuple[str, ...] = (), width: int | None = N
     ]
     if s["boundaries"]:
         lines.append("reconnect verdicts: " + ", ".join(f"{v} {n}" for v, n in s["verdicts"].items() if n))
-    sev = s["findings_by_severity"]
-    lines.append("findings: " + ", ".join(f"{n} {k}" for k, n in sev.items()))
+    every = ", ".join(f"{n} {k}" for k, n in s["findings_by_severity"].items())
     shown = doc["findings"]
-    if base is not None:
+    if base is None:
+        lines.append("findings: " + every)
+    else:
+        # the baseline leads: what is new is what to act on (and all that sets the exit code); the known ones are
+        # counted, not listed, so the worst new finding is the first line below and the one "next:" points at
         split = ", ".join(f"{n} {k}" for k, n in base["new_by_severity"].items() if n)
-        lines.append(f"baseline {base['source']}: {base['new']} new" + (f" ({split})" if split else "")
-                     + f", {base['known']} known, {base['gone']} gone; only the new count for --fail-on")
+        lines.append(f"findings: {baseline_headline(base)} against the baseline {base['source']}" + (f"; new: {split}" if split else "")
+                     + "; only the new count for --fail-on")
+        lines.append(f"  all findings of this run: {every}")
         shown = [f for f in shown if f.get("baseline") == "new"]
     for f in shown[:SHOWN_FINDINGS]:
         where = f["evidence"][0]
@@ -168,6 +172,8 @@ def summary_text(doc: dict, outputs: tuple[str, ...] = (), width: int | None = N
         lines.append(_fit(safe(f"      {f['message']}"), width))
     if len(shown) > SHOWN_FINDINGS:
         lines.append(f"  … {len(shown) - SHOWN_FINDINGS} more{' new' if base is not None else ''} {pointer}")
+    if base is not None and base["known"]:
+        lines.append(f"  {plural(base['known'], 'known finding')} (in the baseline) not listed here: marked known {pointer}")
     if s["anomalies"]:
         by = s.get("anomalies_by_severity") or {}
         split = ", ".join(f"{n} {k}" for k, n in by.items())
@@ -186,6 +192,8 @@ def summary_text(doc: dict, outputs: tuple[str, ...] = (), width: int | None = N
         html = next((o for o in outputs if o != "-" and o.endswith((".html", ".htm"))), None)
         where = f"open {html} at {f['session'] or f['id']}" if html else f"see {f['id']} {pointer}"
         lines.append(_fit(safe(f"next: {where} ({f['rule']}); {f.get('next_step') or ''}"), width))
+    elif base is not None and base["known"]:
+        lines.append("next: nothing new against the baseline; the known findings stay accepted until they are fixed")
     return "\n".join(safe(line) for line in lines)
 
 

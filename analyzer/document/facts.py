@@ -7,7 +7,9 @@ outputs read it from there and word it with the functions here:
 * **inputs** -- the inputs the analysis read (the rows of ``inputs[]``; over a store, the stored inputs it
   read); **unreadable** -- those of them nothing could be read from (their row has an ``error``: see
   :func:`unread`); **skipped** -- the files passed over as no capture (``skipped[]``: a name that is no
-  capture's in a walked folder, a walked ``.json`` or JSON Lines file that is no capture, a FIFO or device).
+  capture's in a walked folder, a walked ``.json`` or JSON Lines file that is no capture, a FIFO or device);
+* the baseline's **new, known, gone** (``summary.baseline``) -- with ``--baseline`` they lead every output
+  (:func:`baseline_headline`), and only the new findings set the exit code and the colour of the report.
 
 Unreadable or read with 0 records (decided here, for every engine):
 
@@ -56,3 +58,7 @@ def inputs_line(doc: dict) -> str:
     s = doc.get("summary") or {}
     return f"{s.get('inputs', 0)} (" + ", ".join(f"{n} {label}" for label, n in input_counts(doc)) + ")"
 
+
+def baseline_headline(baseline: dict) -> str:
+    """``2 new (15 known, 1 gone)``: what every output leads with when the run has a baseline."""
+    return f"{baseline.get('new', 0)} new ({baseline.get('known', 0)} known, {baseline.get('gone', 0)} gone)"
