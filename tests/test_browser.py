@@ -722,3 +722,32 @@ def test_the_summary_facts_stay_inside_their_panels(everything, pages_dir, open_
     loaded = open_report(path, viewport={"width": width, "height": 900})
     assert loaded.page.evaluate(OVERFLOWING_FACTS_JS) == []
     loaded.assert_clean()
+
+
+def test_known_findings_are_muted_as_drawn(synthetic, pages_dir, open_report):
+    """With a baseline, a known finding's row is drawn muted (the muted text colour, its badges grey) and says "known";
+    the new one keeps its colours.  The banner is drawn in the new findings' colour."""
+    from analyzer.document import baseline
+
+    doc, _ = synthetic
+    doc = json.loads(json.dumps(records.plain(doc)))
+    base = baseline.Baseline("accepted.json", doc["findings"][1:])  # every finding but the worst
+    baseline.apply(doc, base)
+    path = write_report(pages_dir, "baseline-one-new", doc)
+    loaded = open_report(path)
+    drawn = loaded.page.evaluate("""() => {
+      const muted = getComputedStyle(document.documentElement).getPropertyValue('--muted').trim();
+      const rows = Array.from(document.querySelectorAll('table.findings tbody tr'));
+      const look = tr => ({known: tr.classList.contains('known'), text: tr.textContent,
+                           color: getComputedStyle(tr.cells[4]).color, badge: getComputedStyle(tr.querySelector('.sev')).filter});
+      const probe = document.createElement('span'); probe.style.color = muted; document.body.appendChild(probe);
+      const mutedRgb = getComputedStyle(probe).color; probe.remove();
+      return {rows: rows.map(look), muted: mutedRgb, banner: document.querySelector('.status').className};
+    }""")
+    known = [r for r in drawn["rows"] if r["known"]]
+    new = [r for r in drawn["rows"] if not r["known"]]
+    assert len(new) == 1 and known
+    assert all(r["color"] == drawn["muted"] and "grayscale" in r["badge"] and "known:" in r["text"] for r in known)
+    assert new[0]["color"] != drawn["muted"] and new[0]["badge"] == "none" and "new:" in new[0]["text"]
+    assert drawn["banner"] == "status s-critical"  # the new one is critical
+    loaded.assert_clean()
