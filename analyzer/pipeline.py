@@ -15,6 +15,7 @@ from analyzer.ingest import inputs
 from analyzer.rules import verdicts
 from analyzer.anomalies import SCHEMA as ANOMALY_SCHEMA
 from analyzer.document.assemble import SEVERITIES, assemble
+from analyzer.document.facts import plural, unread
 from analyzer.errors import InputError, NotACapture
 from analyzer.ingest.reading import Reading
 
@@ -90,12 +91,12 @@ class Read:
     input_rows: list[dict]
     errors: list[InputError]
     skipped: list[str]
-    readable_count: int = 0  # inputs handed to a sink (not kept in parts) that yielded records
+    readable_count: int = 0  # inputs handed to a sink (not kept in parts) that were read (facts.unread: not unreadable)
     skip_reasons: dict[str, str] = field(default_factory=dict)  # skipped path -> why (a FIFO, a device)
 
     @property
     def readable(self) -> int:
-        return self.readable_count + sum(1 for p in self.parts if p.records > p.rejected or p.records == 0)
+        return self.readable_count + sum(1 for p in self.parts if not unread(p.records, p.rejected))
 
 
 NOT_A_CAPTURE = "not a capture"  # the start of a skip reason for a file that was read, not for a FIFO or a device
@@ -121,6 +122,7 @@ def read_inputs(
         out.errors.append(exc)
         out.input_rows.append({"path": path, "format": "unknown", "records": 0, "rejected": 0, "error": exc.reason, "notes": []})
     files = []
+    stored = 0  # files ``only`` passed over (already in the store)
     for path in sorted(collected.files):
         if sink is not None and inputs.is_stream(path):
             # a store knows inputs by the sha256 of their file, and a stream read to hash it is gone
@@ -129,6 +131,8 @@ def read_inputs(
             out.input_rows.append({"path": path, "format": "unknown", "records": 0, "rejected": 0, "error": exc.reason, "notes": []})
         elif only is None or only(path):
             files.append(path)
+        else:
+            stored += 1
     meter = reading.meter
     for n, path in enumerate(files, start=1):
         started = time.perf_counter()
@@ -136,9 +140,9 @@ def read_inputs(
             meter.begin(n, len(files), path, inputs.size(path) if not inputs.is_stream(path) else 0)
         try:
             got = inputs.read_one(path, reading)
+            if path in collected.walked and path.endswith(".json") and got.format == "unknown":
+                raise NotACapture(path, "an empty file")  # blank: a walked .json (a config) is no capture, as below
         except InputError as exc:
-            if meter is not None and path in collected.walked and (path.endswith(".json") or isinstance(exc, NotACapture)):
-                meter.skipped()
             if path in collected.walked and path.endswith(".json"):
                 # a .json met while walking a directory (package.json, a config) is not an error
                 out.skipped.append(path)
@@ -158,17 +162,20 @@ def read_inputs(
             mb = inputs.size(path) / 1e6
             secs = max(time.perf_counter() - started, 1e-6)
             progress(f"[{n}/{len(files)}] {path}: {got.records} records, {mb:.1f} MB at {mb / secs:.1f} MB/s")
-        row = {"path": path, "format": got.format, "records": got.records, "rejected": got.rejected, "error": None, "notes": got.notes}
+        # every record rejected: nothing was read from it, an unreadable input (facts.unread), though its tables and
+        # anomalies are kept (they say what each record lacked)
+        row = {"path": path, "format": got.format, "records": got.records, "rejected": got.rejected,
+               "error": unread(got.records, got.rejected), "notes": got.notes}
         if sink is not None:
             sink(got, row)
-            out.readable_count += 1 if (got.records > got.rejected or got.records == 0) else 0
+            out.readable_count += 0 if row["error"] else 1
             del got
         else:
             out.parts.append(got)
         out.input_rows.append(row)
-    if meter is not None:
-        meter.end()
     out.skipped.sort()
+    if meter is not None:  # the summary's counts (facts): every input with a row, every file skipped
+        meter.end(len(out.input_rows), len(out.skipped), stored if only is not None else None)
     return out
 
 
@@ -244,7 +251,7 @@ def analyze_tables(
     rev = eras.revisions(frames)
     say(f"judging the reconnects of {frames.exchanges.height:,} exchanges")
     b = verdicts.judge(frames, links, rev)
-    say(f"{b.height:,} reconnect(s) judged; checking the whole history and building the findings")
+    say(f"{plural(b.height, 'reconnect')} judged; checking the whole history and building the findings")
     body = findings.build_document(frames, b, rev, keep_pos=keep_pos, columnar=columnar)
 
     anomalies = pl.from_arrow(tables["anomalies"]) if tables["anomalies"].num_rows else pl.from_arrow(ANOMALY_SCHEMA.empty_table())

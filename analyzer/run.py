@@ -54,14 +54,16 @@ def run(options: Options, echo: Echo) -> int:
     if o.engine == "spark":
         result, unreadable = _spark(o, echo)
     elif o.store:
+        skipped: list[str] = []  # the files of the PATHs passed over: the document's, as a run over files has them
         if o.paths:
-            unreadable = _ingest_paths(o, o.store, echo, "read into the store (analyze it without --store for the reason)")
+            unreadable, skipped = _ingest_paths(o, o.store, echo, "read into the store (analyze it without --store for the reason)")
         store = _pinned(o.store, echo)  # one manifest snapshot for the whole analysis, every part checked first
         if o.audit:
-            return _audit(o, given, store, base, _lost(o, unreadable), echo, started)
+            return _audit(o, given, store, base, _lost(o, unreadable), echo, started, skipped)
         if o.partitions > 1 and not o.outputs.whole_document():
-            return _spill(o, given, store, base, _lost(o, unreadable), echo)
+            return _spill(o, given, store, base, _lost(o, unreadable), echo, skipped)
         result = _store(o, store)
+        document.passed_over(result.document, skipped)
     else:
         result = pipeline.run(list(o.paths), o.reading, o.progress, columnar=True, window=windows.of(o.since, o.until))
     return _finish(o, given, result, base, _lost(o, unreadable), echo, started)
@@ -84,14 +86,14 @@ def _store(o: Options, store) -> pipeline.Result:
     win = stores.window(store, o.since, o.until)  # (absolute: resolved by run)
     tables, rows = stores.load(store, win.since, win.until, o.sessions)
     # a filter that kept no input read the store all the same: that is "nothing matched", not "unreadable"
-    readable = len(rows) or (stores.manifest(store).height if (win.bounded or o.sessions) else 0)
+    readable = sum(1 for r in rows if not r["error"]) or (stores.manifest(store).height if (win.bounded or o.sessions) else 0)
     # handed over: the events are let go once the frames exist, and their hex digests sooner
     result = pipeline.analyze_tables(tables, rows, [], [], readable, consume=True, columnar=True)
     windows.stamp(result.document, win)  # summary.window: the bounds applied
     return result
 
 
-def _audit(o: Options, given: Options, store, base, lost_input: bool, echo: Echo, started: float) -> int:
+def _audit(o: Options, given: Options, store, base, lost_input: bool, echo: Echo, started: float, skipped: list[str]) -> int:
     """``--audit NAME``: the sessions the inputs new to the audit touch, judged whole; the outputs written; then the
     inputs recorded as judged, or held when they hold a new finding that fails the run (analyzer/scale/audits.py)."""
     from analyzer.document import ci
@@ -107,6 +109,7 @@ def _audit(o: Options, given: Options, store, base, lost_input: bool, echo: Echo
     # the store itself was readable: nothing new is 0 judged (exit 0), never "no input was readable" (exit 2)
     result = pipeline.analyze_tables(touched.tables, touched.rows, [], [], len(shas), consume=True, columnar=True)
     doc = result.document
+    document.passed_over(doc, skipped)
     # what holds an input back: a finding that fails this run (at or above --fail-on, not in the baseline)
     failing = [f for f in _plain(doc, "findings") if ci.at_or_above(f, o.fail_on) and (accepted is None or f["fingerprint"] not in accepted)]
     path_sha = dict(zip(snap["path"].to_list(), shas))
@@ -150,12 +153,12 @@ def _plain(doc: dict, key: str) -> list[dict]:
     return items.rows() if isinstance(items, Records) else items
 
 
-def _spill(o: Options, given: Options, store, base, lost_input: bool, echo: Echo) -> int:
+def _spill(o: Options, given: Options, store, base, lost_input: bool, echo: Echo, skipped: list[str]) -> int:
     """Bounded memory: the JSON and JSON Lines written partition by partition, never held whole."""
     from analyzer.scale import spill
 
     written = spill.write(store, o.partitions, o.outputs.json_lines, o.outputs.json, o.since, o.until, o.sessions, o.progress,
-                          baseline=base, trend=True)
+                          baseline=base, trend=True, skipped=skipped)
     _nothing_matched(written.summary, given, echo)
     if not o.quiet:
         outs = tuple(out for out in (o.outputs.json, o.outputs.json_lines) if out)
@@ -172,26 +175,28 @@ def _spark(o: Options, echo: Echo) -> tuple[pipeline.Result, list[str]]:
     engine_spark.check()  # no pyspark or no Java: say so before ingesting anything
     with tempfile.TemporaryDirectory(prefix="mcp-sse-audit-store-") as tmp:
         where = o.store or tmp
-        unreadable = []
+        unreadable, skipped = [], []
         if o.paths:
-            unreadable = _ingest_paths(o, where, echo, "read (run analyze without --engine spark on it for the reason)")
+            unreadable, skipped = _ingest_paths(o, where, echo, "read (run analyze without --engine spark on it for the reason)")
             if not stores.manifest(where).height:
                 return pipeline.Result({"summary": {}}, 0), unreadable  # nothing readable: the caller says so, exit 2
         # Spark lists a local store's folders itself: check every part first; over an object store its
         # tasks read the parts the manifest lists, and check each one where they read it
         store = _pinned(where, echo, check_parts=not stores.locate(where).remote)
-        return engine_spark.analyze(store, o.spark_master, o.since, o.until, o.sessions, o.progress), unreadable
+        result = engine_spark.analyze(store, o.spark_master, o.since, o.until, o.sessions, o.progress)
+        document.passed_over(result.document, skipped)
+        return result, unreadable
 
 
-def _ingest_paths(o: Options, where, echo: Echo, why: str) -> list[str]:
+def _ingest_paths(o: Options, where, echo: Echo, why: str) -> tuple[list[str], list[str]]:
     """The PATHs ingested into the store ``where`` first; the ones that could not be, each named (``why``: what
-    could not be done, and where the reason is)."""
+    could not be done, and where the reason is); and the files passed over as no capture."""
     from analyzer.scale import store as stores
 
     rep = stores.ingest(list(o.paths), where, o.reading, o.progress)
     for path in rep.unreadable:
         echo(terminal.safe(f"error: {path}: could not be {why}"))
-    return rep.unreadable
+    return rep.unreadable, rep.skipped
 
 
 def _pinned(where, echo: Echo, check_parts: bool = True):
@@ -211,11 +216,17 @@ def _finish(o: Options, given: Options, result: pipeline.Result, base, lost_inpu
     run began, for the metrics; ``history``: an audit's earlier reconnect rows, for the store's trend)."""
     nothing = result.readable == 0
     doc = result.document if result.document.get("summary") else None
+    # captures that hold no record at all (an empty file: a proxy that wrote nothing) are no clean night either
+    hollow = not nothing and not o.store and doc is not None and doc["summary"]["records"] == 0
+    # every input nothing could be read from, with why (the rows of the document, which counts them: facts.unread)
+    errors, empty = terminal.input_problems(doc) if doc is not None else ([terminal.safe(f"error: {exc}") for exc in result.errors], [])
     # one input, unreadable (a missing path, a file of another kind): one line says it all, below
-    alone = nothing and len(result.errors) == 1 and doc is not None and doc["summary"]["inputs"] == 1
-    for exc in result.errors if not alone else ():
-        echo(terminal.safe(f"error: {exc}"))
+    alone = nothing and len(errors) == 1 and doc is not None and doc["summary"]["inputs"] == 1
+    for line in errors if not alone else ():
+        echo(line)
     if not o.quiet:
+        for line in empty:
+            echo(line)
         for path, why in sorted(result.skip_reasons.items()):
             rule = "" if why.startswith(pipeline.NOT_A_CAPTURE) else " (read: regular files, standard input, and pipes named on the command line)"
             echo(terminal.safe(f"skipped: {path}: {why}{rule}"))
@@ -237,9 +248,14 @@ def _finish(o: Options, given: Options, result: pipeline.Result, base, lost_inpu
         written = write_all(doc, o.outputs, o.fail_on, o.progress, Run(started, decision[0]))
     if nothing:
         names = ", ".join(w for w in written if w != "-")
-        said = terminal.safe(f"error: {result.errors[0]}; nothing to analyze") if alone else \
+        said = f"{errors[0]}; nothing to analyze" if alone else \
             "error: no input was readable; nothing to analyze (give HAR, proxy JSONL or pcap files, or directories)"
         echo(said + (terminal.safe(f"; the outputs written say so: {names}") if names else ""))
+        return 2
+    if hollow:
+        names = ", ".join(w for w in written if w != "-")
+        echo("error: the inputs hold no record at all (empty captures); nothing to analyze: check that the capture is being written"
+             + (terminal.safe(f"; the outputs written say so: {names}") if names else ""))
         return 2
     _nothing_matched(doc["summary"], given, echo)
     _untimed(doc, o, echo)

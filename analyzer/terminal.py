@@ -12,6 +12,7 @@ import sys
 import time
 from typing import Callable
 
+from analyzer.document.facts import baseline_headline, inputs_line, plural
 from analyzer.ingest.reading import Meter
 
 
@@ -39,7 +40,6 @@ class TerminalMeter(Meter):
         self.file_t0 = self.t0
         self.last = 0.0
         self.drawn = 0  # characters of the line on screen
-        self.passed_over = 0  # inputs begun, then skipped as no capture: not inputs of the summary
 
     def begin(self, n: int, total: int, path: str, size: int) -> None:
         if self.inputs:
@@ -81,16 +81,34 @@ class TerminalMeter(Meter):
     def done(self, records: int) -> None:
         self.records += records
 
-    def skipped(self) -> None:
-        self.passed_over += 1
-
-    def end(self) -> None:
+    def end(self, inputs: int, skipped: int, stored: int | None = None) -> None:
+        """One line for the whole read, with the summary's counts (the inputs, the files skipped); a store's ingest
+        says its inputs are the new ones, beside those it already held (the analysis then counts what it reads)."""
         path, size, _n, _total = self.current
         total_bytes = self.bytes_done + size
         secs = max(time.monotonic() - self.t0, 1e-3)
-        skipped = f" ({self.passed_over} skipped: not a capture)" if self.passed_over else ""
-        self._draw(f"read {self.inputs - self.passed_over} input(s){skipped}, {self.records:,} records, {total_bytes / 1e6:.1f} MB in {secs:.1f} s "
+        what = plural(inputs, "input") if stored is None else f"{plural(inputs, 'new input')} into the store ({stored} already in it)"
+        self._draw(f"read {what}, {skipped} skipped, {self.records:,} records, {total_bytes / 1e6:.1f} MB in {secs:.1f} s "
                    f"({total_bytes / 1e6 / secs:.1f} MB/s)", "\n")
+
+
+def input_problems(doc: dict) -> tuple[list[str], list[str]]:
+    """What stderr says of the document's inputs (the rows its summary counts, :mod:`analyzer.document.facts`):
+    ``error: PATH: why`` for each one nothing could be read from (with the first rejected record's reason when
+    it held records), and ``warning: PATH: ...`` for each one read with 0 records."""
+    first: dict[str, dict] = {}
+    for a in doc.get("anomalies") or ():
+        if a.get("severity") == "error":
+            first.setdefault(a.get("source"), a)
+    errors, empty = [], []
+    for row in doc.get("inputs") or ():
+        if row.get("error"):
+            a = first.get(row["path"]) if row.get("records") else None
+            why = f"; {a.get('location')}: [{a.get('code')}] {a.get('message')}" if a is not None else ""
+            errors.append(safe(f"error: {row['path']}: {row['error']}{why}"))
+        elif not row.get("records"):
+            empty.append(safe(f"warning: {row['path']}: it holds no records (read, with 0 records: nothing in it was lost)"))
+    return errors, empty
 
 
 def session_name(rec: dict) -> str:
@@ -130,18 +148,22 @@ def summary_text(doc: dict, outputs: tuple[str, ...] = (), width: int | None = N
     named = [o if o != "-" else "standard output" for o in outputs]
     pointer = ("in " + " and ".join(named)) if named else "with --json FILE or --html FILE"
     lines = [
-        f"inputs: {s['inputs']} ({s['records']} records, {s['rejected']} rejected, {s['inputs_unreadable']} unreadable)",
+        f"inputs: {inputs_line(doc)}",
         f"sessions: {s['sessions']}  exchanges: {s['exchanges']}  events: {s['events']}  reconnects: {s['boundaries']}",
     ]
     if s["boundaries"]:
         lines.append("reconnect verdicts: " + ", ".join(f"{v} {n}" for v, n in s["verdicts"].items() if n))
-    sev = s["findings_by_severity"]
-    lines.append("findings: " + ", ".join(f"{n} {k}" for k, n in sev.items()))
+    every = ", ".join(f"{n} {k}" for k, n in s["findings_by_severity"].items())
     shown = doc["findings"]
-    if base is not None:
+    if base is None:
+        lines.append("findings: " + every)
+    else:
+        # the baseline leads: what is new is what to act on (and all that sets the exit code); the known ones are
+        # counted, not listed, so the worst new finding is the first line below and the one "next:" points at
         split = ", ".join(f"{n} {k}" for k, n in base["new_by_severity"].items() if n)
-        lines.append(f"baseline {base['source']}: {base['new']} new" + (f" ({split})" if split else "")
-                     + f", {base['known']} known, {base['gone']} gone; only the new count for --fail-on")
+        lines.append(f"findings: {baseline_headline(base)} against the baseline {base['source']}" + (f"; new: {split}" if split else "")
+                     + "; only the new count for --fail-on")
+        lines.append(f"  all findings of this run: {every}")
         shown = [f for f in shown if f.get("baseline") == "new"]
     for f in shown[:SHOWN_FINDINGS]:
         where = f["evidence"][0]
@@ -150,6 +172,8 @@ def summary_text(doc: dict, outputs: tuple[str, ...] = (), width: int | None = N
         lines.append(_fit(safe(f"      {f['message']}"), width))
     if len(shown) > SHOWN_FINDINGS:
         lines.append(f"  … {len(shown) - SHOWN_FINDINGS} more{' new' if base is not None else ''} {pointer}")
+    if base is not None and base["known"]:
+        lines.append(f"  {plural(base['known'], 'known finding')} (in the baseline) not listed here: marked known {pointer}")
     if s["anomalies"]:
         by = s.get("anomalies_by_severity") or {}
         split = ", ".join(f"{n} {k}" for k, n in by.items())
@@ -168,6 +192,8 @@ def summary_text(doc: dict, outputs: tuple[str, ...] = (), width: int | None = N
         html = next((o for o in outputs if o != "-" and o.endswith((".html", ".htm"))), None)
         where = f"open {html} at {f['session'] or f['id']}" if html else f"see {f['id']} {pointer}"
         lines.append(_fit(safe(f"next: {where} ({f['rule']}); {f.get('next_step') or ''}"), width))
+    elif base is not None and base["known"]:
+        lines.append("next: nothing new against the baseline; the known findings stay accepted until they are fixed")
     return "\n".join(safe(line) for line in lines)
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -81,11 +82,11 @@ def test_baseline_counts_only_new_findings(tmp_path):
     b = doc["summary"]["baseline"]
     assert b["known"] == len(old) and b["new"] == len(doc["findings"]) - len(old) > 0 and b["gone"] == 0
     assert r.exit_code == 1  # the epoch change is new and critical
-    assert f"baseline {base}: {b['new']} new" in r.stdout and f"{b['known']} known, 0 gone" in r.stdout
+    assert f"findings: {b['new']} new ({b['known']} known, 0 gone) against the baseline {base}" in r.stdout
     assert "epoch_change" in r.stdout and "  [critical] gap" not in r.stdout  # only new findings are listed
     # the same night again, with tonight's run as the baseline: nothing new, exit 0 although criticals exist
     r = run("analyze", str(SYN / "gap.jsonl"), str(SYN / "epoch_change.jsonl"), "--baseline", str(out))
-    assert r.exit_code == 0 and "0 new," in r.stdout and "findings: 2 critical" in r.stdout
+    assert r.exit_code == 0 and "findings: 0 new (" in r.stdout and "all findings of this run: 2 critical" in r.stdout
     # and damaged input still fails the run: the baseline is about findings, not about lost input
     r = run("analyze", str(SYN / "gap.jsonl"), str(SYN / "epoch_change.jsonl"), "/nonexistent.jsonl", "--baseline", str(out))
     assert r.exit_code == 1
@@ -209,3 +210,106 @@ def test_a_baseline_with_a_bom_secrets_and_lone_surrogates_is_read_and_nothing_l
     assert jwt not in text and "\\ud800" not in text
     [g] = json.loads(text)["summary"]["baseline"]["gone_findings"]
     assert g["fingerprint"] == gone["fingerprint"] and g["message"].endswith(" end")
+
+
+# ---------------------------------------------------------------- the baseline leads every output
+
+NIGHT = [str(SYN / n) for n in ("gap.jsonl", "epoch_change.jsonl", "replay_reset.jsonl", "unverifiable.jsonl")]
+
+
+def _night(tmp_path, base: Path, name: str):
+    """Tonight's run against ``base``: its stdout, document, page and JUnit report."""
+    out = {k: tmp_path / f"{name}.{k}" for k in ("json", "html", "xml")}
+    r = run("analyze", *NIGHT, "--baseline", str(base), "--json", str(out["json"]), "--html", str(out["html"]), "--junit", str(out["xml"]))
+    return r, json.loads(out["json"].read_text()), out["html"].read_text(), out["xml"].read_text()
+
+
+def _findings_line(stdout: str) -> str:
+    return next(line for line in stdout.splitlines() if line.startswith("findings:"))
+
+
+def _rows(html: str, attr: str) -> dict[str, str]:
+    """The opening tags of the page's rows/items marked ``data-f="<attr>"``, by their id (or their text)."""
+    return {m[1]: m[0] for m in re.finditer(r'<tr id="([^"]+)"[^>]*data-f="' + attr + '"[^>]*>', html)}
+
+
+def test_a_baseline_of_the_night_itself_gives_0_new_in_every_output(tmp_path):
+    """Night two with night one's findings as the baseline: every output leads with "0 new (N known, 0 gone)"; the
+    page is not red although criticals exist (they are known), and each known finding is muted and says "known"."""
+    from junitparser import JUnitXml, Skipped
+
+    base = tmp_path / "night1.json"
+    assert run("analyze", *NIGHT, "--json", str(base)).exit_code == 1
+    n = len(json.loads(base.read_text())["findings"])
+    r, doc, html, xml = _night(tmp_path, base, "night2")
+    assert r.exit_code == 0 and doc["summary"]["findings_by_severity"]["critical"] >= 2
+    head = f"0 new ({n} known, 0 gone)"
+    # the terminal: the first findings line is the baseline's; no finding listed; "next:" points at none
+    assert _findings_line(r.stdout).startswith(f"findings: {head} against the baseline {base}")
+    assert "  [critical]" not in r.stdout and f"{n} known findings (in the baseline) not listed" in r.stdout
+    assert "next: nothing new against the baseline" in r.stdout
+    # the page: the banner says the same and takes its colour from the new findings (none: green), not the critical ones
+    banner = re.search(r'<p class="status ([a-z-]+)">([^<]*)</p>', html)
+    assert banner[1] == "s-ok" and banner[2].startswith(head) and f"<title>mcp-sse-audit report: {head}" in html
+    # every list where findings appear: each known one muted (a class) and marked in words
+    findings_rows = _rows(html, "f")
+    assert len(findings_rows) == n and all('class="known"' in tag for tag in findings_rows.values())
+    where = html[html.index('<h3 id="sum-where">'):html.index('<h3 id="sum-top">')]
+    worst = re.findall(r"<tr[^>]*data-f=\"w\"[^>]*>.*?</tr>", where, re.S)
+    assert worst and all('class="known"' in row and '<span class="tag tag-known">known</span>' in row for row in worst)
+    top = html[html.index('<h3 id="sum-top">'):html.index('<h2 id="findings">')]
+    items = re.findall(r"<li[^>]*>.*?</li>", top, re.S)
+    assert items and all(item.startswith('<li class="known">') and "tag-known" in item for item in items)
+    muted = set(re.findall(r'<article class="card [^"]* known" id="boundary-(b\d+)"', html))
+    carded = {f["boundary"] for f in doc["findings"] if f.get("boundary")}  # (a retry's later attempts are muted with it)
+    assert carded and carded <= muted
+    assert ".card.known {" in html and "tr.known > th" in html  # the muting is in the page's CSS
+    # JUnit: the run's title says it, the known findings are skipped cases, nothing fails
+    root = JUnitXml.fromstring(xml.encode())
+    assert root.name == f"mcp-sse-audit: {head} against the baseline {base}; known findings are skipped cases"
+    assert root.failures == 0 and root.skipped >= 1
+    skipped = [c for s in root for c in s if any(isinstance(x, Skipped) for x in c.result)]
+    assert len(skipped) == root.skipped
+
+
+def test_a_baseline_missing_one_finding_gives_1_new_and_it_leads(tmp_path):
+    """The baseline lacks the night's worst finding: "1 new" everywhere, that finding is the one listed and the one
+    "next:" points at, the banner is red for it, and it alone is not muted."""
+    from junitparser import JUnitXml
+
+    night1 = tmp_path / "night1.json"
+    run("analyze", *NIGHT, "--json", str(night1))
+    full = json.loads(night1.read_text())
+    worst = full["findings"][0]  # f1: the worst
+    assert worst["severity"] == "critical"
+    full["findings"] = full["findings"][1:]
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(full))
+    n = len(full["findings"])
+    r, doc, html, xml = _night(tmp_path, base, "night2")
+    assert r.exit_code == 1
+    head = f"1 new ({n} known, 0 gone)"
+    assert _findings_line(r.stdout).startswith(f"findings: {head} against the baseline {base}; new: 1 critical")
+    listed = [line for line in r.stdout.splitlines() if line.startswith("  [")]
+    assert len(listed) == 1 and listed[0].startswith(f"  [critical] {worst['rule']}, session {worst['session']} ")
+    nxt = next(line for line in r.stdout.splitlines() if line.startswith("next:"))
+    assert nxt.startswith(f"next: open {tmp_path / 'night2.html'} at {worst['session']} ({worst['rule']})")
+    banner = re.search(r'<p class="status ([a-z-]+)">([^<]*)</p>', html)
+    assert banner[1] == "s-critical" and banner[2].startswith(head)
+    new = [f for f in doc["findings"] if f["baseline"] == "new"]
+    assert [f["fingerprint"] for f in new] == [worst["fingerprint"]]
+    rows = _rows(html, "f")
+    anchor = f"finding-{new[0]['id']}"
+    assert 'class="known"' not in rows[anchor] and sum('class="known"' in tag for tag in rows.values()) == len(rows) - 1
+    assert re.search(rf'<tr id="{anchor}"[^>]*>.*?<strong data-baseline="new">new:</strong>', html, re.S)
+    # the summary's lists lead with it, unmuted
+    top = html[html.index('<h3 id="sum-top">'):html.index('<h2 id="findings">')]
+    first = re.search(r"<li[^>]*>.*?</li>", top, re.S)[0]
+    assert first.startswith("<li>") and f'href="#{anchor}"' in first and "tag-known" not in first
+    where = html[html.index('<h3 id="sum-where">'):html.index('<h3 id="sum-top">')]
+    row = re.search(r"<tr[^>]*data-f=\"w\"[^>]*>.*?</tr>", where, re.S)[0]
+    assert 'class="known"' not in row and f">{worst['boundary']}</a>" in row
+    card = re.search(rf'<article class="card[^"]*" id="boundary-{worst["boundary"]}"', html)[0]
+    assert " known" not in card
+    root = JUnitXml.fromstring(xml.encode())
+    assert root.name.startswith(f"mcp-sse-audit: {head}") and root.failures == 1

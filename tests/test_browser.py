@@ -685,3 +685,69 @@ def test_rule_names_never_break_inside_a_word(everything, open_report):
     page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
     assert page.evaluate(BROKEN_NAMES_JS) == []
     loaded.assert_clean()
+
+
+# every label and value of the summary's fact lists (dl.facts) inside its panel, as drawn: "not judged (the capture
+# lacks what the client got)" ran past the "How bad?" panel's edge, and so would an unbroken id or path
+OVERFLOWING_FACTS_JS = """() => {
+  const out = [];
+  for (const dl of document.querySelectorAll('.panel dl.facts')) {
+    const box = dl.closest('.panel').getBoundingClientRect();
+    for (const el of dl.querySelectorAll('dt, dd')) {
+      const r = el.getBoundingClientRect();
+      if (r.right > box.right + 0.5 || r.left < box.left - 0.5 || el.scrollWidth > el.clientWidth + 1) {
+        out.push(el.textContent.trim().slice(0, 60) + ' [' + Math.round(r.right) + ' > ' + Math.round(box.right) + ']');
+      }
+    }
+  }
+  return out;
+}"""
+
+
+@pytest.mark.parametrize("width", [1280, 900, 700])
+def test_the_summary_facts_stay_inside_their_panels(everything, pages_dir, open_report, width):
+    """The samples' "not judged" count (a HAR that keeps no bodies) and an input with a long unbroken name and reason:
+    every fact of the summary's panels stays inside its panel, at the widths a report is read at."""
+    doc, _ = everything
+    assert any(b.get("handled_correctly") is None and b.get("rule_id") for b in doc["boundaries"])
+    doc = json.loads(json.dumps(records.plain(doc)))
+    long = "captures/" + "a_very_long_capture_file_name_without_any_space_" * 6 + ".har"
+    doc["inputs"].insert(0, {"path": long, "format": "unknown", "records": 0, "rejected": 0, "notes": [],
+                             "error": "JSON,_but_neither_proxy_JSONL_nor_HAR_" * 8})
+    doc["summary"]["inputs"] += 1
+    doc["summary"]["inputs_unreadable"] += 1
+    path = write_report(pages_dir, f"long-facts-{width}", doc)
+    html = path.read_text()
+    assert "<dt>not judged (the capture lacks what the client got)</dt>" in html
+    loaded = open_report(path, viewport={"width": width, "height": 900})
+    assert loaded.page.evaluate(OVERFLOWING_FACTS_JS) == []
+    loaded.assert_clean()
+
+
+def test_known_findings_are_muted_as_drawn(synthetic, pages_dir, open_report):
+    """With a baseline, a known finding's row is drawn muted (the muted text colour, its badges grey) and says "known";
+    the new one keeps its colours.  The banner is drawn in the new findings' colour."""
+    from analyzer.document import baseline
+
+    doc, _ = synthetic
+    doc = json.loads(json.dumps(records.plain(doc)))
+    base = baseline.Baseline("accepted.json", doc["findings"][1:])  # every finding but the worst
+    baseline.apply(doc, base)
+    path = write_report(pages_dir, "baseline-one-new", doc)
+    loaded = open_report(path)
+    drawn = loaded.page.evaluate("""() => {
+      const muted = getComputedStyle(document.documentElement).getPropertyValue('--muted').trim();
+      const rows = Array.from(document.querySelectorAll('table.findings tbody tr'));
+      const look = tr => ({known: tr.classList.contains('known'), text: tr.textContent,
+                           color: getComputedStyle(tr.cells[4]).color, badge: getComputedStyle(tr.querySelector('.sev')).filter});
+      const probe = document.createElement('span'); probe.style.color = muted; document.body.appendChild(probe);
+      const mutedRgb = getComputedStyle(probe).color; probe.remove();
+      return {rows: rows.map(look), muted: mutedRgb, banner: document.querySelector('.status').className};
+    }""")
+    known = [r for r in drawn["rows"] if r["known"]]
+    new = [r for r in drawn["rows"] if not r["known"]]
+    assert len(new) == 1 and known
+    assert all(r["color"] == drawn["muted"] and "grayscale" in r["badge"] and "known:" in r["text"] for r in known)
+    assert new[0]["color"] != drawn["muted"] and new[0]["badge"] == "none" and "new:" in new[0]["text"]
+    assert drawn["banner"] == "status s-critical"  # the new one is critical
+    loaded.assert_clean()

@@ -137,7 +137,7 @@ def test_progress_goes_to_a_terminal_only(monkeypatch):
     assert seen[0].startswith("[1/1]") and "MB/s" in seen[0]
     # every phase after the reading says it began: the analysis is no silent stretch
     assert [m.split(" ")[0] for m in seen[1:]] == ["analyzing", "rebuilding", "judging", "1"], seen
-    assert seen[-1].startswith("1 reconnect(s) judged; checking the whole history")
+    assert seen[-1].startswith("1 reconnect judged; checking the whole history")
     r = run("analyze", str(SYN / "gap.jsonl"))  # CliRunner's stderr is no terminal: no progress lines
     assert "MB/s" not in r.stderr
 

@@ -145,8 +145,8 @@ class _Recorder:
     def done(self, records):
         self.calls.append(("done", records))
 
-    def end(self):
-        self.calls.append(("end",))
+    def end(self, inputs, skipped, stored=None):
+        self.calls.append(("end", inputs, skipped, stored))
 
 
 def test_the_meter_follows_every_input_to_its_end():
@@ -156,7 +156,7 @@ def test_the_meter_follows_every_input_to_its_end():
     paths = [str(ROOT / "sample_logs" / n) for n in ("real-python-server-restart.pcap.gz", "real-ts-resume.har", "real-ts-resume.jsonl")]
     rec = _Recorder()
     got = pipeline.read_inputs(paths, Reading(meter=rec))
-    assert len(got.parts) == 3 and rec.calls[-1] == ("end",)
+    assert len(got.parts) == 3 and rec.calls[-1] == ("end", 3, 0, None)  # the summary's counts: 3 inputs, 0 skipped
     begins = [i for i, c in enumerate(rec.calls) if c[0] == "begin"]
     assert [rec.calls[i][1:4] for i in begins] == [(n, 3, p) for n, p in enumerate(sorted(paths), start=1)]
     for k, i in enumerate(begins):
@@ -182,9 +182,9 @@ def test_the_terminal_meter_draws_one_line_in_place():
     m.begin(2, 2, "b.pcap", 1_000_000)
     m.at(1_000_000)
     m.done(10)
-    m.end()
+    m.end(2, 0)
     text = out.getvalue()
     assert text.count("\n") == 1 and text.endswith("\n") and text.rstrip(" \n").endswith("MB/s)") and "\x1b" not in text
-    assert "read 2 input(s), 1,244 records, 3.0 MB in " in text and "1,234 records so far" in text and "\x1b[31m" not in text and "a\\x1b[31m.jsonl" in text
+    assert "read 2 inputs, 0 skipped, 1,244 records, 3.0 MB in " in text and "1,234 records so far" in text and "\x1b[31m" not in text and "a\\x1b[31m.jsonl" in text
     # how far into an input only once it has begun, and only for one of 1 MiB or more: no "0% of 0.0 MB" lines
     assert "reading [1/2]  50% of 2.0 MB" in text and " 0% of" not in text and "of 1.0 MB" not in text

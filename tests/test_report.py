@@ -419,7 +419,7 @@ def test_many_quiet_sessions_are_listed_compactly(merged_doc):
     quiet = 20000 + sum(1 for e in entries if e["session"] not in busy)
     # one row each up to the cap; the page says how many more the JSON has
     assert html.count('<tr id="session-') == report.MAX_ROWS
-    assert f"{quiet - report.MAX_ROWS} more sessions are not listed on this page" in html
+    assert f"{quiet - report.MAX_ROWS} more sessions not listed on this page" in html
     check_page(d, html)
 
 

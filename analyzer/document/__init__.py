@@ -18,5 +18,6 @@ from analyzer.document.assemble import (  # noqa: F401
     generated_at,
     head,
     number_findings,
+    passed_over,
     unreadable_rows,
 )

@@ -120,10 +120,13 @@ class Summary:
             self.add("anomaly", rec)
         return self
 
-    def to_dict(self, input_rows: list[dict], unreadable: int) -> dict:
+    def to_dict(self, input_rows: list[dict], skipped: int) -> dict:
+        """The summary; ``skipped``: the files passed over (``skipped[]``).  How each count is defined, and worded by
+        every output: :mod:`analyzer.document.facts`."""
         return {
             "inputs": len(input_rows),
-            "inputs_unreadable": unreadable,
+            "inputs_unreadable": sum(1 for r in input_rows if r.get("error")),
+            "inputs_skipped": skipped,
             "records": sum(r["records"] for r in input_rows),
             "rejected": sum(r["rejected"] for r in input_rows),
             "sessions": self.items["session"],
@@ -152,12 +155,19 @@ def assemble(
     summary.events, summary.messages = events, messages
     return {
         **head(),
-        "summary": summary.to_dict(input_rows, len(errors)),
+        "summary": summary.to_dict(input_rows, len(skipped)),
         "inputs": input_rows,
         "skipped": skipped,
         **body,
         "anomalies": anomaly_rows,
     }
+
+
+def passed_over(doc: dict, skipped: list[str]) -> None:
+    """The files a run passed over (a store's analysis: those of the PATHs it ingested first) put in its document,
+    which counts them as a run over the files does (``summary.inputs_skipped``: :mod:`analyzer.document.facts`)."""
+    doc["skipped"] = sorted(skipped)
+    doc["summary"]["inputs_skipped"] = len(doc["skipped"])
 
 
 class Numbering:

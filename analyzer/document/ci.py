@@ -32,6 +32,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from analyzer.document.assemble import SEV_RANK
+from analyzer.document.facts import baseline_headline, plural as _plural
 
 FAIL_ON = ("critical", "error", "warning", "never")
 KNOWN = "known: in the baseline"
@@ -116,23 +117,29 @@ def _finding_text(f: dict) -> str:
     return "\n".join(lines)
 
 
-def _repeats(boundaries: list[dict], findings: list[dict]) -> dict[str, str]:
-    """Boundary id -> a note for the later attempts of a retried reconnect.  A retry makes one finding on its
-    first attempt (``attempts``: how many); the others are the next ones of its stream (rules/reconnects.py
-    runs are consecutive reconnects of one stream), which pass: the finding is counted once."""
+def later_attempts(boundaries: list[dict], findings: list[dict]) -> dict[str, tuple[int, int, dict]]:
+    """Boundary id -> (k, n, the finding) for the later attempts of a retried reconnect: attempt k of n, whose
+    finding is reported once, on its first attempt (``attempts``: how many); the others are the next ones of its
+    stream (rules/reconnects.py runs are consecutive reconnects of one stream)."""
     of_stream: dict[tuple, list[str]] = defaultdict(list)
     for b in boundaries:
         of_stream[(b.get("session"), b.get("stream"))].append(b["boundary_id"])
     stream_of = {b["boundary_id"]: (b.get("session"), b.get("stream")) for b in boundaries}
-    notes = {}
+    out: dict[str, tuple[int, int, dict]] = {}
     for f in findings:
         n, first = f.get("attempts") or 1, f.get("boundary")
         if n > 1 and first in stream_of:
             run = of_stream[stream_of[first]]
             at = run.index(first)
             for k, bid in enumerate(run[at + 1: at + n], start=2):
-                notes.setdefault(bid, f"attempt {k} of {n} of the reconnect {first}: its finding {f.get('id')} ({f.get('rule')}) is reported there, once")
-    return notes
+                out.setdefault(bid, (k, n, f))
+    return out
+
+
+def _repeats(boundaries: list[dict], findings: list[dict]) -> dict[str, str]:
+    """Boundary id -> a note for the later attempts of a retried reconnect, which pass: the finding is counted once."""
+    return {bid: f"attempt {k} of {n} of the reconnect {f.get('boundary')}: its finding {f.get('id')} ({f.get('rule')}) is reported there, once"
+            for bid, (k, n, f) in later_attempts(boundaries, findings).items()}
 
 
 def _cases(doc: dict) -> list[_Case]:
@@ -218,7 +225,7 @@ def junit_xml(doc: dict, fail_on: str) -> str:
     by_session: dict[str | None, list[_Case]] = defaultdict(list)
     for case in _cases(doc):
         by_session[case.session].append(case)
-    root = ET.Element("testsuites", {"name": TOOL})
+    root = ET.Element("testsuites", {"name": visible(_title(doc))})
     everything: list[str] = []
     for session in sorted(by_session, key=_session_order):
         suite = ET.SubElement(root, "testsuite", {"name": visible(session_label(session, sids.get(session)))})
@@ -245,6 +252,15 @@ def junit_xml(doc: dict, fail_on: str) -> str:
     _count(root, everything, stamp)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _title(doc: dict) -> str:
+    """The ``<testsuites>`` name, which reporters show as the run's title (junitparser's ``JUnitXml.name``): with a
+    baseline it leads with what is new, as the terminal and the report do; the known findings are the skipped cases."""
+    base = (doc.get("summary") or {}).get("baseline")
+    if base is None:
+        return TOOL
+    return f"{TOOL}: {baseline_headline(base)} against the baseline {base.get('source')}; known findings are skipped cases"
 
 
 # ----------------------------------------------------------- damaged input
@@ -298,7 +314,7 @@ def _anomaly_text(a: dict) -> str:
 
 
 def _anomalies(n: int) -> str:
-    return f"{n} error-severity anomal{'y' if n == 1 else 'ies'}"
+    return _plural(n, "error-severity anomaly", "error-severity anomalies")
 
 
 def _damage_message(item: _Input) -> str:
@@ -417,6 +433,8 @@ def github_annotations(doc: dict, fail_on: str) -> str:
     if damage_counts(fail_on):
         lines += [damaged_annotation(d) for d in damaged]
     n = len(failing)
+    base = (doc.get("summary") or {}).get("baseline")
+    lead = f"{baseline_headline(base)} against the baseline; " if base is not None else ""  # as JUnit's title and the terminal
     if fail_on == "never":
         text = f"{_plural(len(findings), 'finding')}; none fails the job (--fail-on never)"
     else:
@@ -434,9 +452,6 @@ def github_annotations(doc: dict, fail_on: str) -> str:
             text += f"; GitHub shows the first {SHOWN_PER_KIND} of each kind, the log has them all"
     if damaged and not damage_counts(fail_on):
         text += f"; damaged inputs: {len(damaged)}, not failing at --fail-on {fail_on}"
-    lines.append(f"::notice title={escape_property(TOOL)}::{escape_data(text)}")
+    lines.append(f"::notice title={escape_property(TOOL)}::{escape_data(visible(lead) + text)}")
     return "\n".join(lines) + "\n"
 
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"

@@ -405,6 +405,12 @@ def read_one(source: str, reading: Reading = Reading()) -> Ingested:
             stream.seek(0)
         except (OSError, EOFError, zlib.error) as exc:
             raise InputError(source, f"cannot decompress: {exc}") from None
+        if not head.strip() and fmt == "auto":
+            # nothing in it (a proxy log of a quiet night): read, with 0 records and a warning, not unreadable -- nothing
+            # was lost (analyzer/document/facts.py); its format cannot be told, and does not matter
+            log = AnomalyLog(source)
+            log.add("input_empty", "file")
+            return _empty(source, "unknown", log)
         try:
             kind = sniff(source, head) if fmt == "auto" else fmt
         except InputError:

@@ -27,11 +27,10 @@ class Meter:
     def done(self, records: int) -> None:  # the current input is read: it held this many records
         pass
 
-    def skipped(self) -> None:  # the current input was passed over (not a capture): it is no input of the summary's
-        pass
-
-    def end(self) -> None:  # every input read
-        pass
+    def end(self, inputs: int, skipped: int, stored: int | None = None) -> None:
+        """Every input read: ``inputs`` and ``skipped`` are the summary's counts of this read (the inputs with a
+        row, the files passed over: :mod:`analyzer.document.facts`); ``stored``: a store's ingest, the files it
+        already held (not read again)."""
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from markupsafe import Markup, escape
 
 from analyzer.catalog import DIVERGED as _DIVERGED, SEVERITIES as _SEVERITIES, VERDICT, VERDICT_ORDER
+from analyzer.document.facts import plural
 
 
 TEMPLATE = "report.html.j2"
@@ -81,8 +82,7 @@ _DIGITS = re.compile(r"([0-9]+)")
 _INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 
 
-def _plural(n: int, word: str, many: str | None = None) -> str:
-    return f"{n} {word if n == 1 else (many or word + 's')}"
+_plural = plural  # one word for one count on every output (analyzer/document/facts.py)
 
 
 def _ts(value) -> float | None:

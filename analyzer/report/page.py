@@ -10,7 +10,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from analyzer.report.common import (
-    MAX_FULL_SESSIONS, MAX_ROWS, TEMPLATE, _clip, _name, _or_dash, _plain, _ref, _session_id, _text, _truncate,
+    MAX_FULL_SESSIONS, MAX_ROWS, TEMPLATE, _clip, _name, _or_dash, _plain, _plural, _ref, _session_id, _text, _truncate,
 )
 from analyzer.report.view import _context
 
@@ -48,6 +48,7 @@ def _environment() -> Environment:
     env.filters["trunc"] = _truncate
     env.filters["clip"] = _clip
     env.filters["name"] = _name
+    env.filters["plural"] = _plural  # {{ n|plural("reconnect") }}: "1 reconnect", "2 reconnects"
     return env
 
 

@@ -6,6 +6,8 @@ from collections import Counter, defaultdict
 
 from analyzer import catalog
 from analyzer.catalog import VERDICT
+from analyzer.document import facts
+from analyzer.document.ci import later_attempts
 
 from .common import (
     COLLAPSE_ROWS, CONN_ROWS, DECISIVE, EVIDENCE_SHOWN, MINOR_ROWS, DIVERGED, IDS_SHOWN, MAX_FULL_SESSIONS, MAX_ROWS,
@@ -63,10 +65,18 @@ def _handled_words(value, verdict, rule_id=None) -> str:
 
 
 def _status(doc: dict) -> str:
-    """The headline's colour: critical or a divergence = bad; errors or unverifiable = warn."""
+    """The headline's colour: critical or a divergence = bad; errors or unverifiable = warn.  With a baseline, the
+    new findings alone set it (as they alone set the exit code): none new is green, known critical ones or not;
+    unreadable input is a warning whatever the baseline."""
     summary = doc.get("summary", {})
     verdicts = summary.get("verdicts", {})
     by_sev = summary.get("findings_by_severity", {})
+    base = summary.get("baseline")
+    if base is not None and not _nothing_read(doc):
+        new = base.get("new_by_severity") or {}
+        if new.get("critical"):
+            return "s-critical"
+        return "s-warning" if new.get("error") or new.get("warning") or summary.get("inputs_unreadable") else "s-ok"
     if by_sev.get("critical") or any(verdicts.get(v) for v in DIVERGED):
         return "s-critical"
     if _nothing_read(doc):
@@ -94,15 +104,14 @@ def _top_findings(major: list[dict]) -> list[dict]:
         if len(chosen) >= SUMMARY_ROWS:
             break
         chosen.setdefault(id(f), f)
-    return [f for f in major if id(f) in chosen]
+    return [f for f in major if id(f) in chosen]  # (in the order given: with a baseline, the new ones first)
 
 
 def _headline(doc: dict) -> str:
     summary = doc.get("summary", {})
     if _nothing_read(doc):
-        skipped = len(doc.get("skipped") or [])
         return (f"nothing was analyzed: no input was readable ({_plural(summary.get('inputs', 0), 'input')}, "
-                f"{summary.get('inputs_unreadable', 0)} unreadable, {_plural(skipped, 'file')} skipped)")
+                f"{summary.get('inputs_unreadable', 0)} unreadable, {_plural(facts.skipped(doc), 'file')} skipped)")
     verdicts = summary.get("verdicts", {})
     by_sev = summary.get("findings_by_severity", {})
     diverged = sum(verdicts.get(v, 0) for v in DIVERGED)
@@ -118,7 +127,10 @@ def _headline(doc: dict) -> str:
     if unverifiable:
         parts.append(f"{_plural(unverifiable, 'reconnect')} could not be verified")
     total = summary.get("boundaries", 0)
-    return ", ".join(parts) + f" ({_plural(total, 'reconnect')} judged)"
+    run = ", ".join(parts) + f" ({_plural(total, 'reconnect')} judged)"
+    base = summary.get("baseline")
+    # with a baseline what is new leads, in the words of the terminal and JUnit; the run's own counts follow
+    return f"{facts.baseline_headline(base)} against the baseline; this run: {run}" if base is not None else run
 
 
 # --------------------------------------------------------------------------
@@ -246,14 +258,16 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
     f_by_session: dict[str, list] = defaultdict(list)
     unanswered_by_request: dict[str, list] = defaultdict(list)
     prepared_findings = []
+    prepared_of: dict[int, dict] = {}  # the document's finding -> its prepared copy
     for n, f in enumerate(findings, start=1):
-        pf = dict(f)
+        pf = prepared_of[id(f)] = dict(f)
         pf["_anchor"] = _anchor("finding", f.get("id"), n)
         pf["_sev_cls"] = _sev_class(f.get("severity"))
         pf["_sev"] = _sev_token(f.get("severity"))
         pf["_rank"] = SEV_RANK.get(f.get("severity"), len(SEVERITIES))
         pf["_v"] = b_verdict.get(f.get("boundary"), "") if f.get("boundary") is not None else ""
         pf["_next"] = catalog.next_step(str(f.get("rule")), f.get("boundary") is not None)
+        pf["_known"] = f.get("baseline") == "known"  # in the baseline: muted, and marked "known", wherever it is listed
         prepared_findings.append(pf)
         if f.get("boundary") is not None:
             f_by_boundary[f["boundary"]].append(pf)
@@ -277,6 +291,8 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
 
     b_by_session: dict[str, list] = defaultdict(list)
     b_anchors: set[str] = set()
+    # a retried reconnect's later attempts carry no finding of their own: the first attempt's is theirs (new or known)
+    retry_of = {bid: prepared_of[id(f)] for bid, (_k, _n, f) in later_attempts(boundaries, findings).items()}
     for n, b in enumerate(boundaries, start=1):
         pb = dict(b)
         pb["_n"] = n
@@ -293,6 +309,9 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
             "ok" if b.get("verdict") == "continuous" else {True: "ok", False: "bad", None: "unknown"}.get(b.get("handled_correctly"), "unknown")
         )
         pb["_findings"] = f_by_boundary.get(b.get("boundary_id"), [])
+        about = pb["_findings"] or ([retry_of[b["boundary_id"]]] if b.get("boundary_id") in retry_of else [])
+        pb["_new"] = any(not f["_known"] for f in about)  # with a baseline: a new finding is about this reconnect
+        pb["_known"] = bool(about) and not pb["_new"]
         effects = []
         for f in pb["_findings"]:
             if f.get("effect") and f["effect"] not in effects:
@@ -364,7 +383,7 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
             "names": _and(members),  # "S10 and S11"
             "also_note": (f"also {', '.join(str(m) for m in members[1:])}: the same session in "
                           f"{'another capture' if len(members) == 2 else 'other captures'}"),
-            "boundaries": bs, "findings": fs,
+            "boundaries": bs, "findings": fs, "_known": bool(fs) and all(f["_known"] for f in fs),
             "_v": " ".join(sorted(counts, key=lambda v: V_RANK.get(v, 99))),
             "_sev": " ".join(sevs),
             # its reconnects by verdict, as the JSON's verdicts: "gap 2, continuous 1"
@@ -441,7 +460,9 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
     verdict_counts = summary.get("verdicts", {})
     by_sev = summary.get("findings_by_severity", {})
     major = [f for f in prepared_findings if f.get("severity") in ("critical", "error")]
-    top = _top_findings(major)
+    # the summary's lists lead with what is new against a baseline (the known ones follow, muted); without one,
+    # nothing is known and the order is the findings'
+    top = _top_findings([f for f in major if not f["_known"]] + [f for f in major if f["_known"]])
     first_of: dict[tuple, dict] = {}
     for f in prepared_findings:
         first_of.setdefault((f.get("rule"), f.get("severity"), f.get("boundary") is not None), f)
@@ -451,7 +472,9 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         f["_shown"] = True
 
     # Summary: where it diverged (the worst reconnects, most harmful first) and what the inputs cost.
-    worst_b = sorted((b for bs in b_by_session.values() for b in bs if b.get("verdict") != "continuous"), key=harm_order)
+    with_baseline = "baseline" in summary
+    worst_b = sorted((b for bs in b_by_session.values() for b in bs if b.get("verdict") != "continuous"),
+                     key=lambda b: (with_baseline and not b["_new"], harm_order(b)))
     where = [
         {"b": b, "link": card_anchor.get(b.get("boundary_id")) or s_anchor.get(b.get("session")),
          "tokens": s_tokens.get(b.get("session"), ""), "sort": session_sort(b.get("session")),
@@ -495,6 +518,7 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         "overview": _overview(exchanges, boundaries),
         "trend": trend_view(doc.get("trend")),  # (a store's document only)
         "formats": sorted(Counter(str(i.get("format")) for i in inputs).items()),
+        "input_counts": facts.input_counts(doc),  # records, rejected, unreadable, skipped: as the terminal says them
         "unreadable": [i for i in inputs if i.get("error")][:SUMMARY_ROWS],
         "anomaly_codes": sorted(
             ((code, sev, n, _sev_class(sev)) for (code, sev), n in codes.items()),

@@ -71,10 +71,12 @@ def write(
     spill_dir: str | None = None,
     baseline=None,
     trend: bool = False,
+    skipped: list[str] = (),
 ) -> Written:
     """``baseline``: an :class:`analyzer.document.baseline.Baseline`; each finding is marked new or known and the
     summary gets its tally, as ``baseline.apply`` does to a whole document.  ``trend``: end the JSON document with
-    ``trend``, as :func:`analyzer.run.run` adds it to the document of a store."""
+    ``trend``, as :func:`analyzer.run.run` adds it to the document of a store.  ``skipped``: the files this run passed
+    over (the PATHs ingested first), the document's ``skipped``."""
     store = store_mod.locate(store)
     p = plan(store, n)
     store_mod.input_rows(store)  # no store here: fail before reading anything
@@ -178,13 +180,13 @@ def write(
             ("anomaly", "anomalies", (a for _, a in merged("anomaly", lambda part, i, a: (sha_rank.get(sha_of.get(a["source"], ""), -1), part, i),
                                                            lambda part, a: a))),
         ]
-        summary = summary.to_dict(rows, 0)
+        summary = summary.to_dict(rows, len(skipped))
         if win.bounded:
             summary["window"] = win.summary()  # (as analyzer.window.stamp: last, like the single pass)
         if baseline is not None:
             summary["baseline"] = baseline.summary()  # (after the window, as the command applies it to a whole document)
         _emit(document.head(), summary, sections, jsonl_out, json_out,
-              (lambda: {"trend": trends.per_day(reconnects)}) if trend else dict)
+              (lambda: {"trend": trends.per_day(reconnects)}) if trend else dict, skipped)
     return Written(summary, sum(1 for r in rows if r["error"] is None), encrypted)
 
 
@@ -235,16 +237,17 @@ def _umask() -> int:
     return m
 
 
-def _emit(head: dict, summary: dict, sections, jsonl_out: str | None, json_out: str | None, tail: Callable[[], dict] = dict) -> None:
+def _emit(head: dict, summary: dict, sections, jsonl_out: str | None, json_out: str | None, tail: Callable[[], dict] = dict,
+          skipped: list[str] = ()) -> None:
     """One pass over the merged items into both outputs (as findings.json_lines and a compact json.dumps); ``tail``:
     the document's last keys, made after every section went by (JSON Lines has no line for them, as
-    findings.json_lines)."""
+    findings.json_lines); ``skipped``: the document's ``skipped``."""
     jl, jd = _open(jsonl_out), _open(json_out)
     compact = {"ensure_ascii": False, "separators": (",", ":")}
     ok = False
     try:
         if jl is not None:
-            jl.write(json.dumps({"type": "summary", **head, "summary": summary, "skipped": []}, ensure_ascii=False) + "\n")
+            jl.write(json.dumps({"type": "summary", **head, "summary": summary, "skipped": list(skipped)}, ensure_ascii=False) + "\n")
         if jd is not None:
             start = json.dumps({**head, "summary": summary}, **compact)
             jd.write(start[:-1])
@@ -261,7 +264,7 @@ def _emit(head: dict, summary: dict, sections, jsonl_out: str | None, json_out: 
             if jd is not None:
                 jd.write("]")
                 if field == "inputs":
-                    jd.write(',"skipped":[]')
+                    jd.write(',"skipped":' + json.dumps(list(skipped), **compact))
         last = tail()
         if jd is not None:
             for key, value in last.items():

@@ -49,6 +49,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq  # noqa: F401 (tests patch its write_table through this module)
 
 from analyzer import window as windows
+from analyzer.document.facts import unread
 from analyzer.errors import AuditError, StoreError
 from analyzer.scale.manifest import (  # noqa: F401 (re-exported: the store's names, for its readers and tests)
     BASE_COLUMNS,
@@ -159,7 +160,8 @@ def input_rows(store: str | Path, used: set[str] | None = None) -> list[dict]:
     """The document's ``inputs`` rows for the stored inputs (only those in ``used``, when given), by path."""
     snap = _manifest_or_fail(locate(store))
     return [
-        {"path": r["path"], "format": r["format"], "records": r["records"], "rejected": r["rejected"], "error": None,
+        {"path": r["path"], "format": r["format"], "records": r["records"], "rejected": r["rejected"],
+         "error": unread(r["records"], r["rejected"]),  # as the single pass says it (every record rejected)
          "notes": json.loads(r["notes"] or "[]")}
         for r in sorted(snap.rows, key=lambda r: r["path"])
         if used is None or r["path"] in used
