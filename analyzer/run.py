@@ -138,7 +138,9 @@ def _audit(o: Options, given: Options, store, base, lost_input: bool, echo: Echo
     rows = [r | {"audited_at": at} for r in trend.per_reconnect(doc)]
     audits.commit(store, o.audit, judged, {sha: frozenset(fps) for sha, fps in held.items()}, rows)
     if not o.quiet:
-        echo(terminal.safe(f"audit {o.audit}: {len(judged)} input(s) recorded as judged"
+        from analyzer.document.facts import plural
+
+        echo(terminal.safe(f"audit {o.audit}: {plural(len(judged), 'input')} recorded as judged"
                            + (f" ({len(released)} of them held before, their findings accepted since)" if released else "")
                            + (f"; {len(held)} held for new findings at or above --fail-on {o.fail_on}: judged again each run "
                               "until accepted (mcp-sse-audit accept)" if held else "")), err=bool(o.outputs.to_stdout()))
