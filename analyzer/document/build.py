@@ -16,6 +16,7 @@ from analyzer import catalog
 from analyzer.document.assemble import finding_key, fingerprint
 from analyzer.document.records import Records
 from analyzer.signals.streams import Frames
+from analyzer.tables import digest_expr
 from analyzer.catalog import VERDICT_ORDER
 
 EVIDENCE_EVENTS = 3
@@ -25,13 +26,6 @@ TS_FMT = "%Y-%m-%dT%H:%M:%S%.6fZ"
 
 def _iso(col: str) -> pl.Expr:
     return pl.col(col).dt.to_string(TS_FMT)
-
-
-def _hex16(bits: pl.Expr) -> pl.Expr:
-    """A UInt64 as 16 lower-case hex digits: the frames' digest (the sha256's first 64 bits, see
-    streams.compact_digest) written back as the hex's first 16 characters, as the document shows it."""
-    digit = pl.lit("0123456789abcdef")
-    return pl.concat_str([digit.str.slice(((bits // (1 << (60 - 4 * k))) % 16).cast(pl.Int64), 1) for k in range(16)])
 
 
 PREVIEW_COLUMNS = ("gx", "ordinal", "id", "event", "data", "digest", "fate", "ts", "source", "location")
@@ -48,7 +42,9 @@ def _event_preview(events: pl.LazyFrame) -> pl.LazyFrame:
             .then(pl.col("data").str.slice(0, DATA_PREVIEW) + "…")
             .otherwise(pl.col("data"))
             .alias("data"),
-            _hex16(pl.col("digest")).alias("digest"),
+            # the digest of what the document shows (the redacted data), not of the raw data: a sha256 of a 6-digit OTP
+            # or a PIN printed beside its redacted text gave it back in a second of brute force
+            digest_expr(pl.col("id"), pl.col("data")).str.slice(0, 16).alias("digest"),
             "fate",
             _iso("ts").alias("ts"),
             "source",
