@@ -5,6 +5,7 @@ earlier run (``baseline``) and turned into CI outputs (``ci``).  This file only 
 from analyzer.document.assemble import (  # noqa: F401
     ANOMALY_SEVERITIES,
     FIRST_RULES,
+    Names,
     Numbering,
     SCHEMA_VERSION,
     SEVERITIES,

@@ -6,8 +6,9 @@ items (the rows of :func:`analyzer.scale.partitions.analyze_group`, JSON text) a
 in a temporary folder, one per kind and partition, and only small things stay in memory: the order
 keys of the exchanges (to number them as a single pass does) and counts.  The outputs are then
 written in one pass, a k-way merge of the partitions' files per kind (each partition's items are
-already in the global order among themselves), renumbering ``x``/``s``/``S``/``b``/``f`` on the way,
-reading a bounded batch from each file at a time.
+already in the global order among themselves), renumbering ``x``/``s``/``f`` and naming sessions and
+reconnects on the way (their names, made over every partition from what each partition's items say of
+them as they are spilled: analyzer.document.Names), reading a bounded batch from each file at a time.
 
 The JSON Lines written are byte-identical to ``findings.json_lines`` of the single pass's document,
 and the JSON document equal to it (always compact here); ``tests/test_spill.py`` checks both.  The HTML
@@ -78,6 +79,7 @@ def write(
         tmp = Path(tmp)
         keys, used = [], set()
         summary = document.Summary()
+        seen = document.Names()  # the sessions' and reconnects' identities: their names are made over every partition
         encrypted = 0
         parts = 0
         for i, shas in enumerate(p.partitions):
@@ -94,13 +96,17 @@ def write(
             for kind in KINDS:
                 items = g.filter(pl.col("kind") == kind).sort("seq").select("json")
                 items.write_parquet(tmp / f"{kind}-{part:06d}.parquet", compression="lz4")
-                if kind in ("session", "exchange"):  # (the summary's counts, as the single pass sums them)
+                if kind == "exchange":  # (the summary's counts, as the single pass sums them)
                     summary.items[kind] += items.height
                 else:
                     for text in items["json"]:
                         rec = json.loads(text)
                         summary.add(kind, rec)
-                        if kind == "finding" and baseline is not None:
+                        if kind == "session":
+                            seen.see_session(part, rec)
+                        elif kind == "boundary":
+                            seen.see_boundary(part, rec)
+                        elif kind == "finding" and baseline is not None:
                             baseline.count(rec)  # the tally now (the summary is written first); the mark as written
                         elif kind == "anomaly":
                             encrypted += occurrences([rec], "tls_not_decrypted")
@@ -113,12 +119,8 @@ def write(
             del g
             gc.collect()
         allkeys = (pl.concat(keys) if keys else pl.DataFrame(schema={"lpos": pl.Int64, "_t": pl.Int64, "source": pl.String, "xid": pl.Int64, "part": pl.Int64}))
-        num = document.Numbering(global_positions(allkeys, parts))
-        del allkeys, keys
-        for part in range(parts):  # sessions are numbered by their first exchange in the merged history
-            for e in _items(tmp / f"exchange-{part:06d}.parquet"):
-                num.see_exchange(part, e)
-        num.number_sessions()
+        num = document.Numbering(global_positions(allkeys, parts), seen.make())
+        del allkeys, keys, seen
 
         rows = store_mod.input_rows(store, used if (win.bounded or sessions) else None)
         man = store_mod.manifest(store)
@@ -135,12 +137,7 @@ def write(
             for _, part, rec in heapq.merge(*(one(part) for part in range(parts)), key=lambda t: t[0]):
                 yield part, rec
 
-        def boundaries() -> Iterator[dict]:
-            got = merged("boundary", lambda part, i, b: int(b["request_exchange"][1:]), num.boundary)
-            for n_, (part, b) in enumerate(got, start=1):
-                yield num.boundary_numbered(part, b, n_)
-
-        def findings() -> Iterator[dict]:  # (after every boundary is numbered: the sections are written in order)
+        def findings() -> Iterator[dict]:
             got = merged("finding", lambda part, i, f: document.finding_key(f, f["_g"]), num.finding)
             for f in document.number_findings(f for _, f in got):
                 if baseline is not None:
@@ -149,9 +146,10 @@ def write(
 
         sections = [
             ("input", "inputs", iter(rows)),
-            ("session", "sessions", (s for _, s in merged("session", lambda part, i, s: int(s["session"][1:]), num.session))),
+            # sessions in the order of their first exchange in the merged history (Numbering.session gives its place)
+            ("session", "sessions", (s for _, (_, s) in merged("session", lambda part, i, t: t[0], num.session))),
             ("exchange", "exchanges", (e for _, e in merged("exchange", lambda part, i, e: int(e["exchange_id"][1:]), num.exchange))),
-            ("boundary", "boundaries", boundaries()),
+            ("boundary", "boundaries", (b for _, b in merged("boundary", lambda part, i, b: int(b["request_exchange"][1:]), num.boundary))),
             ("finding", "findings", findings()),
             ("anomaly", "anomalies", (a for _, a in merged("anomaly", lambda part, i, a: (sha_rank.get(sha_of.get(a["source"], ""), -1), part, i),
                                                            lambda part, a: a))),
