@@ -154,10 +154,10 @@ def _request_order(x: pl.DataFrame, gxs: pl.DataFrame) -> pl.DataFrame:
     """``gx`` and ``order`` for the requests of ``gxs``: which request of its session with the same method,
     Last-Event-ID and body it is in its capture (0, 1, ...; names.reconnect_identity).  Counted only
     among the requests alike some of ``gxs`` (a reconnect's alikes: a few GETs, not every exchange)."""
-    alike = x.select("gx", "pos", *(pl.col(c).fill_null("\x00") for c in _SAME_REQUEST))
+    alike = x.select("gx", "pos", *_SAME_REQUEST)
     wanted = alike.join(gxs.select("gx"), on="gx", how="semi").select(_SAME_REQUEST).unique()
     return (
-        alike.join(wanted, on=list(_SAME_REQUEST), how="semi")
+        alike.join(wanted, on=list(_SAME_REQUEST), how="semi", nulls_equal=True)  # (no Last-Event-ID is a value too)
         .sort("pos")
         .select("gx", order=pl.int_range(pl.len()).over(_SAME_REQUEST))
         .join(gxs.select("gx"), on="gx", how="semi")
