@@ -251,8 +251,8 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         # resumed stream still owed it (the document's owed_requests) show it as evidence.
         if f.get("rule") == "request_unanswered" and f.get("exchange") is not None:
             unanswered_by_request[f["exchange"]].append(pf)
-    # Severity, then the reconnect's position (the document sorts boundary ids
-    # as strings: b10 before b2), then session-level findings in document order.
+    # Severity, then the reconnect's place in the document (history order: a name says nothing of it),
+    # then session-level findings in document order.
     b_pos = {b.get("boundary_id"): n for n, b in enumerate(boundaries)}
     order = {id(f): n for n, f in enumerate(prepared_findings)}
     prepared_findings.sort(
