@@ -112,7 +112,7 @@ def input_problems(doc: dict) -> tuple[list[str], list[str]]:
 
 
 def session_name(rec: dict) -> str:
-    """A session as the JSON (``session``, ``session_id``) and the HTML name it: ``S3 3c7c1b9a6589…``."""
+    """A session as the JSON (``session``, ``session_id``) and the HTML name it: ``Sk3vq7m2a 3c7c1b9a6589…``."""
     sid = rec.get("session_id")
     short = "no Mcp-Session-Id" if not sid else sid if len(sid) <= 12 else sid[:12] + "…"
     return f"session {rec.get('session') or '?'} {short}" if sid else f"session {rec.get('session') or '?'}, {short}"
@@ -190,7 +190,8 @@ def summary_text(doc: dict, outputs: tuple[str, ...] = (), width: int | None = N
     if shown:  # one next step: the worst finding's, where to read about it
         f = shown[0]
         html = next((o for o in outputs if o != "-" and o.endswith((".html", ".htm"))), None)
-        where = f"open {html} at {f['session'] or f['id']}" if html else f"see {f['id']} {pointer}"
+        # (the report's section of the session is the element whose id is its name: the link scrolls there)
+        where = (f"open {html}#{f['session']}" if f["session"] else f"open {html} at {f['id']}") if html else f"see {f['id']} {pointer}"
         lines.append(_fit(safe(f"next: {where} ({f['rule']}); {f.get('next_step') or ''}"), width))
     elif base is not None and base["known"]:
         lines.append("next: nothing new against the baseline; the known findings stay accepted until they are fixed")

@@ -238,18 +238,15 @@ def test_sample_report_renders(target, open_report, pages_dir):
         .reduce((n, r) => n + Number(r.dataset.n), 0)""")
     assert drawn == sum(1 for b in doc["boundaries"] if b.get("started"))
     sessions = page.evaluate(MARKS_JS)
-    entries, group_of = _merged_sessions(doc["sessions"])  # one section per Mcp-Session-Id of an incident
-    want: dict[str, list] = {}
+    want: dict[str, list] = {}  # one section per session name (a section's data-s: the name)
     for b in doc["boundaries"]:
-        want.setdefault(group_of[b["session"]], []).append(b)
-    members = {e["session"]: " ".join(e["members"]) for e in entries}  # a section's data-s: its sessions' JSON keys
+        want.setdefault(b["session"], []).append(b)
     seen = 0
     for sec in sessions:
-        sid = next(k for k, v in members.items() if v == sec["s"])
-        bs = want.get(sid, [])
-        # one mark per reconnect, drawn, linked to its card, in its verdict's colour
+        bs = want.get(sec["s"], [])
+        # one mark per reconnect, drawn, linked to its card (whose id is the reconnect's name), in its verdict's colour
         assert len(sec["marks"]) == len(bs), (target, sec["s"])
-        assert sorted(m["href"] for m in sec["marks"]) == sorted(f"#boundary-{b['boundary_id']}" for b in bs)
+        assert sorted(m["href"] for m in sec["marks"]) == sorted(f"#{b['boundary_id']}" for b in bs)
         for m in sec["marks"]:
             assert m["drawn"], m
             assert m["targetCls"] == f"card {m['cls']}", m
@@ -274,12 +271,11 @@ def test_filters_change_what_is_visible(synthetic, open_report):
     assert page.inner_text("#f-count") == ""
 
     page.select_option("#f-verdict", "gap")
-    gaps = {f"boundary-{b['boundary_id']}" for b in doc["boundaries"] if b["verdict"] == "gap"}
+    gaps = {b["boundary_id"] for b in doc["boundaries"] if b["verdict"] == "gap"}
     assert set(loaded.visible("article.card")) == gaps
-    gap_sessions = {e["session"] for e in _merged_sessions(doc["sessions"])[0]
-                    if any(b["session"] in e["members"] and b["verdict"] == "gap" for b in doc["boundaries"])}
-    assert {i.removeprefix("session-") for i in loaded.visible("section.session")} == gap_sessions
-    gap_findings = {f"finding-{f['id']}" for f in doc["findings"] if f["boundary"] in {g.removeprefix("boundary-") for g in gaps}}
+    gap_sessions = {b["session"] for b in doc["boundaries"] if b["verdict"] == "gap"}
+    assert set(loaded.visible("section.session")) == gap_sessions
+    gap_findings = {f"finding-{f['id']}" for f in doc["findings"] if f["boundary"] in gaps}
     assert set(loaded.visible("tr[data-f=f]")) == gap_findings
     assert page.inner_text("#f-count").startswith(f"Showing {len(gaps)} of {len(doc['boundaries'])} reconnects")
     # the summary's worst reconnects follow the filter too (issue [5/6]: the "Where?" table agrees with it)
@@ -291,25 +287,23 @@ def test_filters_change_what_is_visible(synthetic, open_report):
     assert hidden_w and all(verdict_of[i] != "gap" for i in hidden_w)
 
     page.select_option("#f-verdict", "diverged")
-    diverged = {f"boundary-{b['boundary_id']}" for b in doc["boundaries"] if b["verdict"] in report.DIVERGED}
+    diverged = {b["boundary_id"] for b in doc["boundaries"] if b["verdict"] in report.DIVERGED}
     assert set(loaded.visible("article.card")) == diverged
 
     page.select_option("#f-verdict", "")
     page.select_option("#f-sev", "critical")
     critical = {f"finding-{f['id']}" for f in doc["findings"] if f["severity"] == "critical"}
     assert set(loaded.visible("tr[data-f=f]")) == critical
-    assert set(loaded.visible("article.card")) == {
-        f"boundary-{b['boundary_id']}" for b in doc["boundaries"] if b["severity"] == "critical"}
+    assert set(loaded.visible("article.card")) == {b["boundary_id"] for b in doc["boundaries"] if b["severity"] == "critical"}
     page.select_option("#f-sev", "warning+")
     assert set(loaded.visible("tr[data-f=f]")) == {
         f"finding-{f['id']}" for f in doc["findings"] if f["severity"] in ("critical", "error", "warning")}
 
     page.select_option("#f-sev", "")
     b = next(b for b in doc["boundaries"] if b["verdict"] == "replay_reset")
-    entry = next(e for e in _merged_sessions(doc["sessions"])[0] if b["session"] in e["members"])
-    page.select_option("#f-session", entry["session"])
-    assert loaded.visible("section.session") == [f"session-{entry['session']}"]
-    assert set(loaded.visible("article.card")) == {f"boundary-{x['boundary_id']}" for x in doc["boundaries"] if x["session"] in entry["members"]}
+    page.select_option("#f-session", b["session"])
+    assert loaded.visible("section.session") == [b["session"]]
+    assert set(loaded.visible("article.card")) == {x["boundary_id"] for x in doc["boundaries"] if x["session"] == b["session"]}
 
     page.click("button[type=reset]")
     page.wait_for_function("document.getElementById('f-count').textContent === ''")
@@ -324,16 +318,16 @@ def test_search_box(synthetic, open_report):
     # an id that only one reconnect's evidence shows
     b = next(b for b in doc["boundaries"] if b["verdict"] == "cross_stream_replay")
     page.fill("#f-q", b["reason"][:40].upper())  # case-insensitive
-    assert f"boundary-{b['boundary_id']}" in loaded.visible("article.card")
+    assert b["boundary_id"] in loaded.visible("article.card")
     # a session id finds its section, every card in it and its findings
     s = next(s for s in doc["sessions"] if s["boundaries"] and s["session_id"])
     page.fill("#f-q", s["session_id"][:10])
-    assert f"session-{_merged_sessions(doc['sessions'])[1][s['session']]}" in loaded.visible("section.session")
-    assert {f"boundary-{x['boundary_id']}" for x in doc["boundaries"] if x["session"] == s["session"]} <= set(loaded.visible("article.card"))
+    assert s["session"] in loaded.visible("section.session")
+    assert {x["boundary_id"] for x in doc["boundaries"] if x["session"] == s["session"]} <= set(loaded.visible("article.card"))
     page.fill("#f-q", "no such text anywhere 7f3a")
     assert loaded.visible("article.card") == [] and loaded.visible("section.session") == []
     assert page.inner_text("#f-count") == (
-        f"Showing 0 of {len(doc['boundaries'])} reconnects, 0 of {len(doc['findings'])} findings, 0 of {len(_merged_sessions(doc['sessions'])[0])} sessions.")
+        f"Showing 0 of {len(doc['boundaries'])} reconnects, 0 of {len(doc['findings'])} findings, 0 of {len(_merged_sessions(doc['sessions']))} sessions.")
     page.press("#f-q", "Enter")  # submitting must not navigate (the CSP's form-action 'none' would log a violation)
     assert page.url == path.as_uri()
     page.fill("#f-q", "")
@@ -385,14 +379,19 @@ def test_deep_links(everything, open_report):
     # a link to a reconnect that the current filter hides clears the filter
     page.select_option("#f-verdict", "gap")
     cont = next(b for b in doc["boundaries"] if b["verdict"] == "continuous")
-    page.evaluate("h => { location.hash = h; }", f"#boundary-{cont['boundary_id']}")
+    page.evaluate("h => { location.hash = h; }", f"#{cont['boundary_id']}")
     page.wait_for_function("() => document.getElementById('f-verdict').value === ''")
-    assert page.locator(f"#boundary-{cont['boundary_id']}").is_visible()
-    # timeline marks link to their cards, sessions are reachable by their JSON key: #session-S10
+    assert page.locator(f"[id='{cont['boundary_id']}']").is_visible()
+    # timeline marks link to their cards, by the reconnect's name
     page.locator("svg.timeline .bmark a").first.click()
-    assert re.search(r"#boundary-[bn]\d+$", page.url)
-    page.goto(path.as_uri() + "#session-S10")
-    assert page.locator("#session-S10").is_visible()
+    assert re.search(r"#S[a-z2-7]+\.r[a-z2-7]+$", page.url)
+    in_view = "e => { const r = e.getBoundingClientRect(); return r.top >= -1 && r.top < innerHeight; }"
+    # report.html#<name> scrolls to the session's section and to the reconnect's card (the terminal's "next:" points there)
+    gap = next(b for b in doc["boundaries"] if b["verdict"] == "gap")
+    for name in (gap["session"], gap["boundary_id"], doc["findings"][0]["session"]):
+        page.goto(path.as_uri() + "#" + name)
+        el = page.locator(f"[id='{name}']")
+        assert el.is_visible() and el.evaluate(in_view), name
     loaded.assert_clean()
 
 
@@ -489,7 +488,7 @@ def _poke(loaded: Loaded, searches: list[str]) -> None:
     page.click("button[type=reset]")
     for button in page.locator("th button.sort").all()[:10]:
         button.click()
-    page.evaluate("() => { location.hash = '#nonexistent%E0%A4%A'; location.hash = '#session-S1'; }")
+    page.evaluate("() => { location.hash = '#nonexistent%E0%A4%A'; location.hash = '#S0'; }")
 
 
 def _assert_inert(loaded: Loaded, expect_text: list[str]) -> None:
@@ -557,7 +556,7 @@ def make_screenshot(out: Path = SCREENSHOT) -> Path:
     doc["generated_at"] = "2026-12-04T09:30:00Z"  # the picture does not change with the day it is made
     gap = next((b for b in doc["boundaries"] if b.get("wrong_result")), None) or next(
         b for b in doc["boundaries"] if b["verdict"] == "gap" and b["lost_count"])
-    key = _merged_sessions(doc["sessions"])[1][gap["session"]]
+    key = gap["session"]
     args = ["--no-sandbox"] if os.geteuid() == 0 else []
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as pw:
         page_path = write_report(Path(tmp), "screenshot-source", doc)
@@ -572,7 +571,7 @@ def make_screenshot(out: Path = SCREENSHOT) -> Path:
             return Image.open(io.BytesIO(page.screenshot(clip=box, full_page=True)))
 
         summary = clip("body", "#sum-where + div table")
-        session = clip(f"#session-{key}", f"#boundary-{gap['boundary_id']} .sides")
+        session = clip(f"[id='{key}']", f"[id='{gap['boundary_id']}'] .sides")
         b.close()
     sheet = Image.new("RGB", (1200, summary.height + session.height), "white")
     sheet.paste(summary, (0, 0))
@@ -603,7 +602,7 @@ def test_a_large_run_stays_in_budget_and_every_critical_reconnect_has_a_card(syn
     html = path.read_text()
     assert len(html.encode()) <= 5_000_000, len(html.encode())
     critical = {b["boundary_id"] for b in doc["boundaries"] if b["severity"] == "critical"}
-    cards = set(re.findall(r'<article class="card[^"]*" id="boundary-(b\d+)"', html))
+    cards = set(re.findall(r'<article class="card[^"]*" id="(S[a-z2-7]+\.r[a-z2-7]+)"', html))
     assert len(critical) >= 300 and critical <= cards
     ids = set(re.findall(r' id="([^"]+)"', html))
     assert {h for h in re.findall(r'href="#([^"]+)"', html)} <= ids, "no dangling link"
@@ -612,7 +611,7 @@ def test_a_large_run_stays_in_budget_and_every_critical_reconnect_has_a_card(syn
     assert page.is_visible("#filters")
     page.select_option("#f-sev", "critical")
     shown = set(loaded.visible("article.card"))
-    assert {f"boundary-{b}" for b in critical} == shown
+    assert critical == shown
     n_cards = len(cards)
     count = page.inner_text("#f-count")
     assert count.startswith(f"Showing {len(critical)} of {n_cards} reconnects")
@@ -624,26 +623,29 @@ def test_a_large_run_stays_in_budget_and_every_critical_reconnect_has_a_card(syn
 # one name per session, the page's width, rule names (the issue of the report's names and order)
 
 
-def test_search_finds_exactly_the_session_of_a_key(everything, open_report):
-    """Searching a JSON session key shows that session's section and its rows only: S1 is not S10 nor S11
-    (a text search for "S1" found all three), and a key of a merged section (S11) finds that section."""
+def test_search_finds_exactly_the_session_of_a_name(everything, open_report):
+    """Searching a session's name (any case) shows that session's section and its rows only, not the elements
+    of other sessions whose text names it ("A new session (S…) started"); the captures of one session are one
+    section; the session filter selects by name too."""
     doc, path = everything
     loaded = open_report(path)
     page = loaded.page
-    entries, group_of = _merged_sessions(doc["sessions"])
     tokens_js = "() => [...document.querySelectorAll('[data-f]')].filter(e => e.checkVisibility()).map(e => e.dataset.s)"
-    for query, section in (("S1", "S1"), ("s10", "S10"), ("S11", "S10"), ("S100", group_of["S100"])):
+    shown_full = set(loaded.visible("section.session"))
+    several = next(e["session"] for e in _merged_sessions(doc["sessions"]) if len(e["sources"]) > 1 and e["session"] in shown_full)
+    reinit = next(b for b in doc["boundaries"] if b["handled_correctly"] is True and b["verdict"] != "continuous")
+    new = next(x["session"] for x in doc["exchanges"] if x["exchange_id"] == reinit["reaction_exchange"])
+    for query, name in ((several, several), (new.lower(), new), ("s0", "S0")):
         page.fill("#f-q", query)
-        assert loaded.visible("section.session") == [f"session-{section}"], query
-        members = next(e["members"] for e in entries if e["session"] == section)
+        assert loaded.visible("section.session") == ([name] if name in shown_full else []), query
         shown = page.evaluate(tokens_js)
-        assert shown and all(t.split() == members for t in shown), (query, shown)
-        want = sum(1 for b in doc["boundaries"] if b["session"] in members)
-        assert len(loaded.visible("section.session article.card")) == want
+        assert shown and all(t == name for t in shown), (query, shown)
+        want = sum(1 for b in doc["boundaries"] if b["session"] == name)
+        assert len(loaded.visible("article.card")) == want
     page.fill("#f-q", "")
-    page.select_option("#f-session", "S10")
-    assert loaded.visible("section.session") == ["session-S10"]
-    assert set(loaded.visible("article.card")) == {f"boundary-{b['boundary_id']}" for b in doc["boundaries"] if b["session"] in ("S10", "S11")}
+    page.select_option("#f-session", several)
+    assert loaded.visible("section.session") == [several]
+    assert set(loaded.visible("article.card")) == {b["boundary_id"] for b in doc["boundaries"] if b["session"] == several}
     loaded.assert_clean()
 
 

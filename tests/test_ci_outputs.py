@@ -68,31 +68,53 @@ def at_or_above(f: dict, fail_on: str) -> bool:
 # ------------------------------------------------------------------ JUnit
 
 
+def free_case_names(doc: dict) -> dict[str, str]:
+    """Finding id -> the name of its case, for the findings tied to no reconnect: ``<rule> <fingerprint>``, and
+    ``#2``... for the next ones of one name in one suite (two captures of one stateless incident)."""
+    seen: dict[tuple, int] = {}
+    out = {}
+    for f in doc["findings"]:
+        if f["boundary"] is None:
+            name = f"{f['rule']} {f['fingerprint']}"
+            n = seen[(f["session"], name)] = seen.get((f["session"], name), 0) + 1
+            out[f["id"]] = name if n == 1 else f"{name} #{n}"
+    return out
+
+
 def test_one_case_per_boundary_and_per_finding_without_one(doc):
     got = {n: sc for n, sc in cases(ci.junit_xml(doc, "error")).items() if sc[0] != "inputs"}
     free = [f for f in doc["findings"] if f["boundary"] is None]
     assert doc["boundaries"] and free
     assert len(got) == len(doc["boundaries"]) + len(free)
-    by_id = {name.split(" ")[0]: (suite, case) for name, (suite, case) in got.items() if re.match(r"b[0-9]+ ", name)}
+    # a case is named by what it is about, never by its verdict, file or line (CI keeps a test's history by its name)
+    by_id = {name.removeprefix("reconnect "): (suite, case) for name, (suite, case) in got.items() if name.startswith("reconnect ")}
     assert sorted(by_id) == sorted(b["boundary_id"] for b in doc["boundaries"])
     for b in doc["boundaries"]:
         suite, case = by_id[b["boundary_id"]]
         assert case.classname == f"mcp-sse-audit.{b['session']}"
         assert suite.startswith(b["session"] + " ") and b["session_id"][:12] in suite
-        assert b["verdict"] in case.name and b["request"]["location"] in case.name
-    # the suites: one per session that has reconnects or findings, the whole id as a property, then the inputs
-    sessions = {r["session"] for r in doc["boundaries"] + doc["findings"]}
+        assert f"verdict {b['verdict']}" in case.system_out and b["request"]["location"] in case.system_out
+    for fid, name in free_case_names(doc).items():
+        f = next(f for f in doc["findings"] if f["id"] == fid)
+        suite, case = got[name]
+        assert suite.startswith(f["session"] + " ") and f["evidence"][0]["location"] in case.system_out
+    # the suites: one per session that has reconnects or findings, in the document's order, the whole id as a
+    # property, then the inputs
+    sessions = list(dict.fromkeys(s["session"] for s in doc["sessions"]))
+    busy = {r["session"] for r in doc["boundaries"] + doc["findings"]}
     suites = list(JUnitXml.fromstring(ci.junit_xml(doc, "error").encode()))
-    assert len(suites) == len(sessions) + 1 and suites[-1].name == "inputs"
-    s4 = next(s for s in suites if s.name.startswith("S4 "))
-    assert {p.name: p.value for p in s4.properties()} == {"session_id": next(b["session_id"] for b in doc["boundaries"] if b["session"] == "S4")}
+    assert len(suites) == len(busy) + 1 and suites[-1].name == "inputs"
+    assert [s.name.split(" ")[0] for s in suites[:-1]] == [k for k in sessions if k in busy]
+    b = doc["boundaries"][0]
+    suite = next(s for s in suites if s.name.startswith(b["session"] + " "))
+    assert {p.name: p.value for p in suite.properties()} == {"session_id": b["session_id"]}
 
 
 @pytest.mark.parametrize("fail_on", ["critical", "error", "warning", "never"])
 def test_failures_are_the_findings_at_or_above_fail_on(doc, fail_on):
     text = ci.junit_xml(doc, fail_on)
     got = cases(text)
-    by_boundary = {name.split(" ")[0]: case for name, (_, case) in got.items() if re.match(r"b[0-9]+ ", name)}
+    by_boundary = {name.removeprefix("reconnect "): case for name, (_, case) in got.items() if name.startswith("reconnect ")}
     listed = set()
     for b in doc["boundaries"]:
         want = {f["id"] for f in doc["findings"] if f["boundary"] == b["boundary_id"] and at_or_above(f, fail_on)}
@@ -103,10 +125,10 @@ def test_failures_are_the_findings_at_or_above_fail_on(doc, fail_on):
             worst = min((f for f in doc["findings"] if f["id"] in want), key=lambda f: RANK[f["severity"]])
             assert case.result[0].type == worst["rule"]
         listed |= want
+    free = free_case_names(doc)
     for f in doc["findings"]:
         if f["boundary"] is None:
-            assert failing_ids(got[f"{f['rule']} at {f['evidence'][0]['source']} {f['evidence'][0]['location']}"][1]) == (
-                {f["id"]} if at_or_above(f, fail_on) else set())
+            assert failing_ids(got[free[f["id"]]][1]) == ({f["id"]} if at_or_above(f, fail_on) else set())
             listed |= {f["id"]} if at_or_above(f, fail_on) else set()
     assert listed == {f["id"] for f in doc["findings"] if at_or_above(f, fail_on)}
     root = JUnitXml.fromstring(text.encode())
@@ -138,22 +160,26 @@ def mark_known(doc: dict, ids: set[str]) -> dict:
 
 
 def test_known_findings_are_never_failures(doc):
-    # b2 (S4) has two findings: f1 (critical) and f31 (error); f30 is S4's request_unanswered, tied to no reconnect
-    b2 = {f["id"] for f in doc["findings"] if f["boundary"] == "b2"}
+    # a reconnect with two findings at or above error (in the samples: a wrong result and its verdict's finding),
+    # and a finding tied to no reconnect
+    two = [b["boundary_id"] for b in doc["boundaries"]
+           if sum(f["boundary"] == b["boundary_id"] and at_or_above(f, "error") for f in doc["findings"]) == 2]
+    bid = two[0]
+    pair = {f["id"] for f in doc["findings"] if f["boundary"] == bid}
     free = next(f for f in doc["findings"] if f["boundary"] is None and f["severity"] in ("critical", "error"))
-    assert len(b2) == 2
-    first = sorted(b2, key=lambda i: int(i[1:]))[0]
+    assert len(pair) == 2
+    first = sorted(pair, key=lambda i: int(i[1:]))[0]
 
     got = cases(ci.junit_xml(mark_known(doc, {first}), "error"))
-    case = next(c for n, (_, c) in got.items() if n.startswith("b2 "))
-    assert failing_ids(case) == b2 - {first}  # the new one still fails
+    case = got[f"reconnect {bid}"][1]
+    assert failing_ids(case) == pair - {first}  # the new one still fails
     assert f"{first} [" in case.system_out and "known (in the baseline)" in case.system_out
 
-    got = cases(ci.junit_xml(mark_known(doc, b2 | {free["id"]}), "error"))
-    case = next(c for n, (_, c) in got.items() if n.startswith("b2 "))
+    got = cases(ci.junit_xml(mark_known(doc, pair | {free["id"]}), "error"))
+    case = got[f"reconnect {bid}"][1]
     assert not case.is_failure and case.is_skipped
     assert [(type(r), r.message) for r in case.result] == [(Skipped, "known: in the baseline")]
-    own = got[f"{free['rule']} at {free['evidence'][0]['source']} {free['evidence'][0]['location']}"][1]
+    own = got[free_case_names(doc)[free["id"]]][1]
     assert own.is_skipped and not own.is_failure
 
     # everything known: nothing fails, whatever fail_on

@@ -127,17 +127,22 @@ def test_captures_of_one_run_are_one_incident_and_one_report_section():
     assert sections[0].count('<g class="bmark ') == sum(1 for b in d["boundaries"] if b["session_id"] == sid)
 
 
-def test_sessions_without_a_shared_exchange_are_other_incidents(doc):
-    """Incidents come from shared exchanges: no two sessions with different Mcp-Session-Ids share one
-    unless their captures overlap, and sessions without an id are never merged in the report."""
+def test_sessions_are_named_by_their_session_id(doc):
+    """Names come from the Mcp-Session-Id (analyzer/document/names.py): the per-capture records of one id share
+    its name (one entry of the report), different ids have different names, the traffic without an id is ``S0``
+    in every capture; an incident (shared exchanges) is named by its first session, which has its own name."""
+    from analyzer.document import names
     from analyzer.report.view import _merged_sessions
 
     by_incident = {}
     for s in doc["sessions"]:
         by_incident.setdefault(s["incident"], []).append(s)
     assert all(group[0]["session"] == inc for inc, group in by_incident.items())  # named by its first session
-    entries, group_of = _merged_sessions(doc["sessions"])
+    name_of = {}
     for s in doc["sessions"]:
-        if not s["session_id"]:
-            assert group_of[s["session"]] == s["session"]
+        assert name_of.setdefault(s["session_id"], s["session"]) == s["session"]
+        assert s["session"] == (names.NO_SESSION if not s["session_id"] else "S" + names.digest(s["session_id"])[:names.SESSION_CHARS])
+    assert len(set(name_of.values())) == len(name_of)
+    entries = _merged_sessions(doc["sessions"])
+    assert [e["session"] for e in entries] == list(dict.fromkeys(s["session"] for s in doc["sessions"]))
     assert len(entries) < len(doc["sessions"])

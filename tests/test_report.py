@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from analyzer import pipeline, report
+from analyzer.document import names
 import analyzer.report.page as report_page  # noqa: E402  (template_dir reads its __file__)
 from analyzer.report.common import SUMMARY_ROWS
 from analyzer.report.view import _merged_sessions
@@ -39,8 +40,8 @@ TOKENS = set(report.VERDICTS) | {"unknown"}
 SEV_TOKENS = set(report.SEVERITIES) | {"none"}
 DATA_ATTRS = {
     "data-f": lambda v: v in ("b", "f", "s", "r", "w"),
-    # the JSON keys of a section's sessions (or, for a key not of the schema's form, a hash of it)
-    "data-s": lambda v: v == "" or all(re.fullmatch(r"S[0-9]+|h[0-9a-f]{12}", t) for t in v.split(" ")),
+    # the name of the element's session (or, for a name not of names.py's form, a hash of it)
+    "data-s": lambda v: v == "" or re.fullmatch(r"S(0|[a-z2-7]{1,52})|h[0-9a-f]{12}", v) is not None,
     "data-k": lambda v: v == "" or v.isdigit(),
     "data-v": lambda v: v == "" or set(v.split(" ")) <= TOKENS,
     "data-sev": lambda v: v == "" or set(v.split(" ")) <= SEV_TOKENS,
@@ -135,11 +136,11 @@ def csp(html: str) -> str:
 
 
 def session_chunks(html: str) -> dict[str, str]:
-    """Session section key (``S10``, its anchor's suffix) -> its HTML (up to the next session section or the quiet list)."""
-    parts = re.split(r'(?=<section class="session" id="session-)', html.split('<h2 id="quiet">')[0])
+    """Session section name (its id) -> its HTML (up to the next session section or the quiet list)."""
+    parts = re.split(r'(?=<section class="session" id=")', html.split('<h2 id="quiet">')[0])
     out = {}
     for part in parts[1:]:
-        key = re.match(r'<section class="session" id="session-([A-Za-z0-9]+)"', part).group(1)
+        key = re.match(r'<section class="session" id="([A-Za-z0-9-]+)"', part).group(1)
         out[key] = part
     return out
 
@@ -177,8 +178,8 @@ def check_page(doc: dict, html: str) -> Collector:
                 assert name in DATA_ATTRS and DATA_ATTRS[name](value), (tag, name, value)
             if name in ("src", "href", "action", "xlink:href", "formaction", "poster", "data"):
                 assert value is not None and value.startswith("#"), (tag, name, value)  # in-page links only
-        if "id" in attrs:
-            assert re.fullmatch(r"[A-Za-z0-9-]+", attrs["id"]), attrs["id"]
+        if "id" in attrs:  # (a reconnect's name has a dot: Sk3vq7m2a.r5xj2qd)
+            assert re.fullmatch(r"[A-Za-z0-9.-]+", attrs["id"]), attrs["id"]
     targets = set(ids)
     for _, attrs in c.tags:
         if "href" in attrs:
@@ -188,40 +189,36 @@ def check_page(doc: dict, html: str) -> Collector:
     for a, b in zip(c.headings, c.headings[1:]):
         assert b <= a + 1, c.headings
 
-    # One card per boundary, anchored by its id.
+    # One card per boundary, its id the reconnect's name (a hand-made b<n>: boundary-b<n>).
     cards = [a["id"] for t, a in c.tags if t == "article" and "card" in a.get("class", "")]
-    assert cards == [f"boundary-{b['boundary_id']}" for b in _by_section_order(doc)]
+    assert cards == [report.reconnect_anchor(b["boundary_id"], None) for b in _by_section_order(doc)]
 
     # One timeline mark per boundary in each session's SVG.
     chunks = session_chunks(html)
-    want = Counter(b["session"] for b in doc["boundaries"])
+    want = Counter(report.session_anchor(b["session"]) for b in doc["boundaries"])  # (a section's id: its session's name)
     for n, chunk in chunks.items():
-        _key, members = _section_of(doc, n)
         svg = re.findall(r"<svg .*?</svg>", chunk, re.S)
         assert len(svg) == 1
-        assert svg[0].count('<g class="bmark ') == sum(want.get(m, 0) for m in members)
+        assert svg[0].count('<g class="bmark ') == want.get(n, 0)
     assert sum(want.values()) == len(doc["boundaries"])
     assert sum(ch.count('<g class="bmark ') for ch in chunks.values()) == len(doc["boundaries"])
     return c
 
 
-def _entries(doc: dict) -> tuple[list[dict], dict]:
-    """The page's session entries (one per Mcp-Session-Id of an incident, report.view._merged_sessions)
-    and each document session key's entry key."""
+def _name(session_id: str) -> str:
+    """The name the analyzer gives a session of this Mcp-Session-Id (analyzer/document/names.py)."""
+    return names.session_names([session_id])[session_id]
+
+
+def _entries(doc: dict) -> list[dict]:
+    """The page's session entries (one per session name, report.view._merged_sessions)."""
     return _merged_sessions(doc["sessions"])
-
-
-def _section_of(doc: dict, key: str) -> tuple[str, set]:
-    """The section of entry key ``key`` (its anchor is ``session-<key>``): the key and the document session keys it holds."""
-    e = next(e for e in _entries(doc)[0] if e["session"] == key)
-    return e["session"], set(e["members"])
 
 
 def _by_section_order(doc: dict) -> list[dict]:
     """Boundaries in page order: grouped by session entry in the sessions list's order."""
-    entries, group_of = _entries(doc)
-    pos = {e["session"]: n for n, e in enumerate(entries)}
-    return sorted(doc["boundaries"], key=lambda b: pos.get(group_of.get(b["session"], b["session"]), len(pos)))
+    pos = {e["session"]: n for n, e in enumerate(_entries(doc))}
+    return sorted(doc["boundaries"], key=lambda b: pos.get(b["session"], len(pos)))
 
 
 # --------------------------------------------------------------------------
@@ -311,7 +308,7 @@ def test_hostile_ids_and_enums_do_not_reach_attributes(merged_doc):
     for _, attrs in c.tags:
         assert not any(k.startswith("on") for k in attrs)
         if "id" in attrs:
-            assert re.fullmatch(r"[A-Za-z0-9-]+", attrs["id"])
+            assert re.fullmatch(r"[A-Za-z0-9.-]+", attrs["id"])
         assert "class" not in attrs or re.fullmatch(r"[a-z0-9_ -]+", attrs["class"]), attrs["class"]
     assert 'id="boundary-n1"' in html and 'class="card v-unknown"' in html
     # filter tokens come from the fixed tables, whatever the document says
@@ -392,13 +389,12 @@ def test_quiet_sessions_are_a_compact_list(merged_doc):
     template = d["sessions"][0]
     for n in range(50):
         s = copy.deepcopy(template)
-        s.update(session=f"S{9000 + n}", session_id=f"quiet-{n}", boundaries=0, verdicts={})
+        s.update(session=_name(f"quiet-{n}"), session_id=f"quiet-{n}", boundaries=0, verdicts={})
         d["sessions"].append(s)
     html = report.render(d)
     check_page(d, html)
-    sections = re.findall(r'<section class="session" id="session-(S\d+)"', html)
-    g = _entries(d)[1]
-    assert len(sections) == len({g[b["session"]] for b in d["boundaries"]} | {g[f["session"]] for f in d["findings"] if f["session"] is not None})
+    sections = re.findall(r'<section class="session" id="(S[a-z2-7]+|S0)"', html)
+    assert len(sections) == len({b["session"] for b in d["boundaries"]} | {f["session"] for f in d["findings"] if f["session"] is not None})
     quiet = html.split('<h2 id="quiet">')[1]
     assert "<details>" in quiet and quiet.count("quiet-") == 50
 
@@ -409,16 +405,17 @@ def test_many_quiet_sessions_are_listed_compactly(merged_doc):
     extra = []
     for n in range(20000):
         s = copy.deepcopy(template)
-        s.update(session=f"S{90000 + n}", session_id=f"s{n}", boundaries=0, verdicts={}, sources=[])
+        s.update(session=_name(f"s{n}"), session_id=f"s{n}", boundaries=0, verdicts={}, sources=[])
         extra.append(s)
     d["sessions"] += extra
-    d["exchanges"] += [dict(d["exchanges"][0], session=f"S{90000 + n}", session_id=f"s{n}", exchange_id=f"x{9000 + n}") for n in range(20000)]
+    d["exchanges"] += [dict(d["exchanges"][0], session=s["session"], session_id=s["session_id"], exchange_id=f"x{9000 + n}")
+                       for n, s in enumerate(extra)]
     html = report.render(d)
-    entries, g = _entries(merged_doc)
-    busy = {g[b["session"]] for b in merged_doc["boundaries"]} | {g[f["session"]] for f in merged_doc["findings"]}
+    entries = _entries(merged_doc)
+    busy = {b["session"] for b in merged_doc["boundaries"]} | {f["session"] for f in merged_doc["findings"]}
     quiet = 20000 + sum(1 for e in entries if e["session"] not in busy)
     # one row each up to the cap; the page says how many more the JSON has
-    assert html.count('<tr id="session-') == report.MAX_ROWS
+    assert len(re.findall(r'<tr id="S[a-z2-7]+"', html)) == report.MAX_ROWS
     assert f"{quiet - report.MAX_ROWS} more sessions not listed on this page" in html
     check_page(d, html)
 
@@ -426,12 +423,12 @@ def test_many_quiet_sessions_are_listed_compactly(merged_doc):
 def test_only_the_worst_sessions_get_full_sections(merged_doc):
     busy = {b["session"] for b in merged_doc["boundaries"]} | {f["session"] for f in merged_doc["findings"]}
     html = report.render(merged_doc, max_full=2)
-    assert len(re.findall(r'<section class="session" id="session-', html)) == 2
+    assert len(re.findall(r'<section class="session" id="', html)) == 2
     assert html.count("More sessions with findings") == 2  # the contents and the heading
     # the two shown in full are among the ones with critical findings
     critical = {f["session"] for f in merged_doc["findings"] if f["severity"] == "critical"}
-    shown = re.findall(r'<section class="session" id="session-(S\d+)"', html)
-    assert all(_section_of(merged_doc, k)[1] & critical for k in shown)
+    shown = re.findall(r'<section class="session" id="(S[a-z2-7]+|S0)"', html)
+    assert len(shown) == 2 and set(shown) <= critical
     assert "Findings per rule" in html and len(busy) > 2
 
 
@@ -525,7 +522,7 @@ def _boundary_by_verdict(doc: dict, verdict: str) -> dict:
 
 
 def _card(html: str, bid: str) -> str:
-    start = html.index(f'id="boundary-{bid}"')
+    start = html.index(f'id="{report.reconnect_anchor(bid, None)}"')
     return html[start : html.index("</article>", start)]
 
 
@@ -544,8 +541,10 @@ def test_summary_answers_at_a_glance(merged_doc):
     pos = {b["boundary_id"]: n for n, b in enumerate(merged_doc["boundaries"], start=1)}
     ranked = sorted((dict(b, _n=pos[b["boundary_id"]]) for b in merged_doc["boundaries"] if b["verdict"] != "continuous"), key=harm_order)
     assert _where_rows(html) == [b["boundary_id"] for b in ranked[:SUMMARY_ROWS]]
-    for bid in re.findall(r'<a href="#boundary-(b\d+)">', where):
-        assert f'id="boundary-{bid}"' in html
+    links = re.findall(r'<a href="#(S[a-z2-7]+\.r[a-z2-7]+)">', where)
+    assert links
+    for bid in links:  # (a card's id is its reconnect's name)
+        assert f'id="{bid}"' in html
     # how bad: critical findings first
     top = summary[summary.index('<h3 id="sum-top">') :]
     ranks = [report.SEV_RANK[s] for s in re.findall(r'<li><span class="sev s-(\w+)">', top)]
@@ -583,14 +582,13 @@ def test_client_reaction_located(merged_doc):
             target = re.search(r'without re-initializing\. <a href="#(conn-x\d+)">', card).group(1)
             assert f'<tr id="{target}">' in html
         elif b["handled_correctly"] is True:
-            assert re.search(r"A new session \(S\d+\) started with POST x\d+", card), card
+            assert re.search(r"A new session \((S[a-z2-7]+|S0)\) started with POST x\d+", card), card
         else:
             assert "The capture ends before the client re-initialized" in card
     # one marker per reconnect that was not continuous, in its session's timeline
     chunks = session_chunks(html)
     for n, chunk in chunks.items():
-        _key, members = _section_of(merged_doc, n)
-        want = sum(1 for b in merged_doc["boundaries"] if b["session"] in members and b["verdict"] != "continuous")
+        want = sum(1 for b in merged_doc["boundaries"] if b["session"] == n and b["verdict"] != "continuous")
         assert chunk.count('<a class="react react-') == want
 
 
@@ -609,7 +607,7 @@ def test_timeline_shades_lost_and_duplicated(merged_doc):
     html = report.render(merged_doc)
     chunks = session_chunks(html)
     for n, chunk in chunks.items():
-        _key, members = _section_of(merged_doc, n)
+        members = {n}
         bs = [b for b in merged_doc["boundaries"] if b["session"] in members]
         svg = re.search(r"<svg class=\"timeline.*?</svg>", chunk, re.S).group(0)
         assert svg.count('<rect class="lost"') == sum(1 for b in bs if b["lost_count"])
@@ -775,10 +773,11 @@ def test_client_reactions_name_their_reconnect_and_never_cover_one_another():
     _require_samples()
     doc = pipeline.run([str(SYNTHETIC.parent / "real-python-resurrection-loop.jsonl")]).document
     html = report.render(doc)
-    reacts = re.findall(r'<a class="react react-\w+" href="#boundary-(b\d+)">.*?<text x="[\d.]+" y="([\d.]+)"[^>]*>([^<]*)</text></a>', html)
-    xs = re.findall(r'<a class="react react-\w+" href="#boundary-b\d+"><title>[^<]*</title><path d="M([\d.]+)', html)
+    reacts = re.findall(r'<a class="react react-\w+" href="#(S[a-z2-7]+\.r[a-z2-7]+)">.*?<text x="[\d.]+" y="([\d.]+)"[^>]*>([^<]*)</text></a>', html)
+    xs = re.findall(r'<a class="react react-\w+" href="#S[a-z2-7]+\.r[a-z2-7]+"><title>[^<]*</title><path d="M([\d.]+)', html)
     assert len(reacts) == len(xs) == sum(1 for b in doc["boundaries"] if b["verdict"] != "continuous") > 5
-    assert all(bid == label for bid, _y, label in reacts)
+    # each mark says its reconnect's name without its session's (the timeline's own): Sk3vq7m2a.r5xj2qd -> r5xj2qd
+    assert all(bid.endswith("." + label) and label.startswith("r") for bid, _y, label in reacts)
     rows: dict[str, list[float]] = {}
     for (_bid, y, _l), x in zip(reacts, xs):
         rows.setdefault(y, []).append(float(x))
@@ -883,7 +882,7 @@ def _handmade_doc(boundaries: list[dict], findings: list[dict] | None = None) ->
 
 def _where_rows(html: str) -> list[str]:
     where = html[html.index('<h3 id="sum-where">'): html.index('<h3 id="sum-top">')]
-    return re.findall(r'<tr data-f="w"[^>]*><th scope="row"[^>]*>(?:<a href="#[^"]*">)?(b\d+)<', where)
+    return re.findall(r'<tr data-f="w"[^>]*><th scope="row"[^>]*>(?:<a href="#[^"]*">)?(b\d+|S[a-z2-7]+\.r[a-z2-7]+)<', where)
 
 
 def _where_caption(html: str) -> str:
@@ -1054,26 +1053,25 @@ def test_other_sessions_list_only_sessions_with_findings_and_their_verdicts(merg
     html = report.render(merged_doc, max_full=2)
     c = parse(html)
     assert not c.errors and all(b <= a + 1 for a, b in zip(c.headings, c.headings[1:])), c.headings  # compact cards: h2, h3
-    entries, group_of = _entries(merged_doc)
-    with_findings = {group_of[f["session"]] for f in merged_doc["findings"] if f["session"]}
+    with_findings = {f["session"] for f in merged_doc["findings"] if f["session"]}
     busy = html[html.index('<h2 id="busy">'):]
     busy = busy[: busy.index("</table>")]
-    rows = re.findall(r'<tr id="session-(S\d+)"[^>]*>(.*?)</tr>', busy, re.S)
+    rows = re.findall(r'<tr id="(S[a-z2-7]+|S0)"[^>]*>(.*?)</tr>', busy, re.S)
     assert rows
     for key, row in rows:
         assert key in with_findings, key
-        verdicts = Counter(b["verdict"] for b in merged_doc["boundaries"] if group_of[b["session"]] == key)
+        verdicts = Counter(b["verdict"] for b in merged_doc["boundaries"] if b["session"] == key)
         for v, n in verdicts.items():
             assert f'<span class="vcount v-{v}">{v} {n}</span>' in row, (key, v, row)
     listed = {k for k, _ in rows}
-    shown_full = set(re.findall(r'<section class="session" id="session-(S\d+)"', html))
+    shown_full = set(re.findall(r'<section class="session" id="(S[a-z2-7]+|S0)"', html))
     assert with_findings - shown_full == listed
     # a session with reconnects but no findings is in the list of sessions without findings, with its reconnects
     quiet = html[html.index('<h2 id="quiet">'):]
-    no_findings = {group_of[b["session"]] for b in merged_doc["boundaries"]} - with_findings - shown_full
+    no_findings = {b["session"] for b in merged_doc["boundaries"]} - with_findings - shown_full
     assert no_findings
     for key in no_findings:
-        assert f'<tr id="session-{key}"' in quiet
+        assert f'<tr id="{key}"' in quiet
 
 
 def test_a_capture_blind_reconnect_is_not_blamed_on_the_client():

@@ -7,6 +7,7 @@ reconnects added up per day and host (``trend``; the host of a URL: ``hosts``). 
 from analyzer.document.assemble import (  # noqa: F401
     ANOMALY_SEVERITIES,
     FIRST_RULES,
+    Names,
     Numbering,
     SCHEMA_VERSION,
     SEVERITIES,

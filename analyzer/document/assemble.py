@@ -7,8 +7,9 @@ decides its shape is here:
 * :func:`finding_key` -- the order of findings (worst first, then in history order, then a key that
   does not depend on how the document was assembled);
 * :func:`fingerprint` -- a finding's identity across runs, from its content;
-* :class:`Numbering` -- the ``x``/``s``/``S``/``b`` references of partial documents renumbered as a
-  single pass numbers them (exchanges in history order, sessions by their first exchange);
+* :class:`Numbering` -- the ``x``/``s``/``f`` references of partial documents renumbered as a single pass
+  numbers them (exchanges in history order), their sessions and reconnects named over all of them
+  (:class:`Names`; a name is the thing's own, :mod:`analyzer.document.names`);
 * :class:`Summary` -- the counts of ``summary``, added up item by item (so a writer that never holds
   the document can count as it goes);
 * :func:`assemble` -- the document's top level, in its order.
@@ -22,13 +23,14 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 
 from analyzer import __version__, catalog
+from analyzer.document import names
 from analyzer.errors import AuditError, InputError
 
 SCHEMA_VERSION = "1"
 SEVERITIES = list(catalog.SEVERITIES)
 SEV_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 ANOMALY_SEVERITIES = ("error", "warning", "info")
-# references renumbered between partial documents and the whole: not part of what orders findings
+# references renumbered (or, for a collision, renamed) between partial documents and the whole: not part of what orders findings
 _RENUMBERED = frozenset({"id", "session", "boundary", "exchange"})
 
 
@@ -170,79 +172,91 @@ def passed_over(doc: dict, skipped: list[str]) -> None:
     doc["summary"]["inputs_skipped"] = len(doc["skipped"])
 
 
+class Names:
+    """The names of partial documents' sessions and reconnects, made again over all of them (names.py).
+
+    A partition names what it holds as a single pass would; only where two partitions hold different
+    identities with one short name (a collision :func:`analyzer.document.names.shortest` resolves) does
+    the whole give another name.  :meth:`see_session` and :meth:`see_boundary` every partial record
+    (a boundary with the ``_identity`` of ``keep_pos``), then :meth:`make`."""
+
+    def __init__(self) -> None:
+        self._sids: dict[tuple[int, str], str] = {}  # (part, local name) -> Mcp-Session-Id
+        self._b: list[tuple[int, str, str, str, str | None, str]] = []  # part, local id, local session, identity, started, where
+        self.session: dict[tuple[int, str], str] = {}
+        self.boundary: dict[tuple[int, str], str] = {}
+
+    def see_session(self, part: int, s: dict) -> None:
+        self._sids[(part, s["session"])] = s["session_id"]
+
+    def see_boundary(self, part: int, b: dict) -> None:
+        req = b.get("request") or {}
+        self._b.append((part, b["boundary_id"], b["session"], b["_identity"], b.get("started"), f"{req.get('source')}\x1f{req.get('location')}"))
+
+    def make(self) -> "Names":
+        named = names.session_names(self._sids.values())
+        self.session = {k: named[sid or ""] for k, sid in self._sids.items()}
+        got = names.reconnect_names([self.session[(p, s)] for p, _, s, _, _, _ in self._b], [i for *_, i, _, _ in self._b],
+                                    [t for *_, t, _ in self._b], [w for *_, w in self._b])
+        self.boundary = {(p, old): new for (p, old, *_), new in zip(self._b, got, strict=True)}
+        return self
+
+
 class Numbering:
-    """Partial documents' references renumbered as a single pass numbers the whole.
+    """Partial documents' references made global: ``x``/``s``/``f`` renumbered as a single pass numbers the
+    whole (exchanges in history order), sessions and reconnects by their names (:class:`Names`).
 
-    ``gpos[part][lpos]``: the global history position of partition ``part``'s exchange ``x<lpos+1>``.
-    Sessions are numbered by their first exchange in the merged history: call :meth:`see_exchange` for
-    every exchange of every partition, then :meth:`number_sessions`, before fixing any record."""
+    ``gpos[part][lpos]``: the global history position of partition ``part``'s exchange ``x<lpos+1>``."""
 
-    def __init__(self, gpos: list[list[int]]) -> None:
+    def __init__(self, gpos: list[list[int]], names: Names) -> None:
         self.gpos = gpos
-        self._first: dict[tuple[int, str], int] = {}
-        self.session_key: dict[tuple[int, str], str] = {}
-        self.boundary_key: list[dict[str, str]] = [{} for _ in gpos]
+        self.names = names
 
     def x(self, part: int, ref: str | None) -> int | None:
         """The global position of a local ``x``/``s`` reference."""
         return None if ref is None else self.gpos[part][int(ref[1:]) - 1]
 
-    def see_exchange(self, part: int, rec: dict) -> None:
-        s = rec["session"]
-        if s is not None:
-            g = self.x(part, rec["exchange_id"])
-            k = (part, s)
-            if k not in self._first or g < self._first[k]:
-                self._first[k] = g
-
-    def number_sessions(self) -> None:
-        order = sorted(self._first, key=lambda k: (self._first[k], k))
-        self.session_key = {k: f"S{n}" for n, k in enumerate(order, start=1)}
-
-    def first_of(self, part: int, session: str) -> int:
-        return self._first[(part, session)]
-
     def _ref(self, part: int, ref: str | None, prefix: str) -> str | None:
         g = self.x(part, ref)
         return None if g is None else f"{prefix}{g + 1}"
 
-    def session(self, part: int, s: dict) -> dict:
-        s["session"] = self.session_key[(part, s["session"])]
-        s["incident"] = self.session_key[(part, s["incident"])]  # its first session's key, which incidents never leave
-        return s
+    def _session(self, part: int, local: str | None) -> str | None:
+        return None if local is None else self.names.session[(part, local)]
+
+    def session(self, part: int, s: dict) -> tuple[int, dict]:
+        """A session with its global name, and its first exchange's global position (sessions are in that order);
+        its ``_pos`` is dropped."""
+        g = self.gpos[part][s.pop("_pos")]
+        s["incident"] = self._session(part, s["incident"])  # (the name of its first session: a session of its partition)
+        s["session"] = self._session(part, s["session"])
+        return g, s
 
     def exchange(self, part: int, e: dict) -> dict:
         e["exchange_id"] = self._ref(part, e["exchange_id"], "x")
         e["stream"] = self._ref(part, e["stream"], "s")
-        e["session"] = self.session_key.get((part, e["session"])) if e["session"] is not None else None
+        e["session"] = self._session(part, e["session"])
         return e
 
     def boundary(self, part: int, b: dict) -> dict:
-        """A boundary with global references, its old id kept as ``_old`` until :meth:`boundary_numbered`."""
-        b["_old"] = b["boundary_id"]
+        """A boundary with global references and name; its ``_identity`` is dropped."""
+        del b["_identity"]
+        b["boundary_id"] = self.names.boundary[(part, b["boundary_id"])]
         b["request_exchange"] = self._ref(part, b["request_exchange"], "x")
         b["resumes_exchange"] = self._ref(part, b["resumes_exchange"], "x")
         b["reaction_exchange"] = self._ref(part, b.get("reaction_exchange"), "x")
         b["owed_requests"] = sorted((self._ref(part, r, "x") for r in b.get("owed_requests") or []), key=lambda r: int(r[1:]))
         b["stream"] = self._ref(part, b["stream"], "s")
-        b["session"] = self.session_key.get((part, b["session"])) if b["session"] is not None else None
-        return b
-
-    def boundary_numbered(self, part: int, b: dict, n: int) -> dict:
-        """Boundaries are numbered in request order over all partitions: this one is ``b<n>``."""
-        new = f"b{n}"
-        self.boundary_key[part][b.pop("_old")] = new
-        b["boundary_id"] = new
+        b["session"] = self._session(part, b["session"])
         return b
 
     def finding(self, part: int, f: dict) -> dict:
-        """A finding with global references (its boundaries numbered first) and its history place as ``_g``."""
-        f["session"] = self.session_key.get((part, f["session"])) if f["session"] is not None else None
+        """A finding with global references and its history place as ``_g``."""
+        f["session"] = self._session(part, f["session"])
         pos = f.pop("_pos", None)
         f["_g"] = self.gpos[part][pos] if pos is not None else -1
         f["exchange"] = self._ref(part, f.get("exchange"), "x")
         if f.get("boundary"):
-            f["boundary"] = self.boundary_key[part][f["boundary"]]
+            f["boundary"] = self.names.boundary[(part, f["boundary"])]
         return f
 
 

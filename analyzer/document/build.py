@@ -13,6 +13,7 @@ import polars as pl
 
 from analyzer.rules import registry
 from analyzer import catalog
+from analyzer.document import names
 from analyzer.document.assemble import finding_key, fingerprint
 from analyzer.document.records import Records
 from analyzer.signals.streams import Frames
@@ -133,7 +134,7 @@ def _boundary_evidence(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
         pl.col("gx").alias("resumed_gx"),
         pl.struct(pl.col("source"), pl.col("location")).alias("resumed_ref"),
     )
-    # maintain_order: Polars does not promise a join's row order otherwise, and the boundaries are numbered by it
+    # maintain_order: Polars does not promise a join's row order otherwise, and the boundaries are listed in it
     return (
         b.join(before, on="resumed_gx", how="left", maintain_order="left")
         .join(cut, on="resumed_gx", how="left", maintain_order="left")
@@ -142,12 +143,48 @@ def _boundary_evidence(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _boundary_rows(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
+_SAME_REQUEST = ("view", "session_id", "method", "last_event_id", "request_body")
+
+
+def _request_order(x: pl.DataFrame, gxs: pl.DataFrame) -> pl.DataFrame:
+    """``gx`` and ``order`` for the requests of ``gxs``: which request of its session with the same method,
+    Last-Event-ID and body it is in its capture (0, 1, ...; names.reconnect_identity).  Counted only
+    among the requests alike some of ``gxs`` (a reconnect's alikes: a few GETs, not every exchange)."""
+    alike = x.select("gx", "pos", *_SAME_REQUEST)
+    wanted = alike.join(gxs.select("gx"), on="gx", how="semi").select(_SAME_REQUEST).unique()
+    return (
+        alike.join(wanted, on=list(_SAME_REQUEST), how="semi", nulls_equal=True)  # (no Last-Event-ID is a value too)
+        .sort("pos")
+        .select("gx", order=pl.int_range(pl.len()).over(_SAME_REQUEST))
+        .join(gxs.select("gx"), on="gx", how="semi")
+    )
+
+
+def _reconnect_names(f: Frames, b: pl.DataFrame, key: dict) -> tuple[list[str], list[str]]:
+    """Each boundary's name (names.reconnect_names) and the digest of its identity, in ``b``'s order: what
+    names a reconnect is gathered by Polars, the sha256 of it taken here, at the document's edge, one per
+    boundary (Polars has no sha256, and a name must not change with a Polars version, as its hash may)."""
+    what = b.select("gx", "session", "started", "source", "location").join(
+        f.exchanges.select("gx", "session_id", "method", "last_event_id", "request_body"), on="gx", how="left", maintain_order="left"
+    ).join(_request_order(f.exchanges, b), on="gx", how="left", maintain_order="left").with_columns(_iso("started").alias("started"))
+    idents = [
+        names.digest(names.reconnect_identity(sid, method, cursor, body, order, started))
+        for sid, method, cursor, body, order, started in what.select(
+            "session_id", "method", "last_event_id", "request_body", "order", "started").iter_rows()
+    ]
+    sessions = [key[s] for s in what["session"].to_list()]
+    where = [f"{s}\x1f{loc}" for s, loc in what.select("source", "location").iter_rows()]
+    return names.reconnect_names(sessions, idents, what["started"].to_list(), where), idents
+
+
+def _boundary_rows(f: Frames, b: pl.DataFrame, key: dict, keep_pos: bool = False) -> pl.DataFrame:
     """The boundaries as the document's records (one row each), with ``next_use``, ``_hist_refs`` and
-    ``_pos`` beside them for the reconnect rule (rules/reconnects.py)."""
-    # numbered in history order, whatever order the rules left the rows in (pos: the request's place in history)
+    ``_pos`` beside them for the reconnect rule (rules/reconnects.py); ``keep_pos``: and ``_identity``
+    (the digest its name is made of) for the merge of partitions."""
+    # in history order, whatever order the rules left the rows in (pos: the request's place in history)
     b = _boundary_evidence(f, b.sort("pos", "gx", maintain_order=True))
-    b = b.with_columns(boundary_id=pl.format("b{}", pl.int_range(1, pl.len() + 1)))
+    bnames, idents = _reconnect_names(f, b, key)
+    b = b.with_columns(boundary_id=pl.Series(bnames, dtype=pl.String), _identity=pl.Series(idents, dtype=pl.String))
     _hidden_stream = (pl.col("rule_id") == "resumed_undecrypted") & ~pl.col("id_found").fill_null(False)
     stream_ids = f.exchanges.select("gx", "stream")
     rows = b.join(stream_ids.rename({"stream": "_s"}), on="gx", how="left", maintain_order="left").select(
@@ -209,12 +246,21 @@ def _boundary_rows(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
         pl.col("wr_message").alias("_wr_message"),
         pl.col("wr_refs").alias("_wr_refs"),
         pl.col("pos").alias("_pos"),
+        *(["_identity"] if keep_pos else []),
     )
     return rows.with_columns(pl.col("events_before", "events_after", "cut_off_before").fill_null([]))
 
 
-def _sessions_and_exchanges(f: Frames, b: pl.DataFrame, rev: pl.DataFrame) -> tuple[list[dict], pl.DataFrame, dict]:
-    """The document's sessions and exchanges (as the frame of its records), and the key ("S<n>") of every session."""
+def session_keys(f: Frames) -> dict[str, str]:
+    """Every session's name (names.session_names: from its Mcp-Session-Id), by the key the frames group it by."""
+    pairs = f.exchanges.select("session", "session_id").unique("session")
+    named = names.session_names(pairs["session_id"].to_list())
+    return {k: named[sid or ""] for k, sid in pairs.iter_rows()}
+
+
+def _sessions_and_exchanges(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, key: dict, keep_pos: bool = False) -> tuple[list[dict], pl.DataFrame]:
+    """The document's sessions and exchanges (as the frame of its records); ``key``: every session's name
+    (:func:`session_keys`); ``keep_pos``: each session keeps its first exchange's place in history as ``_pos``."""
     x = f.exchanges
     sess = (
         x.group_by("session")
@@ -256,15 +302,12 @@ def _sessions_and_exchanges(f: Frames, b: pl.DataFrame, rev: pl.DataFrame) -> tu
         .join(counted, on="session", how="left", maintain_order="left")
         .with_columns(pl.col("initialize_results").fill_null(0), pl.col("boundaries").fill_null(0).cast(pl.Int64))
     )
-    # "S<n>": the key of one session in this document (the same Mcp-Session-Id in two
-    # unrelated inputs is two sessions); sessions are numbered in history order.
-    key = {k: f"S{n}" for n, k in enumerate(sess["session"].to_list(), start=1)}
     # an incident (the per-input sessions that share an exchange: captures of one incident) is named
-    # by its first session in history; the report gives the Mcp-Session-Ids of one incident one section
+    # by its first session in history (they share one Mcp-Session-Id: its name, names.py)
     first_of = dict(sess.group_by("incident").agg(pl.col("session").sort_by("first_pos").first()).iter_rows())
     incident = {k: key[first_of[i]] for k, i in sess.select("session", "incident").iter_rows()}
     sessions = sess.select(
-        session=pl.format("S{}", pl.int_range(1, pl.len() + 1)),
+        session=pl.col("session").replace_strict(key, return_dtype=pl.String),
         incident=pl.col("session").replace_strict(incident, return_dtype=pl.String),
         session_id="session_id",
         protocol_version="revision",
@@ -280,11 +323,14 @@ def _sessions_and_exchanges(f: Frames, b: pl.DataFrame, rev: pl.DataFrame) -> tu
         _counts="_counts",
         initialize_results="initialize_results",
         sources="sources",
+        _pos="first_pos",
     ).to_dicts()
     for s in sessions:  # the JSON object of verdict counts (only the verdicts seen: a dict per session is the contract)
         s["verdicts"] = dict(zip(s.pop("_verdicts") or [], s.pop("_counts") or []))
     order = ["session", "incident", "session_id", "protocol_version", "era", "id_scheme", "first_seen", "last_seen", "exchanges", "streams",
              "events", "boundaries", "verdicts", "initialize_results", "sources"]
+    if keep_pos:  # (the merge of partitions orders the sessions of every partition by it)
+        order.append("_pos")
     sessions = [{k: s[k] for k in order} for s in sessions]
     times = _event_offsets(f)
     exchanges = x.join(times, on="gx", how="left", maintain_order="left").sort("pos").select(
@@ -311,7 +357,7 @@ def _sessions_and_exchanges(f: Frames, b: pl.DataFrame, rev: pl.DataFrame) -> tu
         "event_offsets_ms",
         "cut_off_offsets_ms",
     )
-    return sessions, exchanges, key
+    return sessions, exchanges
 
 
 # the keys of a finding a reader looks for first, in this order (then attempts, seen_in when present)
@@ -371,14 +417,15 @@ def _once_per_incident(findings: list[dict], x: pl.DataFrame) -> list[dict]:
 def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool = False, columnar: bool = False) -> dict:
     """``columnar``: the two large arrays, exchanges and boundaries, are :class:`~analyzer.document.records.Records`
     (their frames, written as JSON by Polars), not lists of dicts."""
-    rows = _boundary_rows(f, b)
+    key = session_keys(f)
+    rows = _boundary_rows(f, b, key, keep_pos)
     # every rule is a lazy plan over the same tables: collected here, once, together
     lf, lb, lrev = f.lazy(), b.lazy(), rev.lazy()
     # the rules' plans are Polars work, which releases the GIL: collected in a worker thread while this one
     # turns the boundary, session and exchange rows into Python objects
     with ThreadPoolExecutor(1, thread_name_prefix="findings") as pool:
         job = pool.submit(pl.collect_all, [registry.reconnect_findings(rows.lazy()), registry.history_findings(lf, lb, lrev)])
-        sessions, exchanges, key = _sessions_and_exchanges(f, b, rev)
+        sessions, exchanges = _sessions_and_exchanges(f, b, rev, key, keep_pos)
         boundaries = rows.drop("next_use", "_hist_refs", "_wr_message", "_wr_refs", "_pos").with_columns(
             pl.col("session").replace_strict(key, default=None, return_dtype=pl.String))
         if not columnar:

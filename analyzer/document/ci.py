@@ -8,7 +8,10 @@ row with an ``error`` has one too).  Damaged input is not a finding: it is a tes
 run on all of its input), a finding a test *failure*, as JUnit tells the two apart.
 
 * :func:`junit_xml` -- one ``<testsuite>`` per session with reconnects or findings, one ``<testcase>`` per
-  reconnect (boundary) and one per finding tied to no boundary.  A case fails with **one** ``<failure>`` that
+  reconnect (boundary) and one per finding tied to no boundary.  A CI server keeps a test's history by its
+  suite, class and case names, so they are names that every run gives alike (analyzer/document/names.py):
+  the suite the session's name (and Mcp-Session-Id), a reconnect's case ``reconnect <its name>``, a
+  finding's ``<rule> <fingerprint>``; never a position, a verdict, a file or a line.  A case fails with **one** ``<failure>`` that
   lists each of its findings at or above ``fail_on`` (type: the worst one's rule): GitLab's parser reads the
   ``failure`` key of a case as one value (two become an array) and Jenkins' CaseResult reads the first, and reporters count
   ``failures`` as failed cases (``passed = tests - failures - skipped``), so a case never carries two.  A case
@@ -75,7 +78,7 @@ def is_known(finding: dict) -> bool:
 
 
 def session_label(session: str | None, session_id: str | None) -> str:
-    """``S4 cea68db5a89b…`` as the terminal summary names a session (the whole id is a suite property)."""
+    """``Sk3vq7m2a cea68db5a89b…`` as the terminal summary names a session (the whole id is a suite property)."""
     if session is None:
         return "no session"
     if not session_id:
@@ -87,11 +90,19 @@ def _where(ref: dict | None) -> str:
     return f"{ref.get('source')} {ref.get('location')}" if ref else "?"
 
 
-def _session_order(key: str | None) -> tuple:
-    """S2 before S10; no session last."""
-    if key is None:
-        return (2, 0, "")
-    return (0, int(key[1:]), "") if key[1:].isdigit() else (1, 0, key)
+def _session_order(doc: dict):
+    """The suites' order: the document's (sessions in history order), a name it does not list after them by
+    name, no session last."""
+    place: dict[str, int] = {}
+    for s in doc.get("sessions") or []:
+        place.setdefault(s.get("session"), len(place))
+
+    def key(name: str | None) -> tuple:
+        if name is None:
+            return (2, 0, "")
+        return (0, place[name], "") if name in place else (1, 0, str(name))
+
+    return key
 
 
 # ---------------------------------------------------------------- JUnit XML
@@ -164,12 +175,13 @@ def _cases(doc: dict) -> list[_Case]:
             about.append(f"events lost: {b.get('lost_count') or 0}, duplicated: {b.get('duplicated_count') or 0}")
         if b["boundary_id"] in repeats:
             about.append(repeats[b["boundary_id"]])
-        name = f"{b['boundary_id']} {b.get('verdict')} at {_where(b.get('request'))}"
-        cases.append(_Case(name, b.get("session"), attached.get(b["boundary_id"], []), about))
-    for f in findings:  # tied to no reconnect: a case of its own
+        # named by the reconnect's name alone: the same in every run (its verdict, file and line are in system-out)
+        cases.append(_Case(f"reconnect {b['boundary_id']}", b.get("session"), attached.get(b["boundary_id"], []), about))
+    for f in findings:  # tied to no reconnect: a case of its own, named by its rule and fingerprint (its identity across runs)
         if f.get("boundary") not in ids:
             ev = (f.get("evidence") or [None])[0]
-            cases.append(_Case(f"{f.get('rule')} at {_where(ev)}", f.get("session"), [f], [f"finding {f.get('id')} (tied to no reconnect)"]))
+            about = [f"finding {f.get('id')} (tied to no reconnect) at {_where(ev)}"]
+            cases.append(_Case(f"{f.get('rule')} {f.get('fingerprint') or f.get('id')}", f.get("session"), [f], about))
     return cases
 
 
@@ -227,7 +239,7 @@ def junit_xml(doc: dict, fail_on: str) -> str:
         by_session[case.session].append(case)
     root = ET.Element("testsuites", {"name": visible(_title(doc))})
     everything: list[str] = []
-    for session in sorted(by_session, key=_session_order):
+    for session in sorted(by_session, key=_session_order(doc)):
         suite = ET.SubElement(root, "testsuite", {"name": visible(session_label(session, sids.get(session)))})
         if sids.get(session):  # before the cases, as the schema orders them
             props = ET.SubElement(suite, "properties")

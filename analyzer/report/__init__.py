@@ -8,14 +8,16 @@ Everything the page shows comes from log content an attacker may control
   which escapes each piece itself and adds fixed ``<span>`` markers for
   invisible characters (bidi overrides, U+2028, controls) so they show;
 * ``id``/``href``/``data-*`` values are never taken from the document as they
-  are: sessions, boundaries, findings and exchanges are anchored by their ids
-  only when those match the schema's ``S<n>``/``b<n>``/``f<n>``/``x<n>``
-  pattern (else by a hash or an index), and class names and filter tokens come
+  are: sessions, reconnects, findings and exchanges are anchored by their names
+  and ids only when those match the forms analyzer.document.names makes
+  (``Sk3vq7m2a``, ``Sk3vq7m2a.r5xj2qd``) or the schema's ``f<n>``/``x<n>``
+  (else by a hash or an index), and class names and filter tokens come
   from fixed tables;
-* every session is called by its document key (``S10``: the terminal's and the
-  JSON's name), in headings, anchors (``#session-S10``), rows, links and the
-  filter's tokens; a section holding several per-capture sessions of one
-  incident is named by all their keys. The page never numbers sessions itself;
+* every session is called by its name (the terminal's and the JSON's), in
+  headings, rows, links and the filter's tokens, and its element's ``id`` is the
+  name, as a reconnect card's is the reconnect's: ``report.html#<name>``
+  scrolls there. The per-capture records of one session (one name) are one
+  section. The page never numbers sessions itself;
 * no JSON, no remote resource. A Content-Security-Policy allows exactly one
   inline ``<style>`` and one inline ``<script>``, each by the sha256 that
   ``render`` computes over the exact text it emits, and Trusted Types in
@@ -38,7 +40,7 @@ page; this file only re-exports.  It reads only the findings document and ``anal
 from analyzer.report.common import (  # noqa: F401  (the tables and limits are part of this package's interface)
     COLLAPSE_ROWS, DECISIVE, DIVERGED, MAX_FULL_SESSIONS, MAX_ROWS, NO_EFFECT, SEV_RANK, SEVERITIES, TEMPLATE,
     TICKS_PER_TIMELINE, VERDICTS, _clip, _name, _or_dash, _plain, _ref, _session_id, _text, _truncate, natural_key,
-    session_token,
+    reconnect_anchor, session_anchor, session_token,
 )
 from analyzer.report.page import _environment, csp_hash, render, template_dir  # noqa: F401
 from analyzer.report.view import _context, _ranges  # noqa: F401

@@ -10,6 +10,7 @@ from markupsafe import Markup, escape
 
 from analyzer.catalog import DIVERGED as _DIVERGED, SEVERITIES as _SEVERITIES, VERDICT, VERDICT_ORDER
 from analyzer.document.facts import plural
+from analyzer.document.names import RECONNECT_NAME, SESSION_NAME
 
 
 TEMPLATE = "report.html.j2"
@@ -70,7 +71,6 @@ _ANCHOR_OK = re.compile(r"^[bfx][0-9]{1,12}$")
 _INT = re.compile(r"^(0|[1-9][0-9]{0,17})$")
 
 
-_SESSION_KEY = re.compile(r"^S[0-9]{1,12}$")  # the document's session keys (schema: ^S[0-9]+$)
 
 
 _DIGITS = re.compile(r"([0-9]+)")
@@ -121,17 +121,26 @@ def _anchor(kind: str, ident, fallback) -> str:
 
 
 def session_token(key) -> str:
-    """A document session key as the page's anchor suffix and filter token: the key itself (``S10``), so
-    ``#session-S10`` and a search for S10 name the JSON's S10; a key not of the schema's form is never put in
+    """A session's name as the page's filter token (``data-s``): the name itself (``Sk3vq7m2a``), so a search
+    for it finds the JSON's session; a name not of the form analyzer/document/names.py makes is never put in
     an attribute: it becomes ``h`` and 12 hex of its hash (stable, and no position of the page's own)."""
-    if isinstance(key, str) and _SESSION_KEY.match(key):
+    if isinstance(key, str) and SESSION_NAME.fullmatch(key):
         return key
     return "h" + hashlib.sha256(repr(key).encode("utf-8")).hexdigest()[:12]
 
 
-def session_sort(key) -> str:
-    """A sortable column's ``data-k`` for a session key: its number (S9 before S10), else empty."""
-    return key[1:] if isinstance(key, str) and _SESSION_KEY.match(key) else ""
+def session_anchor(key) -> str:
+    """The id of a session's element (its section, or its row): its name, so ``report.html#<name>`` scrolls
+    there; ``session-h…`` (:func:`session_token`) for a name not of the form names.py makes."""
+    token = session_token(key)
+    return token if token == key else f"session-{token}"
+
+
+def reconnect_anchor(ident, fallback) -> str:
+    """The id of a reconnect's card: its name (``report.html#Sk3vq7m2a.r5xj2qd``), else as :func:`_anchor`."""
+    if isinstance(ident, str) and RECONNECT_NAME.fullmatch(ident):
+        return ident
+    return _anchor("boundary", ident, fallback)
 
 
 def natural_key(ident) -> tuple:

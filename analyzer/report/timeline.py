@@ -6,6 +6,8 @@ import math
 from datetime import datetime, timezone
 
 
+from analyzer.document.names import short_label
+
 from .common import (
     TICKS_PER_BAR, TICKS_PER_TIMELINE, TIMELINE_ROWS, _key, _plural, _ref,
     _ts, _verdict_class,
@@ -301,12 +303,13 @@ def _timeline(exchanges: list[dict], boundaries: list[dict], by_ref: dict, x_anc
     for r in reacts:
         ry = lane_y + r.pop("slot") * LANE_H
         rx = r.pop("rx")
-        label = r.pop("bid")[:8]
+        label = short_label(r.pop("bid"))
         right = rx + 8 + 7 * len(label) <= SVG_W  # else the name goes left of the mark
         r.update(x=f"{rx:.1f}", y=f"{ry:.1f}", d=_shape(r["shape"], rx, ry), label=label,
                  lx=f"{rx + 8 if right else rx - 8:.1f}", ly=f"{ry + 4:.1f}", lanchor="start" if right else "end")
-    # Marks closer than a label's width share one label ("b3 +4"); neighbouring
-    # labels alternate between two lines. Every mark keeps its own line and link.
+    # Marks closer than a label's width share one label ("r5xj2qd +4": the reconnect's name without its
+    # session's, whose timeline this is); neighbouring labels alternate between two lines. Every mark keeps
+    # its own line and link.
     clusters: list[list[dict]] = []
     for m in sorted(marks, key=lambda m: float(m["x"])):
         if clusters and float(m["x"]) - float(clusters[-1][0]["x"]) < 30:
@@ -317,7 +320,7 @@ def _timeline(exchanges: list[dict], boundaries: list[dict], by_ref: dict, x_anc
         ly = 12 + (n % 2) * 12
         for k, m in enumerate(group):
             m["ly"] = ly
-            m["label"] = (m["boundary_id"][:8] + (f" +{len(group) - 1}" if len(group) > 1 else "")) if k == 0 else None
+            m["label"] = (short_label(m["boundary_id"]) + (f" +{len(group) - 1}" if len(group) > 1 else "")) if k == 0 else None
             m["y1"] = ly + 3 if k == 0 else TOP - 2
             m["clustered"] = len(group) > 1
     for bar in bars:

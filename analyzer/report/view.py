@@ -13,7 +13,7 @@ from .common import (
     COLLAPSE_ROWS, CONN_ROWS, DECISIVE, EVIDENCE_SHOWN, MINOR_ROWS, DIVERGED, IDS_SHOWN, MAX_FULL_SESSIONS, MAX_ROWS,
     NO_EFFECT, SEVERITIES, SEV_RANK, SUMMARY_ROWS, TICKS_PER_BAR, VERDICTS,
     V_RANK, _INT, _anchor, _plural, _ref, _sev_class,
-    _sev_token, _verdict_class, _verdict_token, natural_key, session_sort, session_token,
+    _sev_token, _verdict_class, _verdict_token, natural_key, reconnect_anchor, session_anchor, session_token,
 )
 from .timeline import _overview, _timeline
 from .trend import trend_view
@@ -44,12 +44,6 @@ def _shorten(ids: list, count: int) -> dict:
     reads as four unrelated numbers), as ranges, and how many more the JSON has."""
     shown = sorted((str(i) for i in ids), key=natural_key)[:IDS_SHOWN]
     return {"count": count, "shown": _ranges(shown), "more": max(count - len(shown), 0)}
-
-
-def _and(names: list) -> str:
-    """``S10``, ``S10 and S11``, ``S1, S30 and S35``."""
-    names = [str(n) for n in names]
-    return names[0] if len(names) < 2 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def _handled_words(value, verdict, rule_id=None) -> str:
@@ -207,49 +201,44 @@ def harm_order(b: dict) -> tuple:
 # context
 
 
-def _merged_sessions(sessions: list[dict]) -> tuple[list[dict], dict[str, str]]:
-    """One entry per Mcp-Session-Id of an incident: the per-input sessions of the captures that saw
-    it (a client HAR, a proxy log, a server pcap) summed, with every capture in ``sources`` and the
-    document's session keys in ``members``; and each document session key's entry key.  Sessions
-    without an Mcp-Session-Id are never merged."""
-    merged: dict[tuple, dict] = {}
-    group_of: dict[str, str] = {}
+def _merged_sessions(sessions: list[dict]) -> list[dict]:
+    """One entry per session name: the per-capture records of one Mcp-Session-Id (a client HAR, a proxy log, a
+    server pcap; two balancer nodes' logs), which share its name (analyzer/document/names.py), summed, with
+    every capture in ``sources``; and so the traffic without a session (``S0``) of every capture."""
+    merged: dict = {}
     for s in sessions:
         key = s.get("session")
-        sid = s.get("session_id")
-        gk = (s.get("incident") or key, sid) if sid else ("", key)
-        g = merged.get(gk)
+        g = merged.get(key)
         if g is None:
-            g = merged[gk] = {**s, "sources": list(s.get("sources") or []), "verdicts": dict(s.get("verdicts") or {}),
-                              "members": [key]}
-        else:
-            g["members"].append(key)
-            g["sources"] = sorted(set(g["sources"]) | set(s.get("sources") or []))
-            for k in ("exchanges", "streams", "events", "boundaries", "initialize_results"):
-                if isinstance(s.get(k), int):
-                    g[k] = (g.get(k) or 0) + s[k]
-            for v, n in (s.get("verdicts") or {}).items():
-                g["verdicts"][v] = g["verdicts"].get(v, 0) + n
-            firsts = [x for x in (g.get("first_seen"), s.get("first_seen")) if x]
-            lasts = [x for x in (g.get("last_seen"), s.get("last_seen")) if x]
-            g["first_seen"], g["last_seen"] = min(firsts, default=None), max(lasts, default=None)
-        group_of[key] = g["session"]
-    return list(merged.values()), group_of
+            merged[key] = {**s, "sources": list(s.get("sources") or []), "verdicts": dict(s.get("verdicts") or {})}
+            continue
+        g["sources"] = sorted(set(g["sources"]) | set(s.get("sources") or []))
+        for k in ("exchanges", "streams", "events", "boundaries", "initialize_results"):
+            if isinstance(s.get(k), int):
+                g[k] = (g.get(k) or 0) + s[k]
+        for v, n in (s.get("verdicts") or {}).items():
+            g["verdicts"][v] = g["verdicts"].get(v, 0) + n
+        firsts = [x for x in (g.get("first_seen"), s.get("first_seen")) if x]
+        lasts = [x for x in (g.get("last_seen"), s.get("last_seen")) if x]
+        g["first_seen"], g["last_seen"] = min(firsts, default=None), max(lasts, default=None)
+    return list(merged.values())
 
 
 def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_ROWS) -> dict:
-    sessions, group_of = _merged_sessions(list(doc.get("sessions", [])))
+    sessions = _merged_sessions(list(doc.get("sessions", [])))
     exchanges = doc.get("exchanges", [])
     boundaries = doc.get("boundaries", [])
     findings = doc.get("findings", [])
+    # a sortable column's key for a session: its place in the document (history order: a name's hash says nothing)
+    place = {s.get("session"): n for n, s in enumerate(sessions)}
 
-    def g(key):  # the report's session entry of a document session key
-        return group_of.get(key, key)
+    def session_sort(key) -> str:
+        return str(place[key]) if key in place else ""
 
     x_by_session: dict[str, list] = defaultdict(list)
     by_ref: dict[tuple, dict] = {}
     for x in exchanges:
-        x_by_session[g(x.get("session"))].append(x)
+        x_by_session[x.get("session")].append(x)
         by_ref.setdefault((x.get("source"), x.get("location")), x)
     by_xid = {x.get("exchange_id"): x for x in exchanges}
 
@@ -272,13 +261,13 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         if f.get("boundary") is not None:
             f_by_boundary[f["boundary"]].append(pf)
         if f.get("session") is not None:
-            f_by_session[g(f["session"])].append(pf)
+            f_by_session[f["session"]].append(pf)
         # A request left without response, by the exchange that sent it: the reconnects whose
         # resumed stream still owed it (the document's owed_requests) show it as evidence.
         if f.get("rule") == "request_unanswered" and f.get("exchange") is not None:
             unanswered_by_request[f["exchange"]].append(pf)
-    # Severity, then the reconnect's position (the document sorts boundary ids
-    # as strings: b10 before b2), then session-level findings in document order.
+    # Severity, then the reconnect's place in the document (history order: a name says nothing of it),
+    # then session-level findings in document order.
     b_pos = {b.get("boundary_id"): n for n, b in enumerate(boundaries)}
     order = {id(f): n for n, f in enumerate(prepared_findings)}
     prepared_findings.sort(
@@ -296,7 +285,7 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
     for n, b in enumerate(boundaries, start=1):
         pb = dict(b)
         pb["_n"] = n
-        pb["_anchor"] = _anchor("boundary", b.get("boundary_id"), n)
+        pb["_anchor"] = reconnect_anchor(b.get("boundary_id"), n)
         if pb["_anchor"] in b_anchors:  # two boundaries with one id: the second by its index
             pb["_anchor"] = f"boundary-n{n}"
         b_anchors.add(pb["_anchor"])
@@ -329,7 +318,7 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         pb["_decisive"] = DECISIVE.get(b.get("verdict"), set())
         pb["_evidence_words"] = catalog.EVIDENCE.get(str(b.get("evidence")), "")
         pb["_unanswered"] = [pf for r in b.get("owed_requests") or [] for pf in unanswered_by_request.get(r, [])]
-        b_by_session[g(b.get("session"))].append(pb)
+        b_by_session[b.get("session")].append(pb)
 
     # Boundaries or findings naming a session the sessions list lacks still get a section.
     known = {s.get("session") for s in sessions}
@@ -343,17 +332,11 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
                  "sources": [], "_orphan": True}
             )
 
-    # Every session is named by its document key (S10), as the terminal and the JSON name it: a section or
-    # row by the keys of the per-capture sessions it holds (``members``), its anchor and filter token by
-    # ``session_token`` (the key itself). The page never numbers sessions of its own.
+    # Every session is called by its name, as the terminal and the JSON call it; its element's id is the name
+    # (``report.html#<name>`` scrolls there) and so is its filter token (``session_token``). The page never
+    # numbers sessions of its own.
     s_anchor: dict[str, str] = {}
-    s_tokens: dict[str, str] = {}  # document session key -> its entry's tokens (data-s: every member's key)
-    for s in sessions:
-        members = s.get("members") or [s.get("session")]
-        tokens = " ".join(session_token(m) for m in members)
-        s_tokens[s.get("session")] = tokens
-        for m in members:
-            s_tokens.setdefault(m, tokens)
+    s_tokens: dict[str, str] = {s.get("session"): session_token(s.get("session")) for s in sessions}  # name -> data-s
 
     full, quiet, busy = [], [], []
     # the worst sessions get full sections: by their worst finding, then how many, then position
@@ -369,20 +352,16 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
     anchors: set[str] = set()
     for s in sessions:
         sid = s.get("session")
-        anchor = f"session-{session_token(sid)}"
-        if anchor in anchors:  # one key twice in a (broken) document: the second gets a suffix, ids stay unique
+        anchor = session_anchor(sid)
+        if anchor in anchors:  # (one entry per name: never; a hash of two malformed names alike, ids stay unique)
             anchor = f"{anchor}-{len(anchors)}"
         anchors.add(anchor)
         bs = b_by_session.get(sid, [])
         fs = f_by_session.get(sid, [])
         sevs = sorted({f["_sev"] for f in fs} | {b["_sev"] for b in bs if b.get("severity") is not None}, key=lambda t: SEV_RANK.get(t, 9))
-        members = s.get("members") or [sid]
         counts = Counter(b["_v"] for b in bs)
         entry = {
-            "s": s, "key": sid, "also": members[1:], "anchor": anchor, "tokens": s_tokens[sid], "sort": session_sort(sid),
-            "names": _and(members),  # "S10 and S11"
-            "also_note": (f"also {', '.join(str(m) for m in members[1:])}: the same session in "
-                          f"{'another capture' if len(members) == 2 else 'other captures'}"),
+            "s": s, "key": sid, "anchor": anchor, "tokens": s_tokens[sid], "sort": session_sort(sid),
             "boundaries": bs, "findings": fs, "_known": bool(fs) and all(f["_known"] for f in fs),
             "_v": " ".join(sorted(counts, key=lambda v: V_RANK.get(v, 99))),
             "_sev": " ".join(sevs),
@@ -420,10 +399,6 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
             }
         )
         full.append(entry)
-
-    for key, entry_key in group_of.items():  # a document session key links where its merged entry is
-        if entry_key in s_anchor:
-            s_anchor.setdefault(key, s_anchor[entry_key])
 
     # Cards exist for sessions shown in full and for those critical reconnects: links to the others go to their row.
     card_anchor: dict[str, str] = {}
@@ -514,7 +489,7 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         "where": where,
         "where_more": max(len(worst_b) - SUMMARY_ROWS, 0),
         "handling": handling,
-        "where_sessions": len({g(b.get("session")) for b in worst_b}),
+        "where_sessions": len({b.get("session") for b in worst_b}),
         "overview": _overview(exchanges, boundaries),
         "trend": trend_view(doc.get("trend")),  # (a store's document only)
         "formats": sorted(Counter(str(i.get("format")) for i in inputs).items()),
@@ -545,9 +520,9 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         "anomalies": anomalies,
         "full_sessions": full,
         "quiet_sessions": quiet,
-        # the session filter: one option per section or row with findings, by key (S9 before S10)
-        "session_options": [(e["tokens"].split()[0], ", ".join(str(m) for m in [e["key"], *e["also"]]), e["s"].get("session_id"))
-                            for e in sorted(full + busy, key=lambda e: natural_key(e["key"]))],
+        # the session filter: one option per section or row with findings, in the document's order
+        "session_options": [(e["tokens"], str(e["key"]), e["s"].get("session_id"))
+                            for e in sorted(full + busy, key=lambda e: place.get(e["key"], len(place)))],
         "where_critical": any(f.get("severity") == "critical" for f in findings),
         "diverged_tokens": " ".join(DIVERGED),
         "verdicts": VERDICTS,

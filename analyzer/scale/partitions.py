@@ -9,9 +9,10 @@ What may be split.  Every rule reads rows of one session, with two exceptions th
 So a partition holds whole *inputs*, and every input that shares a session id with one of them:
 the connected components of the graph "input -- session id".  Sessions never span partitions, and
 neither do inputs; every rule sees exactly the rows it sees in a single pass, so the findings are the
-same.  Only the document's numbering is global (``x<n>``, ``s<n>``, ``S<n>``, ``b<n>``, ``f<n>``
-follow the merged history), and :func:`merge` renumbers the partial documents by the same keys a
-single pass sorts by.  ``tests/test_partitions.py`` checks that both give the same JSON.
+same.  Only the document's numbering is global (``x<n>``, ``s<n>``, ``f<n>`` follow the merged
+history), and :func:`merge` renumbers the partial documents by the same keys a single pass sorts by;
+sessions and reconnects keep their names (analyzer.document.names), made again over every partition
+only to resolve a collision of two partitions' names.  ``tests/test_partitions.py`` checks that both give the same JSON.
 
 One function analyzes a group, for every engine: :func:`analyze_group` takes the group's canonical
 Arrow tables (in any row order: it restores the store's order) and returns its partial document as rows
@@ -253,20 +254,18 @@ def merge(partials: list[Partial], input_rows: list[dict], sha_of: dict[str, str
         [pt.keys.with_columns(part=pl.lit(i, pl.Int64)) for i, pt in enumerate(partials)]
         or [pl.DataFrame(schema={"lpos": pl.Int64, "_t": pl.Datetime("us", "UTC"), "source": pl.String, "xid": pl.Int64, "part": pl.Int64})]
     )
-    num = document.Numbering(global_positions(keys, len(partials)))
+    seen = document.Names()
     for i, pt in enumerate(partials):
-        for e in pt.doc["exchanges"]:
-            num.see_exchange(i, e)
-    num.number_sessions()
-    sessions = sorted(
-        ((num.first_of(i, s["session"]), num.session(i, dict(s))) for i, pt in enumerate(partials) for s in pt.doc["sessions"]),
-        key=lambda t: t[0],
-    )
+        for s in pt.doc["sessions"]:
+            seen.see_session(i, s)
+        for b in pt.doc["boundaries"]:
+            seen.see_boundary(i, b)
+    num = document.Numbering(global_positions(keys, len(partials)), seen.make())
+    sessions = sorted((num.session(i, dict(s)) for i, pt in enumerate(partials) for s in pt.doc["sessions"]), key=lambda t: t[0])
     exchanges = sorted((num.exchange(i, dict(e)) for i, pt in enumerate(partials) for e in pt.doc["exchanges"]),
                        key=lambda e: int(e["exchange_id"][1:]))
-    boundaries = sorted(((i, num.boundary(i, dict(b))) for i, pt in enumerate(partials) for b in pt.doc["boundaries"]),
-                        key=lambda t: int(t[1]["request_exchange"][1:]))
-    boundaries = [num.boundary_numbered(i, b, n) for n, (i, b) in enumerate(boundaries, start=1)]
+    boundaries = sorted((num.boundary(i, dict(b)) for i, pt in enumerate(partials) for b in pt.doc["boundaries"]),
+                        key=lambda b: int(b["request_exchange"][1:]))
     found = [num.finding(i, dict(f)) for i, pt in enumerate(partials) for f in pt.doc["findings"]]
     found.sort(key=lambda f: document.finding_key(f, f["_g"]))
     body = {

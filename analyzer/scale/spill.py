@@ -6,10 +6,12 @@ items (the rows of :func:`analyzer.scale.partitions.analyze_group`, JSON text) a
 in a temporary folder, one per kind and partition, and only small things stay in memory: the order
 keys of the exchanges (to number them as a single pass does) and counts.  The outputs are then
 written in one pass, a k-way merge of the partitions' files per kind (each partition's items are
-already in the global order among themselves), renumbering ``x``/``s``/``S``/``b``/``f`` on the way,
-reading a bounded batch from each file at a time.  With ``trend``, the document's ``trend`` (per day and host,
-:mod:`analyzer.document.trend`) is added up as the boundaries go by: a reference to its host per exchange (the
-host of a boundary's request) and a small row per boundary stay in memory.
+already in the global order among themselves), renumbering ``x``/``s``/``f`` and naming sessions and
+reconnects on the way (their names, made over every partition from what each partition's items say of
+them as they are spilled: analyzer.document.Names), reading a bounded batch from each file at a time.
+With ``trend``, the document's ``trend`` (per day and host, :mod:`analyzer.document.trend`) is added up as the
+boundaries go by: a reference to its host per exchange (the host of a boundary's request) and a small row per
+boundary stay in memory.
 
 The JSON Lines written are byte-identical to ``findings.json_lines`` of the single pass's document,
 and the JSON document equal to it (always compact here); ``tests/test_spill.py`` checks both.  The HTML
@@ -85,6 +87,7 @@ def write(
         tmp = Path(tmp)
         keys, used = [], set()
         summary = document.Summary()
+        seen = document.Names()  # the sessions' and reconnects' identities: their names are made over every partition
         encrypted = 0
         parts = 0
         for i, shas in enumerate(p.partitions):
@@ -101,13 +104,17 @@ def write(
             for kind in KINDS:
                 items = g.filter(pl.col("kind") == kind).sort("seq").select("json")
                 items.write_parquet(tmp / f"{kind}-{part:06d}.parquet", compression="lz4")
-                if kind in ("session", "exchange"):  # (the summary's counts, as the single pass sums them)
+                if kind == "exchange":  # (the summary's counts, as the single pass sums them)
                     summary.items[kind] += items.height
                 else:
                     for text in items["json"]:
                         rec = json.loads(text)
                         summary.add(kind, rec)
-                        if kind == "finding" and baseline is not None:
+                        if kind == "session":
+                            seen.see_session(part, rec)
+                        elif kind == "boundary":
+                            seen.see_boundary(part, rec)
+                        elif kind == "finding" and baseline is not None:
                             baseline.count(rec)  # the tally now (the summary is written first); the mark as written
                         elif kind == "anomaly":
                             encrypted += occurrences([rec], "tls_not_decrypted")
@@ -120,12 +127,8 @@ def write(
             del g
             gc.collect()
         allkeys = (pl.concat(keys) if keys else pl.DataFrame(schema={"lpos": pl.Int64, "_t": pl.Int64, "source": pl.String, "xid": pl.Int64, "part": pl.Int64}))
-        num = document.Numbering(global_positions(allkeys, parts))
-        del allkeys, keys
-        for part in range(parts):  # sessions are numbered by their first exchange in the merged history
-            for e in _items(tmp / f"exchange-{part:06d}.parquet"):
-                num.see_exchange(part, e)
-        num.number_sessions()
+        num = document.Numbering(global_positions(allkeys, parts), seen.make())
+        del allkeys, keys, seen
 
         rows = store_mod.input_rows(store, used if (win.bounded or sessions) else None)
         man = store_mod.manifest(store)
@@ -156,15 +159,13 @@ def write(
                 yield e
 
         def boundaries() -> Iterator[dict]:  # (after every exchange: the sections are written in order)
-            got = merged("boundary", lambda part, i, b: int(b["request_exchange"][1:]), num.boundary)
-            for n_, (part, b) in enumerate(got, start=1):
-                b = num.boundary_numbered(part, b, n_)
+            for _, b in merged("boundary", lambda part, i, b: int(b["request_exchange"][1:]), num.boundary):
                 if trend:
                     x = int(b["request_exchange"][1:]) - 1
                     reconnects.append(trends.reconnect(b, host_of[x] if x < len(host_of) else ""))
                 yield b
 
-        def findings() -> Iterator[dict]:  # (after every boundary is numbered: the sections are written in order)
+        def findings() -> Iterator[dict]:
             got = merged("finding", lambda part, i, f: document.finding_key(f, f["_g"]), num.finding)
             for f in document.number_findings(f for _, f in got):
                 if baseline is not None:
@@ -173,7 +174,8 @@ def write(
 
         sections = [
             ("input", "inputs", iter(rows)),
-            ("session", "sessions", (s for _, s in merged("session", lambda part, i, s: int(s["session"][1:]), num.session))),
+            # sessions in the order of their first exchange in the merged history (Numbering.session gives its place)
+            ("session", "sessions", (s for _, (_, s) in merged("session", lambda part, i, t: t[0], num.session))),
             ("exchange", "exchanges", exchanges()),
             ("boundary", "boundaries", boundaries()),
             ("finding", "findings", findings()),
