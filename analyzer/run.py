@@ -339,6 +339,10 @@ def _report_ingest(rep, store, quiet: bool, echo: Echo) -> int:
             echo(f"note: removed {len(rep.orphans)} orphaned part file(s) that no manifest row lists: " + ", ".join(rep.orphans[:5]))
         for msg in rep.dropped:
             echo(terminal.safe(f"note: dropped the damaged input {msg}"))
+        if rep.unkeyed and rep.added:
+            echo(terminal.safe(f"note: {store} was made before its event digests were keyed, so it keeps them unkeyed: whoever can "
+                               "read the store could test guesses of short secrets in redacted events against them; ingest the "
+                               "captures into a new store to key them (mixing keyed and unkeyed digests would hide repeats)"))
         if rep.migrated or rep.duplicates:
             echo(f"note: upgraded {store}'s manifest: checksums for {rep.migrated} input(s), {rep.duplicates} duplicate row(s) dropped")
         for path in rep.repaired:

@@ -132,6 +132,13 @@ def digest_expr(event_id: pl.Expr, data: pl.Expr) -> pl.Expr:
     return pl.concat_str(event_id.fill_null(""), pl.lit(":"), data.fill_null("")).chash.sha2_256()
 
 
+def keyed_digest_expr(hex_digest: pl.Expr, key: str) -> pl.Expr:
+    """A digest a store keeps: sha256 of the store's secret ``key`` (hex) and the digest.  Equal digests stay equal
+    (the rules compare them within the store), but nobody without the key can test a guess against one: a sha256
+    of a 6-digit OTP or a 4-digit PIN in a redacted event or in a call's arguments took a second to brute-force."""
+    return pl.concat_str(pl.lit(key), pl.lit("\x1f"), hex_digest).chash.sha2_256() if key else hex_digest
+
+
 def compact_digest_expr(hex_digest: pl.Expr) -> pl.Expr:
     """The first 64 bits of a sha256 hex digest as a UInt64 (8 bytes a row, not 64 characters and a
     16-byte view): what the rules compare (see :func:`analyzer.signals.streams.compact_digest`)."""
@@ -211,11 +218,13 @@ class Builder:
     frames (:meth:`add_events`) join them; ordinal, cursor and digest are derived column-wise for all
     of them at once in :meth:`finish`."""
 
-    def __init__(self, source: str, log: AnomalyLog, redact_secrets: bool = True, compact: bool = False) -> None:
+    def __init__(self, source: str, log: AnomalyLog, redact_secrets: bool = True, compact: bool = False,
+                 digest_key: str | None = None) -> None:
         self.source = source
         self.log = log
         self.redact = redact_secrets
         self.compact = compact  # digests as UInt64 only, no header objects: for the single pass (see above Builder)
+        self.digest_key = digest_key  # a store's secret: the digests it keeps are keyed with it (keyed_digest_expr)
         self.exchanges: list[dict] = []
         # messages are kept as columns: one list append per field is several times cheaper than a dict per row
         self.messages: dict[str, list] = {name: [] for name in MESSAGES.names}
@@ -459,6 +468,12 @@ class Builder:
         # the Arrow table's types (EVENTS), in Polars; a compact digest stays a UInt64
         events = events.cast(COMPACT_EVENTS if self.compact else _EVENTS_POLARS)
         messages = pa.concat_tables([bodies, sse.to_arrow().cast(MESSAGES)])
+        if self.digest_key and not self.compact:  # a store's tables: its digests keyed (keyed_digest_expr)
+            events = events.with_columns(digest=keyed_digest_expr(pl.col("digest"), self.digest_key))
+            keyed = pl.from_arrow(messages.select(["params_digest"])).select(
+                pl.when(pl.col("params_digest").is_not_null()).then(keyed_digest_expr(pl.col("params_digest"), self.digest_key)))
+            messages = messages.set_column(MESSAGES.get_field_index("params_digest"), "params_digest",
+                                           keyed.to_series().to_arrow().cast(pa.string()))
         if self.redact:
             errors = redact.column(pl.from_arrow(messages["error_message"]))
             messages = messages.set_column(MESSAGES.get_field_index("error_message"), "error_message", errors.to_arrow().cast(pa.string()))

@@ -54,3 +54,55 @@ def test_a_reissued_calls_fingerprint_does_not_hash_its_arguments(tmp_path):
         [f] = [f for f in _doc(p)["findings"] if f["rule"] == "reissued_request_ran_twice"]
         fps.append(f["fingerprint"])
     assert fps[0] == fps[1]
+
+
+def test_a_stores_digests_are_keyed_with_its_own_secret(tmp_path):
+    """A new store keys the event and argument digests it keeps with its secret (STORE/digest.key, mode 0600): no
+    stored digest is the sha256 of a raw event, and the analysis over the store gives the single pass's verdicts."""
+    import os
+
+    import polars as pl
+
+    from analyzer.scale import store
+    from analyzer.scale.store_commit import DIGEST_KEY
+
+    src = SYN / "gap.jsonl"
+    st = tmp_path / "st"
+    store.ingest([str(src)], st)
+    key = (st / DIGEST_KEY).read_text().strip()
+    assert len(key) == 64 and (os.stat(st / DIGEST_KEY).st_mode & 0o777) == 0o600
+    stored = store.scan(st, "events").select("id", "digest").collect()
+    raw = {hashlib.sha256(f"{r.get('id') or ''}:{r['data']}".encode()).hexdigest()
+           for r in map(json.loads, src.read_text().splitlines()) if r["kind"] == "sse"}
+    assert stored.height and not raw & set(stored["digest"].to_list())
+    tables, rows = store.load(st)
+    via_store = pipeline.analyze_tables(tables, rows, [], [], len(rows)).document
+    assert [b["verdict"] for b in via_store["boundaries"]] == [b["verdict"] for b in _doc(src)["boundaries"]] == ["gap"]
+    # a second ingest keeps the key; another store has its own
+    store.ingest([str(SYN / "continuous.jsonl")], st)
+    assert (st / DIGEST_KEY).read_text().strip() == key
+    store.ingest([str(src)], tmp_path / "other")
+    assert (tmp_path / "other" / DIGEST_KEY).read_text().strip() != key
+    other = store.scan(tmp_path / "other", "events").select("digest").collect()
+    assert set(other["digest"].to_list()).isdisjoint(stored["digest"].to_list())
+    assert pl.Series(stored["digest"]).str.len_chars().unique().to_list() == [64]
+
+
+def test_a_store_made_before_keying_stays_unkeyed_and_says_so(tmp_path):
+    """Keying only its new inputs would make one traffic's proxy log and pcap differ: an older store stays unkeyed,
+    and ingest says how to key it."""
+    from click.testing import CliRunner
+
+    from analyzer.cli import main
+    from analyzer.scale import store
+    from analyzer.scale.store_commit import DIGEST_KEY
+
+    st = tmp_path / "st"
+    store.ingest([str(SYN / "continuous.jsonl")], st)
+    (st / DIGEST_KEY).unlink()  # as a store of the previous version has none
+    r = CliRunner().invoke(main, ["ingest", str(SYN / "gap.jsonl"), "--store", str(st)])
+    assert r.exit_code == 0 and "keeps them unkeyed" in r.stderr and "into a new store" in r.stderr, r.output
+    assert not (st / DIGEST_KEY).exists()
+    raw = {hashlib.sha256(f"{r.get('id') or ''}:{r['data']}".encode()).hexdigest()
+           for r in map(json.loads, (SYN / "gap.jsonl").read_text().splitlines()) if r["kind"] == "sse"}
+    assert raw <= set(store.scan(st, "events").select("digest").collect()["digest"].to_list())

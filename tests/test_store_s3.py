@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from analyzer import pipeline
 from analyzer.cli import main
 from analyzer.scale import partitions, storage, store
-from analyzer.scale.store_commit import KILL_ENV, PAUSE_ENV, RELEASE_ENV
+from analyzer.scale.store_commit import DIGEST_KEY, KILL_ENV, PAUSE_ENV, RELEASE_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 SYN = ROOT / "sample_logs" / "synthetic"
@@ -176,7 +176,7 @@ def test_s3_store_gives_the_local_stores_document_byte_for_byte(server, bucket, 
     r = CliRunner().invoke(main, ["analyze", "--store", uri, "--partitions", "3", "--json", str(tmp_path / "p.json"), "-q"], env=env)
     assert r.exit_code == 1 and json.loads((tmp_path / "p.json").read_text()) == json.loads(local)
     # the server holds the manifest, its backup and exactly the parts it lists; no lease is left behind
-    assert objects(server, bucket) == listed(uri) | {store.MANIFEST, store.PREVIOUS}
+    assert objects(server, bucket) == listed(uri) | {store.MANIFEST, store.PREVIOUS, DIGEST_KEY}
 
 
 def test_endpoint_in_the_uri_instead_of_the_environment(server, bucket, monkeypatch, archive):
@@ -222,7 +222,7 @@ def test_damaged_part_is_named_then_ingest_repairs_it(server, bucket, archive, h
     r = CliRunner().invoke(main, ["ingest", archive[0], "--store", uri])
     assert r.exit_code == 0 and f"repaired {victim}" in r.stderr, r.output
     assert stored(uri) == direct(archive)
-    assert objects(server, bucket) == listed(uri) | {store.MANIFEST, store.PREVIOUS}
+    assert objects(server, bucket) == listed(uri) | {store.MANIFEST, store.PREVIOUS, DIGEST_KEY}
 
 
 # --- kill -9 mid-commit, two writers, a broken lease ---------------------------------------------------------
@@ -244,7 +244,7 @@ def test_kill_9_mid_commit_leaves_only_committed_inputs(server, bucket, archive,
     if n == 1:
         assert "orphaned part file" in r.stderr
     assert committed(uri) == archive and stored(uri) == direct(archive)
-    assert objects(server, bucket) == listed(uri) | {store.MANIFEST, store.PREVIOUS}
+    assert objects(server, bucket) == listed(uri) | {store.MANIFEST, store.PREVIOUS, DIGEST_KEY}
 
 
 def test_second_writer_fails_at_once_naming_the_holder_then_waits(server, bucket, archive, tmp_path):
@@ -336,7 +336,7 @@ def test_a_broken_lease_never_loses_an_update(server, bucket, archive, tmp_path)
     assert committed(uri) == [archive[0], archive[2]] and stored(uri) == direct([archive[0], archive[2]])
     r = cli("ingest", *archive, "--store", uri, "--lock-timeout", "30", env=lease)  # A's leftovers cleaned, A's input added
     assert r.returncode == 0 and committed(uri) == archive
-    assert objects(server, bucket) == listed(uri) | {store.MANIFEST, store.PREVIOUS}
+    assert objects(server, bucket) == listed(uri) | {store.MANIFEST, store.PREVIOUS, DIGEST_KEY}
 
 
 # --- one clear line, exit 2 ------------------------------------------------------------------------------------

@@ -463,7 +463,7 @@ def _read(source: str, entries, outcome: dict, reading: Reading) -> Ingested:
     ``outcome["broken"]``, once the entries are read: (the JSON error, whether it fell inside an entry) for
     a document that breaks off, else missing or None."""
     log = AnomalyLog(source)
-    b = Builder(source, log, reading.redact, reading.compact)
+    b = Builder(source, log, reading.redact, reading.compact, reading.digest_key)
     ratio = reading.limits.gunzip_ratio
     clean = _Cleaner()
     far_future = datetime.max.replace(tzinfo=timezone.utc)

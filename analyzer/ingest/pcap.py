@@ -204,7 +204,7 @@ def _packets(source: str, stream: BinaryIO, reading: Reading, log: AnomalyLog, i
 
 
 def _build(source: str, log: AnomalyLog, ing: _Ingest, reader: CaptureReader, reading: Reading) -> Ingested:
-    b = Builder(source, log, reading.redact, reading.compact)
+    b = Builder(source, log, reading.redact, reading.compact, reading.digest_key)
     not_http = 0
     for conv in ing.not_http:
         # Garbage towards an endpoint that spoke HTTP in other connections (or a selected port) is an

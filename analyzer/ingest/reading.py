@@ -43,7 +43,8 @@ class Reading:
     ``--tls-keylog`` secrets (each capture reads with a copy, adding its own pcapng secrets blocks).
     ``meter``: told how far each input has been read (None: nobody asks).  ``compact``: each event's
     digest kept as its first 64 bits only, and no header objects (:class:`analyzer.tables.Builder`): for
-    the single pass, whose tables go to the analysis and never to a store."""
+    the single pass, whose tables go to the analysis and never to a store.  ``digest_key``: a store's secret
+    (hex): the digests written into it are keyed with it (:func:`analyzer.tables.keyed_digest_expr`)."""
 
     fmt: str = "auto"
     redact: bool = True
@@ -52,3 +53,4 @@ class Reading:
     keys: KeyLog = field(default_factory=KeyLog)
     meter: Meter | None = None
     compact: bool = False
+    digest_key: str | None = None

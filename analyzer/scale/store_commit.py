@@ -20,6 +20,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -225,6 +226,25 @@ class IngestReport:
     duplicates: int = 0  # duplicate manifest rows dropped
     dropped: list[str] = field(default_factory=list)  # unrepairable inputs removed (drop_unrepairable)
     reread: list[str] = field(default_factory=list)  # stored inputs read again: the key log decrypts more of them
+    unkeyed: bool = False  # a store made before its digests were keyed: they stay unkeyed (see DIGEST_KEY)
+
+
+# The store's secret, with which the digests it keeps are keyed (analyzer.tables.keyed_digest_expr): made by the
+# first ingest into a new store, readable by whoever can read the store, never written into any output.  A store
+# made before it keeps unkeyed digests for good: keying only the new inputs would make the same traffic in an old
+# and a new capture look different to the cross-capture rules (ingest says so; a new store fixes it).
+DIGEST_KEY = "digest.key"
+_KEY = re.compile(r"[0-9a-f]{64}")
+
+
+def key_text(data: bytes | None, where: str) -> str | None:
+    if data is None:
+        return None
+    text = data.decode("ascii", "replace").strip()
+    if not _KEY.fullmatch(text):
+        raise StoreError(f"{where}: the store's digest key is damaged (not 64 hex digits); restore it from a backup of the store, "
+                         "or ingest the captures into a new store (its digests cannot be compared with this key's)")
+    return text
 
 
 # An input is known by the sha256 of its bytes, but what the store holds of a capture with TLS depends on the
@@ -305,6 +325,19 @@ class LocalCommit:
 
     def remove_orphans(self, rows: list[dict]) -> list[str]:
         return _remove_orphans(self.store, rows)
+
+    def digest_key(self, new_store: bool) -> str | None:
+        """The store's digest key (:data:`DIGEST_KEY`), made now for a new store; None for an older one without."""
+        path = self.store / DIGEST_KEY
+        try:
+            return key_text(path.read_bytes(), str(path))
+        except FileNotFoundError:
+            if not new_store:
+                return None
+        key = secrets.token_hex(32)
+        write_file_atomically(path, key.encode() + b"\n")
+        os.chmod(path, 0o600)
+        return key
 
     def publish(self, digest: str, part, got: dict, old: dict | None, others: list[dict]) -> dict:
         """One input committed: parts aside, renamed in, then the manifest; a crash loses at most this input."""
@@ -390,6 +423,9 @@ def _ingest_locked(paths, ops, reading: Reading, progress, drop_unrepairable=Fal
     report = IngestReport([], [], [], [])
     report.cleaned = ops.clean()
     snap = ops.read()
+    key = ops.digest_key(new_store=not snap.rows)
+    report.unkeyed = key is None
+    reading = dataclasses.replace(reading, digest_key=key)
     current: dict[str, dict] = {r["sha256"]: r for r in snap.rows}
     broken = {d.sha: d for d in reversed(damage(snap))}  # the first damaged part of each input
     if snap.legacy or snap.duplicates:  # migrate: record the parts as found (damaged ones stay unchecked)

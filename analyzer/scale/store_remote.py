@@ -268,6 +268,23 @@ class RemoteCommit:
         self.raw, self.etag = got
         return read_manifest(self.where, self.raw)
 
+    def digest_key(self, new_store: bool) -> str | None:
+        """The store's digest key (store_commit.DIGEST_KEY), made now for a new store (If-None-Match: one maker wins)."""
+        from analyzer.scale.store_commit import DIGEST_KEY, key_text
+        import secrets
+
+        got = self.cond.get(DIGEST_KEY)
+        if got is not None:
+            return key_text(got[0], self.where.show(DIGEST_KEY))
+        if not new_store:
+            return None
+        try:
+            self.cond.put(DIGEST_KEY, secrets.token_hex(32).encode() + b"\n", None)
+        except Conflict:  # another writer made it first: its key
+            pass
+        got = self.cond.get(DIGEST_KEY)
+        return key_text(got[0] if got else None, self.where.show(DIGEST_KEY))
+
     def clean(self) -> list[str]:
         return []  # nothing is staged: parts go straight to fresh keys; unlisted ones are orphans
 
