@@ -312,6 +312,41 @@ def test_two_audits_racing_on_s3_lose_neither_commit(server, bucket, archive, tm
     assert r.exit_code == 0 and json.loads(r.stdout)["summary"]["audit"]["inputs_new"] == 0, r.output
 
 
+def test_a_stalled_object_store_fails_the_writer_and_the_reader_in_bounded_time(server, bucket, archive, tmp_path):
+    """An endpoint that stops answering (a manifest PUT, the reads of an analysis): the writer gives up after the
+    request timeout (MCP_SSE_AUDIT_S3_TIMEOUT, here 1 s) and its retries, exits 2 naming the request, and stops
+    renewing its lease; the reader exits 2 too.  Before, the 60 s read timeout tried three times held the store's
+    lease and the analysis past 240 s."""
+    from stall_proxy import StallProxy
+
+    uri, release = f"s3://{bucket}/st", tmp_path / "release"
+    with StallProxy(server.port) as proxy:
+        env = {"AWS_ENDPOINT_URL": proxy.endpoint, "MCP_SSE_AUDIT_S3_TIMEOUT": "1"}
+        assert cli("ingest", archive[0], "--store", uri, env=env).returncode == 0  # through the proxy, answering
+        writer = popen("ingest", archive[1], "--store", uri, env=env | {PAUSE_ENV: "before_manifest_replace", RELEASE_ENV: str(release)})
+        try:
+            deadline = time.monotonic() + TIMEOUT
+            while not Path(str(release) + ".waiting").exists():
+                assert time.monotonic() < deadline and writer.poll() is None, "the writer never reached its commit"
+                time.sleep(0.05)
+            proxy.stall = True
+            started = time.monotonic()
+            release.touch()
+            _, err = writer.communicate(timeout=TIMEOUT)
+            took = time.monotonic() - started
+        finally:
+            stop(writer)
+        assert writer.returncode == 2 and "Traceback" not in err, err
+        # the first request of the commit that gets no answer is named: the lease's renewal, or the manifest's PUT
+        assert ("cannot write .lock" in err or "cannot write inputs.parquet" in err) and "timed out" in err and took < 30, (took, err)
+        started = time.monotonic()
+        r = cli("analyze", "--store", uri, "--json", str(tmp_path / "x.json"), env=env)
+        assert r.returncode == 2 and "Traceback" not in r.stderr and time.monotonic() - started < 60, r.stderr
+        assert uri.split("?")[0] in r.stderr or "s3://" in r.stderr, r.stderr
+        proxy.stall = False
+    assert committed(uri) == [archive[0]]  # the stalled commit left nothing half-listed
+
+
 def test_a_broken_lease_never_loses_an_update(server, bucket, archive, tmp_path):
     """Writer A stalls (SIGSTOP: its lease renewal stops too) just before its manifest commit, past its
     lease; B takes the stale lease over and commits.  A wakes up: its compare-and-swap names a manifest

@@ -47,8 +47,26 @@ QUERY_KEYS = {"s3": {"endpoint_override", "scheme", "region"}, "gs": {"endpoint_
 SECRET_KEYS = {"access_key", "secret_key", "session_token", "credentials", "token"}
 SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID", "GOOGLE_APPLICATION_CREDENTIALS")
 CONNECT_TIMEOUT = 5.0  # seconds: an endpoint that does not answer fails the command quickly, with its name
-REQUEST_TIMEOUT = 60.0
-ATTEMPTS = 3  # tries per request (transient 5xx and throttling); each bounded by the timeouts above
+# seconds an object store may stay silent in one request (a read of a large part keeps it alive while bytes
+# flow); a request that never answers (a stalled PUT of the manifest, a GET of a part) fails after ATTEMPTS
+# of it instead of holding the store's lease and the analysis for minutes.  MCP_SSE_AUDIT_S3_TIMEOUT sets it.
+TIMEOUT_ENV = "MCP_SSE_AUDIT_S3_TIMEOUT"
+REQUEST_TIMEOUT = 20.0
+ATTEMPTS = 2  # tries per request (transient 5xx and throttling); each bounded by the timeouts above
+
+
+def request_timeout() -> float:
+    """The silence an object store request may take (:data:`REQUEST_TIMEOUT`, or the environment's)."""
+    raw = os.environ.get(TIMEOUT_ENV)
+    if not raw:
+        return REQUEST_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0.1 <= value <= 3600:
+        raise StoreError(f"{TIMEOUT_ENV}={raw[:40]!r}: give the seconds an object store request may stay silent (0.1 to 3600; default {REQUEST_TIMEOUT:g})")
+    return value
 
 
 def file_sha256(path: str | Path) -> str:
@@ -184,8 +202,8 @@ class Remote:
                 region=region,
                 endpoint_override=ep.netloc if ep else None,
                 scheme=ep.scheme if ep else "https",
-                connect_timeout=CONNECT_TIMEOUT,
-                request_timeout=REQUEST_TIMEOUT,
+                connect_timeout=min(CONNECT_TIMEOUT, request_timeout()),
+                request_timeout=request_timeout(),
                 retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=ATTEMPTS),
             )
         else:
@@ -194,7 +212,7 @@ class Remote:
                 fs = pafs.GcsFileSystem(
                     anonymous=query.get("anonymous", "").lower() in ("1", "true", "yes"),  # emulators, public buckets
                     endpoint_override=endpoint, scheme=query.get("scheme") or None,
-                    retry_time_limit=timedelta(seconds=REQUEST_TIMEOUT),  # bounded: an unreachable endpoint fails
+                    retry_time_limit=timedelta(seconds=request_timeout()),  # bounded: an unreachable endpoint fails
                 )
             except (OSError, pa.ArrowException) as exc:
                 raise StoreError(f"{shown}: cannot open Google Cloud Storage: {redact(str(exc))}") from None

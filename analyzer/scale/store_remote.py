@@ -54,7 +54,7 @@ import pyarrow.parquet as pq
 
 from analyzer.errors import StoreError
 from analyzer.scale.manifest import MANIFEST, PREVIOUS, TABLES, Snapshot, manifest_table, read_manifest
-from analyzer.scale.storage import Remote, explain, redact
+from analyzer.scale.storage import ATTEMPTS, CONNECT_TIMEOUT, Remote, explain, redact, request_timeout
 
 LEASE_ENV = "MCP_SSE_AUDIT_LEASE_SECONDS"
 LOCK = ".lock"
@@ -97,7 +97,8 @@ class Conditional:
         self.where = where
         self.errors = botocore.exceptions
         config = Config(
-            connect_timeout=5, read_timeout=60, retries={"max_attempts": 3, "mode": "standard"},
+            connect_timeout=min(CONNECT_TIMEOUT, request_timeout()), read_timeout=request_timeout(),
+            retries={"max_attempts": ATTEMPTS, "mode": "standard"},
             s3={"addressing_style": "path"} if where.endpoint else {},
         )
         session = botocore.session.get_session()
