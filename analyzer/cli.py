@@ -65,7 +65,7 @@ get byte-identical files that audit jobs can diff:
 
 def _echo(text: str, err: bool = True) -> None:
     try:
-        click.echo(text, err=err)
+        click.echo(terminal.inert(text), err=err)  # every line: no capture content as a CI workflow command
     except BrokenPipeError:
         raise
     except OSError as exc:  # the summary to a full disk (> /dev/full): the output is incomplete, exit 2, not a traceback

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -58,19 +59,36 @@ def write_all(doc: dict, outputs: Outputs, fail_on: str, progress: Callable[[str
         if out:
             if progress and what:
                 progress(f"writing the {what}")
-            emit(out, render())
+            emit(out, render(), what)
             if out in outputs.pointed():
                 written.append(out)
     return written
 
 
-def emit(out: str, text: str | bytes) -> None:
-    """``text`` (or its UTF-8 bytes) to the file ``out``, or to standard output for ``-``."""
+# On standard output (a CI job's log) no capture text may read as a GitHub workflow command: "##[" anywhere, "::" at
+# a line's start (analyzer.terminal.inert).  JSON has no "#" outside strings and starts no line with "::"; in XML the
+# character reference shows the same text.  (The HTML report does it itself; the annotations are the commands.)
+_INERT = {"findings JSON": (b"##[", b"#\\u0023["), "JSON Lines": (b"##[", b"#\\u0023["), "JUnit XML": (b"##[", b"#&#35;[")}
+_LEADING = re.compile(rb"^([ \t]*):(?=:)", re.M)
+
+
+def _inert(data: bytes, what: str) -> bytes:
+    if what not in _INERT:
+        return data
+    old, new = _INERT[what]
+    data = data.replace(old, new)
+    return _LEADING.sub(rb"\1&#58;", data) if what == "JUnit XML" else data
+
+
+def emit(out: str, text: str | bytes, what: str = "") -> None:
+    """``text`` (or its UTF-8 bytes) to the file ``out``, or to standard output for ``-`` (``what``: which output,
+    made inert for a CI log there)."""
     if out != "-":
         write(out, text)
         return
     try:
         data = text if isinstance(text, bytes) else text.encode(sys.stdout.encoding or "utf-8", sys.stdout.errors or "strict")
+        data = _inert(data, what)
         sys.stdout.flush()
         out, view = sys.stdout.buffer, memoryview(data)
         # With PYTHONUNBUFFERED=1 (many container images) the buffer is the raw file, whose write() may take only

@@ -6,6 +6,8 @@ calls it with what it found.
 """
 from __future__ import annotations
 
+import re
+
 import os
 import shutil
 import sys
@@ -199,5 +201,19 @@ def summary_text(doc: dict, outputs: tuple[str, ...] = (), width: int | None = N
 
 
 def safe(text: str) -> str:
-    """Log content is hostile: no terminal control characters reach the user's terminal."""
-    return "".join(ch if ch.isprintable() or ch == " " else f"\\x{ord(ch):02x}" for ch in text)
+    """Log content is hostile: no terminal control characters reach the user's terminal, and no CI runner reads a
+    workflow command in it (:func:`inert`)."""
+    return inert("".join(ch if ch.isprintable() or ch == " " else f"\\x{ord(ch):02x}" for ch in text))
+
+
+# GitHub's runner reads workflow commands from standard output AND standard error: "::name ...::" at the start of a
+# line (after white space) and "##[name]" anywhere in it.  A method, a tool name, a session id or a file name in a
+# capture could stop the job's annotations (::stop-commands::), mask values or forge errors.  Every line this tool
+# prints (not its own annotations: analyzer.document.ci writes those) shows them escaped, as \x3a and \x23.
+_COMMAND = re.compile(r"^([ \t]*):(?=:)|#(?=#\[)", re.M)
+
+
+def inert(text: str) -> str:
+    """``text`` with every workflow command sequence a CI runner would act on shown escaped (``\\x3a:`` for a
+    line's leading ``::``, ``#\\x23[`` for ``##[``); the rest unchanged."""
+    return _COMMAND.sub(lambda m: f"{m.group(1)}\\x3a" if m.group(1) is not None else "\\x23", text)

@@ -393,7 +393,8 @@ def damaged_annotation(item: _Input) -> str:
 
 
 def escape_data(s: str) -> str:
-    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    # (and "##[", which the runner reads as a command anywhere in a line: its "[" as %5B, shown so, never acted on)
+    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A").replace("##[", "##%5B")
 
 
 def escape_property(s: str) -> str:

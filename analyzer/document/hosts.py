@@ -24,7 +24,8 @@ def of_url(url: str | None) -> str:
     m = _AUTHORITY.match(url)
     if m is None:
         return ""
-    host = m.group(1).rpartition("@")[2].lower()
+    # (a "#" cannot stand in an authority; percent-encoded, no host label can carry "##[", a CI workflow command)
+    host = m.group(1).rpartition("@")[2].lower().replace("#", "%23")
     return host if len(host) <= MAX_HOST else host[:MAX_HOST] + "…"
 
 

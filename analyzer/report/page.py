@@ -2,6 +2,8 @@
 Content-Security-Policy hashes (see the package's docstring for what the page promises)."""
 from __future__ import annotations
 
+import re
+
 import base64
 import hashlib
 import sys
@@ -85,4 +87,12 @@ def render(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_ROW
         raise RuntimeError("report template: the <style> element does not match its CSP hash")
     if f"<script>{js}</script>" not in html or html.count("<script>") != 1:
         raise RuntimeError("report template: the <script> element does not match its CSP hash")
-    return html
+    # a report written to standard output in a CI job: no capture text may read as a workflow command (a line's
+    # leading "::", "##[" anywhere); as character references the page shows the same text
+    inert = _COMMAND.sub(lambda m: f"{m.group(1)}&#58;" if m.group(1) is not None else "&#35;", html)
+    if f"<style>{css}</style>" not in inert or f"<script>{js}</script>" not in inert:
+        raise RuntimeError("report template: its stylesheet or script holds a workflow command sequence")
+    return inert
+
+
+_COMMAND = re.compile(r"^([ \t]*):(?=:)|#(?=#\[)", re.M)  # as analyzer.terminal.inert
