@@ -219,3 +219,23 @@ def damage(snap: Snapshot, shas: set[str] | None = None, names=tuple(TABLES)) ->
         for t in names
         if (problem := _part_problem(snap, r, t)) is not None
     ]
+
+
+# --- the store's digest key ------------------------------------------------------------------------
+
+# The store's secret, with which the digests it keeps are keyed (analyzer.tables.keyed_digest_expr): made by the
+# first ingest into a new store, readable by whoever can read the store, never written into any output.  A store
+# made before it keeps unkeyed digests for good: keying only the new inputs would make the same traffic in an old
+# and a new capture look different to the cross-capture rules (ingest says so; a new store fixes it).
+DIGEST_KEY = "digest.key"
+_KEY = re.compile(r"[0-9a-f]{64}")
+
+
+def key_text(data: bytes | None, where: str) -> str | None:
+    if data is None:
+        return None
+    text = data.decode("ascii", "replace").strip()
+    if not _KEY.fullmatch(text):
+        raise StoreError(f"{where}: the store's digest key is damaged (not 64 hex digits); restore it from a backup of the store, "
+                         "or ingest the captures into a new store (its digests cannot be compared with this key's)")
+    return text

@@ -20,7 +20,6 @@ import errno
 import fcntl
 import json
 import os
-import re
 import secrets
 import signal
 import socket
@@ -39,7 +38,7 @@ from analyzer.ingest.reading import Reading
 from analyzer.errors import StoreError
 from analyzer.pipeline import read_inputs
 from analyzer.scale import store_remote
-from analyzer.scale.manifest import MANIFEST, PREVIOUS, TABLES, Snapshot, damage, manifest_table, read_manifest
+from analyzer.scale.manifest import DIGEST_KEY, MANIFEST, PREVIOUS, TABLES, Snapshot, damage, key_text, manifest_table, read_manifest  # noqa: F401 (DIGEST_KEY: re-exported)
 from analyzer.scale.storage import Local, Remote, file_sha256, locate
 
 LOCK = ".lock"
@@ -229,22 +228,6 @@ class IngestReport:
     unkeyed: bool = False  # a store made before its digests were keyed: they stay unkeyed (see DIGEST_KEY)
 
 
-# The store's secret, with which the digests it keeps are keyed (analyzer.tables.keyed_digest_expr): made by the
-# first ingest into a new store, readable by whoever can read the store, never written into any output.  A store
-# made before it keeps unkeyed digests for good: keying only the new inputs would make the same traffic in an old
-# and a new capture look different to the cross-capture rules (ingest says so; a new store fixes it).
-DIGEST_KEY = "digest.key"
-_KEY = re.compile(r"[0-9a-f]{64}")
-
-
-def key_text(data: bytes | None, where: str) -> str | None:
-    if data is None:
-        return None
-    text = data.decode("ascii", "replace").strip()
-    if not _KEY.fullmatch(text):
-        raise StoreError(f"{where}: the store's digest key is damaged (not 64 hex digits); restore it from a backup of the store, "
-                         "or ingest the captures into a new store (its digests cannot be compared with this key's)")
-    return text
 
 
 # An input is known by the sha256 of its bytes, but what the store holds of a capture with TLS depends on the

@@ -271,7 +271,7 @@ class RemoteCommit:
 
     def digest_key(self, new_store: bool) -> str | None:
         """The store's digest key (store_commit.DIGEST_KEY), made now for a new store (If-None-Match: one maker wins)."""
-        from analyzer.scale.store_commit import DIGEST_KEY, key_text
+        from analyzer.scale.manifest import DIGEST_KEY, key_text
         import secrets
 
         got = self.cond.get(DIGEST_KEY)
