@@ -32,6 +32,7 @@ Packet = tuple[int, "int | None", int, bytes, int]  # (number, ts_ns, link type,
 
 CHUNK = 1 << 20  # read the file in 1 MiB pieces
 MAX_RECORD = 1 << 26  # 64 MiB: no link layer carries a packet this big; a longer record length is corruption
+SKIPPED, RESUMED = -1, -2  # a resync's outcomes besides stopping or a repaired length (see CaptureReader._pcap_resync)
 RESYNC_LIMIT = 1 << 24  # a damaged record or block: look this far (16 MiB) for the next plausible one, then give up
 PCAP_MAX_CAPLEN = 1 << 18  # 256 KiB: Wireshark's largest standard packet (WTAP_MAX_PACKET_SIZE_STANDARD)
 PCAP_TS_WINDOW = 86_400 * 1_000_000_000  # a resync candidate's time is within a day of the last good packet's
@@ -60,8 +61,8 @@ class CaptureReader:
         self.pos = 0
         self.eof = False
         self.dropped = 0  # file offset of buf[0]
-        self.count = 0  # packet records: those read (numbered) plus the damaged ones skipped
-        self.damaged = 0  # damaged records or blocks skipped by a resync
+        self.count = 0  # packet records: those numbered (read, or damaged and skipped) plus the damaged ones not numbered
+        self.damaged = 0  # damaged records or blocks skipped by a resync and not numbered (not known to be a packet)
         self.keep = 0  # bytes before pos that _fill keeps: classic pcap's last record, for a resync to go back into
         self.resync_scanned = 0  # bytes searched by resyncs (each once: the search is linear)
         self.resync_checks = 0  # candidate positions checked by resyncs
@@ -139,28 +140,49 @@ class CaptureReader:
                 buf, pos = self.buf, self.pos
             sec, frac, caplen, wirelen = unpack(buf, pos)
             ts = sec * 1_000_000_000 + frac * mult
-            bad = ""
+            bad = cut = ""
             if caplen > MAX_RECORD:
                 bad = f"record length {caplen} bytes"
             elif frac >= frac_limit:
                 bad = f"sub-second field {frac}, a second or more"
-            elif (caplen > cap or not wirelen or (prev_ts is not None and abs(ts - prev_ts) > PCAP_TS_WINDOW)) and not self._pcap_chains(rec, 0, frac_limit):
+            elif caplen > cap or not wirelen or (prev_ts is not None and abs(ts - prev_ts) > PCAP_TS_WINDOW):
                 # Longer than the snapshot length, nothing on the wire (a hole of zeros), or a day away from the
                 # packet before: a stray header, unless a sane record header follows exactly where it ends
-                # (writers that ignore their own snaplen; a capture idle for days; a clock that jumped).
-                bad = f"record length {caplen} bytes on the wire {wirelen} (snapshot length {snaplen}), time {sec} s, and no plausible record after it"
-            if bad:
-                if not self._pcap_resync(n, bad, rec, prev_ts, frac_limit, mult):
-                    break
-                continue
-            buf, pos = self.buf, self.pos  # (_pcap_chains may have refilled the buffer: the same bytes, at another pos)
-            stop = pos + 16 + caplen
-            if stop > len(buf):
-                if not self._fill(16 + caplen):
-                    self.note("pcap_truncated_record", f"packet {n + 1}", f"the record promises {caplen} bytes, the file holds {len(self.buf) - self.pos - 16}")
-                    break
-                buf, pos = self.buf, self.pos
+                # (writers that ignore their own snaplen; a capture idle for days; a clock that jumped; a time
+                # field damaged alone).  A new time re-anchors every later check (and the resync's search), so a
+                # jump needs two such headers after it: a header zeroed by damage (time 0) followed by bytes that
+                # read as one more (the zero MAC addresses of a loopback capture) is no record.
+                jump = prev_ts is not None and abs(ts - prev_ts) > PCAP_TS_WINDOW
+                if not self._pcap_chains(rec, 0, frac_limit, 2 if jump else 1):
+                    bad = f"record length {caplen} bytes on the wire {wirelen} (snapshot length {snaplen}), time {sec} s, and no plausible record after it"
+                    if self.eof and self.pos + 16 + caplen > len(self.buf):  # (the check read up to the end of the file)
+                        cut = self._cut(caplen)
+            if not bad:
+                buf, pos = self.buf, self.pos  # (_pcap_chains may have refilled the buffer: the same bytes, at another pos)
                 stop = pos + 16 + caplen
+                if stop > len(buf):
+                    if self._fill(16 + caplen):
+                        buf, pos = self.buf, self.pos
+                        stop = pos + 16 + caplen
+                    else:
+                        # Past the end of the file: the capture was cut while being written -- or the length field
+                        # is damaged (one flipped bit adds 64 KiB), and the records after it are in the file.  A
+                        # plausible record inside the bytes it claims says which.
+                        cut = self._cut(caplen)
+                        bad = f"record length {caplen} bytes, past the end of the file ({len(self.buf) - self.pos - 16} bytes after its header)"
+            if bad:
+                # A header whose time is sound (and whose sub-second field is) may have only its length damaged:
+                # then the next plausible header gives it, when it is at most what was on the wire.
+                sound = frac < frac_limit and wirelen and prev_ts is not None and abs(ts - prev_ts) <= PCAP_TS_WINDOW
+                got = self._pcap_resync(n, bad, rec, prev_ts, frac_limit, mult, cut, min(wirelen, cap) if sound else -1)
+                if got is None:
+                    break
+                if got < 0:
+                    n += got == SKIPPED  # the damaged record keeps its number: the packets after it keep theirs
+                    continue
+                caplen = got  # repaired: the record ends where the next one starts (pos is there now)
+                buf, stop = self.buf, self.pos
+                pos = stop - caplen - 16
             n += 1
             self.pos = stop
             self.keep = 16 + caplen
@@ -180,18 +202,35 @@ class CaptureReader:
             return -1
         return caplen
 
-    def _pcap_chains(self, rec: struct.Struct, rel: int, frac_limit: int) -> bool:
-        """The record at ``pos + rel`` is followed by the end of the file or by a plausible header (whatever its time)."""
-        caplen = rec.unpack_from(self.buf, self.pos + rel)[2]
-        nxt = rel + 16 + caplen
-        if not self._fill(nxt + 16):
-            # the file ends right after it (or within the next header): nothing contradicts it; a record
-            # running past the end of the file is no evidence (a truncated last record is caught apart)
-            return len(self.buf) - self.pos >= nxt
-        return self._pcap_header_ok(rec, nxt, None, frac_limit) >= 0
+    def _pcap_chains(self, rec: struct.Struct, rel: int, frac_limit: int, depth: int = 1) -> bool:
+        """The record at ``pos + rel`` is followed by ``depth`` plausible headers (whatever their time), each where
+        the record before it ends, or by the end of the file."""
+        for _ in range(depth):  # bounded: depth
+            caplen = rec.unpack_from(self.buf, self.pos + rel)[2]
+            nxt = rel + 16 + caplen
+            if not self._fill(nxt + 16):
+                # the file ends right after it (or within the next header): nothing contradicts it; a record
+                # running past the end of the file is no evidence (a truncated last record is caught apart)
+                return len(self.buf) - self.pos >= nxt
+            if self._pcap_header_ok(rec, nxt, None, frac_limit) < 0:
+                return False
+            rel = nxt
+        return True
 
-    def _pcap_resync(self, n: int, detail: str, rec: struct.Struct, prev_ts: int | None, frac_limit: int, mult: int) -> bool:
-        """A damaged record header at ``pos``: skip to the next plausible one (False: none, stop reading).
+    def _cut(self, caplen: int) -> str:
+        """What ``pcap_truncated_record`` says of the record at ``pos`` that runs past the end of the file."""
+        return f"the record promises {caplen} bytes, the file holds {len(self.buf) - self.pos - 16}"
+
+    def _pcap_resync(self, n: int, detail: str, rec: struct.Struct, prev_ts: int | None, frac_limit: int, mult: int, cut: str = "",
+                     repair: int = -1) -> int | None:
+        """A damaged record header at ``pos``: skip to the next plausible one (None: none, stop reading).
+        ``cut``: the record runs past the end of the file; with nothing plausible in the bytes it claims, it is a
+        record the capture cut while being written (``pcap_truncated_record`` with ``cut``), not damage.
+        ``repair``: the header's time is sound, and its record may be this long at most: when the next plausible
+        header starts within that, its length alone was damaged, and the length it must have is returned (``pos``
+        at the next header, the record's bytes just before it).  Else :data:`SKIPPED` (the damaged record was
+        skipped: it is numbered, so the packets after it keep their numbers) or :data:`RESUMED` (the header was
+        none: the record before it ran too long).
 
         A candidate is a plausible header (``_pcap_header_ok``) whose time is within a day of the last good
         packet's, followed exactly where it ends by another plausible header (or the end of the file).  Candidates are found with a regular expression over the high
@@ -223,18 +262,34 @@ class CaptureReader:
         # starts inside that record's data (kept in the buffer), so a length that ran into the next record
         # costs no more than that record.
         first = 16 - self.keep if self.keep else 1  # (the bytes before pos stay kept while the search runs)
+        if repair >= 0:
+            self._fill(repair + 32)  # the record's bytes stay in the buffer while the search runs within them
         found = self._scan(regex, back, check, limit, first)
         self.keep = 0
-        self.damaged += 1
         if found is None:
-            self.note("pcap_bad_record", where, f"{detail}, at byte {start}; no plausible record header within {limit >> 10} KiB after it, reading stopped")
-            return False
+            if cut:  # (not a damaged record: the last one, cut)
+                self.note("pcap_truncated_record", where, cut)
+            else:
+                self.damaged += 1
+                self.note("pcap_bad_record", where, f"{detail}, at byte {start}; no plausible record header {self._within(start, limit)}, reading stopped")
+            return None
         if found < 0:
+            self.damaged += 1
             self.note("pcap_bad_record", where, f"{detail}, at byte {start}: packet {n} claimed {-found} bytes of the record after it "
                       f"(its length field is wrong; it kept those trailing bytes); reading resumed at byte {start + found}")
-            return True
+            return RESUMED
+        if 16 < found <= repair + 16 and self.pos - found >= 0:
+            self.note("pcap_record_repaired", where, f"{detail}, at byte {start}; the next plausible record header starts {found - 16} bytes "
+                      f"after it (at byte {start + found}), and its time is sound: read with that length")
+            return found - 16
         self.note("pcap_bad_record", where, f"{detail}, at byte {start}; skipped {found} bytes to the next plausible record header, at byte {start + found}")
-        return True
+        return SKIPPED
+
+    def _within(self, start: int, limit: int) -> str:
+        """Where a resync from byte ``start`` searched in vain: up to the end of the file, or ``limit`` bytes."""
+        if self.eof and self.dropped + len(self.buf) - start < limit:
+            return "before the end of the file"
+        return f"within {limit >> 10} KiB after it" if limit < 1 << 20 else f"within {limit >> 20} MiB after it"
 
     def _scan(self, regex: "re.Pattern[bytes]", back: int, check: Callable[[int], bool], limit: int, first: int = 1) -> int | None:
         """Move ``pos`` to the first offset from ``pos + first`` (within ``limit`` bytes) where ``regex``
@@ -293,26 +348,52 @@ class CaptureReader:
                 # a corrupt one must not wipe the section's interfaces or its byte order).
                 bom = buf[pos + 8 : pos + 12]
                 if bom not in _BOM:
-                    if not self._corrupt(n, f"section header with an unknown byte-order magic {bom.hex()}", bo):
+                    if self._corrupt(n, f"section header with an unknown byte-order magic {bom.hex()}", bo) is None:
                         break
                     continue
                 check = _BOM[bom]
                 blen = check.unpack_from(buf, pos + 4)[0]
+            # A damaged block: _corrupt finds the next valid block; None: none, stop; 0: reading goes on from it;
+            # a length: the damage was this block's head length alone (its trailer gives the length to the next
+            # valid block), pos is back at the block, and it is read with that length.
             if blen < 12 or blen % 4 or blen > MAX_RECORD or (btype == _SHB and blen < 28):
-                if not self._corrupt(n, f"block type 0x{btype:x} with impossible length {blen}", bo):
+                got = self._corrupt(n, f"block type 0x{btype:x} with impossible length {blen}", bo, "", btype)
+                if got is None:
                     break
-                continue
+                if got <= 0:
+                    n += got == SKIPPED  # a packet block skipped keeps its number: the packets after it keep theirs
+                    continue
+                buf, pos, blen = self.buf, self.pos, got
             if len(buf) - pos < blen:
                 if not self._fill(blen):
+                    # Past the end of the file: cut while being written -- or a damaged length (one flipped bit
+                    # adds 64 KiB) with the blocks after it in the file: a valid block in the bytes it claims says which.
                     what = "packet" if btype in (_EPB, _SPB, _OPB) else f"block type 0x{btype:x}"
-                    self.note("pcap_truncated_record", f"packet {n + 1}", f"the {what} promises {blen} bytes, the file holds {len(self.buf) - self.pos}")
-                    break
+                    held = len(self.buf) - self.pos
+                    cut = f"the {what} promises {blen} bytes, the file holds {held}"
+                    got = self._corrupt(n, f"block type 0x{btype:x} with length {blen}, past the end of the file ({held} bytes left)", bo, cut, btype)
+                    if got is None:
+                        break
+                    if got <= 0:
+                        n += got == SKIPPED
+                        continue
+                    blen = got
                 buf, pos = self.buf, self.pos
             trailer = check.unpack_from(buf, pos + blen - 4)[0]
             if trailer != blen:
-                if not self._corrupt(n, f"block type 0x{btype:x}: length {blen} at the head, {trailer} at the trailer", bo):
-                    break
-                continue
+                detail = f"block type 0x{btype:x}: length {blen} at the head, {trailer} at the trailer"
+                if btype in _REPAIRABLE and self._block_ok(blen, check, True):  # the trailer alone is damaged
+                    self.note("pcap_record_repaired", f"byte {self.offset}", f"{detail} (after packet {n}); a valid block (or the end "
+                              "of the file) follows where the head says, so the block was read with the head's length")
+                    buf, pos = self.buf, self.pos
+                else:
+                    got = self._corrupt(n, detail, bo, "", btype)
+                    if got is None:
+                        break
+                    if got <= 0:
+                        n += got == SKIPPED
+                        continue
+                    buf, pos, blen = self.buf, self.pos, got
             if btype == _SHB:
                 bo = "<" if check is _BOM[b"\x4d\x3c\x2b\x1a"] else ">"
                 head, u32, epb = struct.Struct(bo + "II"), struct.Struct(bo + "I"), struct.Struct(bo + "IIIII")
@@ -384,47 +465,81 @@ class CaptureReader:
             mul, div = (10 ** (9 - exp), 1) if exp <= 9 else (1, 10 ** (exp - 9))
         return linktype, mul, div, offset
 
-    def _corrupt(self, n: int, detail: str, bo: str) -> bool:
-        """Log a corrupt block and move ``pos`` to the next valid block; False: none found, stop.
+    def _block_ok(self, rel: int, u32: struct.Struct, or_end: bool = False) -> bool:
+        """A valid block at ``pos + rel``: a sane length, repeated at its trailer; a section header by its own rules
+        (the byte-order magic after the length says its byte order).  ``or_end``: the file ending exactly there
+        will do too."""
+        if not self._fill(rel + 12):
+            return or_end and len(self.buf) - self.pos == rel
+        at = self.pos + rel
+        btype = u32.unpack_from(self.buf, at)[0]
+        if btype == _SHB:
+            bom = self.buf[at + 8 : at + 12]
+            if bom not in _BOM:
+                return False
+            v = _BOM[bom]
+            blen = v.unpack_from(self.buf, at + 4)[0]
+            if blen < 28:
+                return False
+        else:
+            v = u32
+            blen = v.unpack_from(self.buf, at + 4)[0]
+        if not (12 <= blen <= MAX_RECORD and blen % 4 == 0) or not self._fill(rel + blen):
+            return False
+        return v.unpack_from(self.buf, self.pos + rel + blen - 4)[0] == blen
+
+    def _corrupt(self, n: int, detail: str, bo: str, cut: str = "", btype: int | None = None) -> int | None:
+        """Log a corrupt block and move ``pos`` to the next valid block: 0 (:data:`SKIPPED` when the block was a packet
+        block: it is numbered); None: none found, stop.
+        ``cut``: the block runs past the end of the file; with no valid block in the bytes it claims, it is a block
+        the capture cut while being written (``pcap_truncated_record`` with ``cut``), not damage.
+        ``btype``: the damaged block's type, when its head length is what looked wrong: if the 4 bytes before
+        the next valid block repeat the distance to it, that is the block's trailer and the head length alone
+        was damaged -- ``pos`` goes back to the block, and that length is returned to read it with.
 
         The next block is found by searching for the known block types (in the section's byte order) with
         one regular expression and checking each candidate as the main loop would (length sane, repeated
         at the trailer, a section header's own rules): a damaged region costs one pass over its bytes and
         one anomaly row, however many stray block-like patterns it holds."""
-        where = f"byte {self.offset}"
+        start = self.offset
+        where = f"byte {start}"
         u32 = struct.Struct(bo + "I")
-        regex = _BLOCK_RE[bo]
+        if btype in _REPAIRABLE:
+            self._fill(PCAP_MAX_CAPLEN + 64)  # a repairable block's bytes stay in the buffer while the search runs
 
         def check(rel: int) -> bool:
-            if not self._fill(rel + 12):
-                return False
-            at = self.pos + rel
-            btype = u32.unpack_from(self.buf, at)[0]
-            if btype == _SHB:  # its own byte order: the magic after the length says which
-                bom = self.buf[at + 8 : at + 12]
-                if bom not in _BOM:
-                    return False
-                v = _BOM[bom]
-                blen = v.unpack_from(self.buf, at + 4)[0]
-                if blen < 28:
-                    return False
-            else:
-                v = u32
-                blen = v.unpack_from(self.buf, at + 4)[0]
-            if not (12 <= blen <= MAX_RECORD and blen % 4 == 0) or not self._fill(rel + blen):
-                return False
-            return v.unpack_from(self.buf, self.pos + rel + blen - 4)[0] == blen
+            return self._block_ok(rel, u32)
 
-        found = self._scan(regex, 0, check, RESYNC_LIMIT)
-        self.damaged += 1
+        found = self._scan(_BLOCK_RE[bo], 0, check, RESYNC_LIMIT)
+        if found is None and btype in _REPAIRABLE and self.eof and 0 <= start - self.dropped:
+            # no block after it, but the file's last 4 bytes repeat the distance from it: its trailer, at the end
+            size = self.dropped + len(self.buf) - start
+            if 12 <= size <= MAX_RECORD and not size % 4 and u32.unpack_from(self.buf, len(self.buf) - 4)[0] == size:
+                self.pos, found = start - self.dropped + size, size
         if found is None:
-            self.note("pcapng_corrupt_block", where, f"{detail} (after packet {n}); no valid block within {RESYNC_LIMIT >> 20} MiB, reading stopped")
-            return False
+            if cut:
+                self.note("pcap_truncated_record", f"packet {n + 1}", cut)
+                return None
+            self.damaged += 1
+            self.note("pcapng_corrupt_block", where, f"{detail} (after packet {n}); no valid block {self._within(start, RESYNC_LIMIT)}, reading stopped")
+            return None
+        at = self.pos - found  # the damaged block in the buffer (when it is still there)
+        if btype in _REPAIRABLE and found >= 12 and at >= 0 and u32.unpack_from(self.buf, self.pos - 4)[0] == found:
+            nxt = "the file ends" if self.eof and self.pos == len(self.buf) else "the next valid block starts"
+            self.pos = at
+            self.note("pcap_record_repaired", where, f"{detail} (after packet {n}); {nxt} {found} bytes on, and "
+                      f"the 4 bytes before it (the block's trailer) say {found}: the block was read with that length")
+            return found
+        if btype in (_EPB, _SPB, _OPB):  # a packet block (its type is sound): numbered, as the packet it was
+            self.note("pcapng_corrupt_block", where, f"{detail} (packet {n + 1}); skipped {found} bytes to the next valid block")
+            return SKIPPED
+        self.damaged += 1
         self.note("pcapng_corrupt_block", where, f"{detail} (after packet {n}); skipped {found} bytes to the next valid block")
-        return True
+        return 0
 
 
 _BOM = {b"\x4d\x3c\x2b\x1a": struct.Struct("<I"), b"\x1a\x2b\x3c\x4d": struct.Struct(">I")}
+_REPAIRABLE = (_IDB, _OPB, _SPB, _NRB, _ISB, _EPB, _DSB)  # block types whose damaged length a trailer may repair (not a section header)
 _BLOCK_RE = {
     bo: re.compile(b"|".join(re.escape(struct.pack(bo + "I", t)) for t in _KNOWN_BLOCKS)) for bo in "<>"
 }
