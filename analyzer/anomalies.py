@@ -76,7 +76,8 @@ CATALOG: dict[str, Kind] = {
         "warning", False,
         "a damaged length field between sound records (a classic pcap record header's, a pcapng block's head or "
         "trailer): the record was read with the length where the next sound record starts (in pcapng, the one its "
-        "trailer or head repeats); nothing was lost, but the file is damaged there",
+        "trailer or head repeats); or a pcapng block type one bit from an Enhanced Packet Block's, with that block's "
+        "fields, read as one; nothing was lost, but the file is damaged there",
     ),
     "pcapng_corrupt_block": Kind(
         "error", True,

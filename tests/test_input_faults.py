@@ -94,7 +94,10 @@ def test_a_wrong_but_small_record_length_is_caught_by_the_header_after_it(tmp_pa
     data = bytearray(g.pcap(recs))
     struct.pack_into("<I", data, _offset(recs, 9) + 8, len(recs[9].data) + 40)  # runs 40 bytes into packet 11
     got = inputs.read_one(str(g.write(tmp_path / "c.pcap", bytes(data))))
-    assert _codes(got).count("pcap_bad_record") == 1 and got.rejected == 1
+    # (more than on the wire: the header after it is looked for nearer, found where the record really ends, and
+    # the record read with that length -- before round three, item 6: it kept 40 trailing bytes, and the header
+    # after it was a pcap_bad_record that rejected nothing)
+    assert _codes(got) == ["pcap_record_repaired"] and got.rejected == 0
     # the search for the next header starts inside packet 10, so packet 11 is found where it is: no packet
     # is lost (packet 10 carries 40 trailing bytes that its IP length leaves out)
     with open(tmp_path / "c.pcap", "rb") as fh:
@@ -177,7 +180,8 @@ def test_megabyte_corrupt_pcapng_region_is_one_linear_resync(tmp_path, alarm, ki
         got = list(reader.packets())
     assert [r[0] for r in rows] == ["pcapng_corrupt_block"]  # one region, one row: the interfaces survive it
     assert len(got) == len(recs)
-    assert reader.resync_scanned <= len(region) + 64
+    # (the search starts inside the block before the region, which may be what ran too long)
+    assert reader.resync_scanned <= len(region) + len(blocks[4]) + 64
     assert reader.resync_checks <= len(region) // 24 + 8  # each candidate checked once
 
 

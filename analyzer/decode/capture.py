@@ -145,15 +145,27 @@ class CaptureReader:
                 bad = f"record length {caplen} bytes"
             elif frac >= frac_limit:
                 bad = f"sub-second field {frac}, a second or more"
-            elif caplen > cap or not wirelen or (prev_ts is not None and abs(ts - prev_ts) > PCAP_TS_WINDOW):
+            elif caplen > cap or caplen > wirelen or not wirelen or (abs(ts - prev_ts) > PCAP_TS_WINDOW if prev_ts is not None else not caplen):
                 # Longer than the snapshot length, nothing on the wire (a hole of zeros), or a day away from the
                 # packet before: a stray header, unless a sane record header follows exactly where it ends
                 # (writers that ignore their own snaplen; a capture idle for days; a clock that jumped; a time
                 # field damaged alone).  A new time re-anchors every later check (and the resync's search), so a
                 # jump needs two such headers after it: a header zeroed by damage (time 0) followed by bytes that
-                # read as one more (the zero MAC addresses of a loopback capture) is no record.
-                jump = prev_ts is not None and abs(ts - prev_ts) > PCAP_TS_WINDOW
-                if not self._pcap_chains(rec, 0, frac_limit, 2 if jump else 1):
+                # read as one more (the zero MAC addresses of a loopback capture) is no record.  So does the first
+                # record when it captured nothing (a zeroed header): its time would anchor everything after it.
+                jump = prev_ts is None or abs(ts - prev_ts) > PCAP_TS_WINDOW
+                # More captured than was on the wire: a length damaged (one flipped bit), whose record may well end
+                # on a later record's boundary and chain -- swallowing the records between, with no anomaly at all.
+                # A plausible header nearer than it says is where the record ends: read with that length.
+                fixed = -1
+                if caplen > wirelen and wirelen and (prev_ts is None or not jump):  # (the first record: its own time)
+                    fixed = self._pcap_probe(rec, ts if prev_ts is None else prev_ts, frac_limit, mult, min(wirelen, cap))
+                if fixed >= 0:
+                    self.note("pcap_record_repaired", f"packet {n + 1}", f"record length {caplen} bytes, more than the {wirelen} on the wire, "
+                              f"at byte {self.offset}; the next plausible record header starts {fixed} bytes after it, and its time is "
+                              "sound: read with that length")
+                    caplen = fixed
+                elif not self._pcap_chains(rec, 0, frac_limit, 2 if jump else 1):
                     bad = f"record length {caplen} bytes on the wire {wirelen} (snapshot length {snaplen}), time {sec} s, and no plausible record after it"
                     if self.eof and self.pos + 16 + caplen > len(self.buf):  # (the check read up to the end of the file)
                         cut = self._cut(caplen)
@@ -236,32 +248,20 @@ class CaptureReader:
         packet's, followed exactly where it ends by another plausible header (or the end of the file).  Candidates are found with a regular expression over the high
         half of the seconds field (two bytes that can take at most four values within a day of the last
         good time), so the search is one C-speed pass over the damaged bytes, never a parse per offset.
-        Without a good packet before (the first record is damaged) every offset of the next 64 KiB is tried.
+        Without a good packet before (the first record is damaged) every offset of the next 64 KiB is tried, and
+        three plausible headers must follow the candidate (bytes of a packet read as one header, seldom three).
         """
         where = f"packet {n + 1}"
         start = self.offset
-        bo = rec.format[0]
-        if prev_ts is not None:
-            sec = prev_ts // 1_000_000_000
-            window = PCAP_TS_WINDOW // 1_000_000_000
-            highs = range(max(sec - window, 0) >> 16, (min(sec + window, 0xFFFFFFFF) >> 16) + 1)
-            regex = re.compile(b"|".join(re.escape(struct.pack(bo + "H", h)) for h in highs))
-            back = 2 if bo == "<" else 0  # where the high half sits in the 16-byte header
-            limit = RESYNC_LIMIT
-        else:
-            regex, back, limit = _ANY, 0, 1 << 16
-
-        def check(rel: int) -> bool:
-            if not self._fill(rel + 16):
-                return False
-            if self._pcap_header_ok(rec, rel, prev_ts, frac_limit, mult) < 0:
-                return False
-            return self._pcap_chains(rec, rel, frac_limit)
-
+        regex, back, limit, check = self._pcap_finder(rec, prev_ts, frac_limit, mult)
         # A header that is no header may be the record before it running too long or too short: the search
         # starts inside that record's data (kept in the buffer), so a length that ran into the next record
         # costs no more than that record.
         first = 16 - self.keep if self.keep else 1  # (the bytes before pos stay kept while the search runs)
+        short = 0  # what the record before lacks of its length on the wire (its length may be what is damaged)
+        if self.keep >= 16:
+            _sec, _frac, before, on_wire = rec.unpack_from(self.buf, self.pos - self.keep)
+            short = on_wire - before
         if repair >= 0:
             self._fill(repair + 32)  # the record's bytes stay in the buffer while the search runs within them
         found = self._scan(regex, back, check, limit, first)
@@ -274,7 +274,6 @@ class CaptureReader:
                 self.note("pcap_bad_record", where, f"{detail}, at byte {start}; no plausible record header {self._within(start, limit)}, reading stopped")
             return None
         if found < 0:
-            self.damaged += 1
             self.note("pcap_bad_record", where, f"{detail}, at byte {start}: packet {n} claimed {-found} bytes of the record after it "
                       f"(its length field is wrong; it kept those trailing bytes); reading resumed at byte {start + found}")
             return RESUMED
@@ -282,8 +281,47 @@ class CaptureReader:
             self.note("pcap_record_repaired", where, f"{detail}, at byte {start}; the next plausible record header starts {found - 16} bytes "
                       f"after it (at byte {start + found}), and its time is sound: read with that length")
             return found - 16
+        if found == short:  # the bytes the record before lacks: its length is what is damaged (too short)
+            self.note("pcap_bad_record", where, f"{detail}, at byte {start}: packet {n} is {short} bytes short of its length on the wire, "
+                      f"and a plausible record header follows those bytes (its length field is wrong; it lost them); reading resumed "
+                      f"at byte {start + found}")
+            return RESUMED
         self.note("pcap_bad_record", where, f"{detail}, at byte {start}; skipped {found} bytes to the next plausible record header, at byte {start + found}")
-        return SKIPPED
+        # (fewer bytes than a record header: the tail of the record before, or stray bytes -- no packet)
+        return RESUMED if found < 16 else SKIPPED
+
+    def _pcap_finder(self, rec: struct.Struct, prev_ts: int | None, frac_limit: int, mult: int):
+        """(regex, back, limit, check) of a search for the next plausible record header (see _pcap_resync)."""
+        bo = rec.format[0]
+        if prev_ts is not None:
+            sec = prev_ts // 1_000_000_000
+            window = PCAP_TS_WINDOW // 1_000_000_000
+            highs = range(max(sec - window, 0) >> 16, (min(sec + window, 0xFFFFFFFF) >> 16) + 1)
+            regex = re.compile(b"|".join(re.escape(struct.pack(bo + "H", h)) for h in highs))
+            back = 2 if bo == "<" else 0  # where the high half sits in the 16-byte header
+            limit = RESYNC_LIMIT
+        else:  # no time to anchor on: every offset is a candidate, and three more headers must follow it
+            regex, back, limit = _ANY, 0, 1 << 16
+        depth = 1 if prev_ts is not None else 3
+
+        def check(rel: int) -> bool:
+            if not self._fill(rel + 16):
+                return False
+            if self._pcap_header_ok(rec, rel, prev_ts, frac_limit, mult) < 0:
+                return False
+            return self._pcap_chains(rec, rel, frac_limit, depth)
+
+        return regex, back, limit, check
+
+    def _pcap_probe(self, rec: struct.Struct, prev_ts: int, frac_limit: int, mult: int, most: int) -> int:
+        """The length of the record at ``pos`` when a plausible header starts within ``most`` bytes after its header
+        (nearer than its own length says), else -1; ``pos`` stays where it is."""
+        regex, back, _limit, check = self._pcap_finder(rec, prev_ts, frac_limit, mult)
+        self._fill(most + 32)  # (the search then needs no refill of its own)
+        origin = self.offset
+        found = self._scan(regex, back, check, most + 17, 17)
+        self.pos = origin - self.dropped  # (a check may have refilled the buffer: the same bytes, at another index)
+        return -1 if found is None else found - 16
 
     def _within(self, start: int, limit: int) -> str:
         """Where a resync from byte ``start`` searched in vain: up to the end of the file, or ``limit`` bytes."""
@@ -381,24 +419,19 @@ class CaptureReader:
                 buf, pos = self.buf, self.pos
             trailer = check.unpack_from(buf, pos + blen - 4)[0]
             if trailer != blen:
-                detail = f"block type 0x{btype:x}: length {blen} at the head, {trailer} at the trailer"
-                if btype in _REPAIRABLE and self._block_ok(blen, check, True):  # the trailer alone is damaged
-                    self.note("pcap_record_repaired", f"byte {self.offset}", f"{detail} (after packet {n}); a valid block (or the end "
-                              "of the file) follows where the head says, so the block was read with the head's length")
-                    buf, pos = self.buf, self.pos
-                else:
-                    got = self._corrupt(n, detail, bo, "", btype)
-                    if got is None:
-                        break
-                    if got <= 0:
-                        n += got == SKIPPED
-                        continue
-                    buf, pos, blen = self.buf, self.pos, got
+                got = self._corrupt(n, f"block type 0x{btype:x}: length {blen} at the head, {trailer} at the trailer", bo, "", btype, blen)
+                if got is None:
+                    break
+                if got <= 0:
+                    n += got == SKIPPED
+                    continue
+                buf, pos, blen = self.buf, self.pos, got
             if btype == _SHB:
                 bo = "<" if check is _BOM[b"\x4d\x3c\x2b\x1a"] else ">"
                 head, u32, epb = struct.Struct(bo + "II"), struct.Struct(bo + "I"), struct.Struct(bo + "IIIII")
                 ifaces = []
             self.pos = pos + blen
+            self.keep = blen  # (kept for a resync: a block whose length was too long, yet whose trailer matched)
             if btype == _EPB or btype == _OPB:
                 n += 1
                 if blen < 32:
@@ -441,6 +474,17 @@ class CaptureReader:
                     self.note("pcapng_corrupt_block", where, f"decryption secrets length {slen} does not fit the {blen}-byte block")
                     continue
                 self.secrets(stype, bytes(buf[pos + 16 : pos + 16 + slen]), where)
+            elif (btype == _NRB or btype not in _KNOWN_BLOCKS) and bin(btype ^ _EPB).count("1") == 1 and blen >= 32:
+                # one bit from an Enhanced Packet Block, with that block's fields (an interface the section has, a
+                # captured length that fits): a packet block whose type is damaged, read as one -- not skipped as
+                # an unknown block, which would lose the packet without a word
+                iface, tsh, tsl, caplen, wirelen = epb.unpack_from(buf, pos + 8)
+                if iface < len(ifaces) and 28 + caplen <= blen - 4 and caplen <= wirelen:
+                    n += 1
+                    self.note("pcap_record_repaired", f"packet {n}", f"block type 0x{btype:x}, one bit from an Enhanced Packet Block's "
+                              f"(6), with that block's fields: read as one, at byte {self.offset - blen}")
+                    linktype, mul, div, off = ifaces[iface]
+                    yield n, ((tsh << 32 | tsl) * mul) // div + off, linktype, buf[pos + 28 : pos + 28 + caplen], wirelen
             # other blocks (NRB, ISB, custom, unknown types): skipped by their length
         self.count = n + self.damaged
 
@@ -465,12 +509,11 @@ class CaptureReader:
             mul, div = (10 ** (9 - exp), 1) if exp <= 9 else (1, 10 ** (exp - 9))
         return linktype, mul, div, offset
 
-    def _block_ok(self, rel: int, u32: struct.Struct, or_end: bool = False) -> bool:
+    def _block_ok(self, rel: int, u32: struct.Struct) -> bool:
         """A valid block at ``pos + rel``: a sane length, repeated at its trailer; a section header by its own rules
-        (the byte-order magic after the length says its byte order).  ``or_end``: the file ending exactly there
-        will do too."""
+        (the byte-order magic after the length says its byte order)."""
         if not self._fill(rel + 12):
-            return or_end and len(self.buf) - self.pos == rel
+            return False
         at = self.pos + rel
         btype = u32.unpack_from(self.buf, at)[0]
         if btype == _SHB:
@@ -488,14 +531,25 @@ class CaptureReader:
             return False
         return v.unpack_from(self.buf, self.pos + rel + blen - 4)[0] == blen
 
-    def _corrupt(self, n: int, detail: str, bo: str, cut: str = "", btype: int | None = None) -> int | None:
+    def _fits(self, btype: int, at: int, blen: int, u32: struct.Struct) -> bool:
+        """The fields of the block at ``buf[at]`` fit a length of ``blen``: a packet block's captured bytes, an
+        interface block's options ending with opt_endofopt (or none)."""
+        if btype in (_EPB, _OPB):
+            return blen >= 32 and 28 + u32.unpack_from(self.buf, at + 20)[0] <= blen - 4
+        if btype == _IDB:
+            return blen == 20 or (blen > 24 and self.buf[at + blen - 8 : at + blen - 4] == b"\0\0\0\0")
+        return False
+
+    def _corrupt(self, n: int, detail: str, bo: str, cut: str = "", btype: int | None = None, head: int = 0) -> int | None:
         """Log a corrupt block and move ``pos`` to the next valid block: 0 (:data:`SKIPPED` when the block was a packet
         block: it is numbered); None: none found, stop.
         ``cut``: the block runs past the end of the file; with no valid block in the bytes it claims, it is a block
         the capture cut while being written (``pcap_truncated_record`` with ``cut``), not damage.
-        ``btype``: the damaged block's type, when its head length is what looked wrong: if the 4 bytes before
-        the next valid block repeat the distance to it, that is the block's trailer and the head length alone
-        was damaged -- ``pos`` goes back to the block, and that length is returned to read it with.
+        ``btype``: the damaged block's type (sound), to repair its length from the next valid block: if the 4 bytes
+        before it repeat the distance to it, that is the block's trailer, and the head length alone was damaged;
+        else if it starts where the ``head`` length says, the trailer alone was.  Then ``pos`` goes back to the
+        block, and the length to read it with is returned.  (The next valid block decides, not the head: a
+        damaged head length often lands on a later block boundary.)
 
         The next block is found by searching for the known block types (in the section's byte order) with
         one regular expression and checking each candidate as the main loop would (length sane, repeated
@@ -510,11 +564,19 @@ class CaptureReader:
         def check(rel: int) -> bool:
             return self._block_ok(rel, u32)
 
-        found = self._scan(_BLOCK_RE[bo], 0, check, RESYNC_LIMIT)
+        # A block that is no block may be the one before running too long (a damaged head length that still met a
+        # matching "trailer", the next block's length field): the search starts inside that block.
+        found = self._scan(_BLOCK_RE[bo], 0, check, RESYNC_LIMIT, min(1, 12 - self.keep))
+        self.keep = 0
+        if found is not None and found < 0:
+            self.note("pcapng_corrupt_block", where, f"{detail} (after packet {n}): the block before claimed {-found} bytes of the block "
+                      f"after it (its length field is wrong); reading resumed at byte {start + found}")
+            return 0
         if found is None and btype in _REPAIRABLE and self.eof and 0 <= start - self.dropped:
-            # no block after it, but the file's last 4 bytes repeat the distance from it: its trailer, at the end
+            # no block after it, but it is the last one: the file's last 4 bytes repeat the distance from it (its
+            # trailer), or the file ends where its head says
             size = self.dropped + len(self.buf) - start
-            if 12 <= size <= MAX_RECORD and not size % 4 and u32.unpack_from(self.buf, len(self.buf) - 4)[0] == size:
+            if 12 <= size <= MAX_RECORD and not size % 4 and (size == head or u32.unpack_from(self.buf, len(self.buf) - 4)[0] == size):
                 self.pos, found = start - self.dropped + size, size
         if found is None:
             if cut:
@@ -524,12 +586,24 @@ class CaptureReader:
             self.note("pcapng_corrupt_block", where, f"{detail} (after packet {n}); no valid block {self._within(start, RESYNC_LIMIT)}, reading stopped")
             return None
         at = self.pos - found  # the damaged block in the buffer (when it is still there)
-        if btype in _REPAIRABLE and found >= 12 and at >= 0 and u32.unpack_from(self.buf, self.pos - 4)[0] == found:
+        if btype in _REPAIRABLE and found >= 12 and at >= 0:
             nxt = "the file ends" if self.eof and self.pos == len(self.buf) else "the next valid block starts"
-            self.pos = at
-            self.note("pcap_record_repaired", where, f"{detail} (after packet {n}); {nxt} {found} bytes on, and "
-                      f"the 4 bytes before it (the block's trailer) say {found}: the block was read with that length")
-            return found
+            if u32.unpack_from(self.buf, self.pos - 4)[0] == found:
+                why = f"{nxt} {found} bytes on, and the 4 bytes before it (the block's trailer) say {found}: the block was read with that length"
+            elif found == head:
+                why = f"{nxt} where its head says: its trailer alone is damaged, and the block was read with the head's length"
+            elif 12 <= head < found and self._fits(btype, at, head, u32):
+                # the bytes from where its head says it ends are damaged too (the trailer and the next block's head:
+                # one damaged stretch over the boundary), and its fields fit the head's length: read with it, the
+                # rest is a resync of its own
+                found = head
+                why = "its trailer is damaged and so is what follows it (the next valid block is further on): read with the head's length"
+            else:
+                why = ""
+            if why:
+                self.pos = at
+                self.note("pcap_record_repaired", where, f"{detail} (after packet {n}); {why}")
+                return found
         if btype in (_EPB, _SPB, _OPB):  # a packet block (its type is sound): numbered, as the packet it was
             self.note("pcapng_corrupt_block", where, f"{detail} (packet {n + 1}); skipped {found} bytes to the next valid block")
             return SKIPPED
