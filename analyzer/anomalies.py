@@ -72,6 +72,13 @@ CATALOG: dict[str, Kind] = {
         "a record header that cannot be one (impossible length, sub-second field or time): the file is damaged here; "
         "reading resumed at the next plausible record header (or stopped when none followed)",
     ),
+    "pcap_record_repaired": Kind(
+        "warning", False,
+        "a damaged length field between sound records (a classic pcap record header's, a pcapng block's head or "
+        "trailer): the record was read with the length where the next sound record starts (in pcapng, the one its "
+        "trailer or head repeats); or a pcapng block type one bit from an Enhanced Packet Block's, with that block's "
+        "fields, read as one; nothing was lost, but the file is damaged there",
+    ),
     "pcapng_corrupt_block": Kind(
         "error", True,
         "a pcapng block with a bad length, a trailer length that does not match, or fields that do not fit; "

@@ -2,12 +2,25 @@
 
     /work/venv/bin/python bench/fuzz_campaign.py --minutes 25            # what bench/README.md reports
     nice -n 10 python bench/fuzz_campaign.py --minutes 5 --only sse      # a quick one, SSE properties only
+    nice -n 10 python bench/fuzz_campaign.py --minutes 20 --damage-only  # damaged captures only (round three)
 
 The CI run of tests/test_fuzz.py takes its ``ci`` profile (tens of examples per property).  This script
 imports the same module under ``HYPOTHESIS_PROFILE=long`` and runs every hypothesis property again and
 again (each call a fresh random seed, in batches sized to about 30 s) until the property's share of the
 budget is used, then sweeps truncation points of every file in sample_logs/ (all offsets of a file, in a
 seeded random order, round-robin over the files) with the same invariants as the CI sweep.
+
+The damage phase (``--damage-share`` of the budget, or all of it with ``--damage-only``) damages the
+committed captures one record at a time -- every sample_logs/**/*.pcap and *.pcapng, the TLS ones with
+their key logs -- in three families taking turns: classic pcap record headers (12 or 16 bytes zeroed,
+a bit of the time, sub-second, captured or wire length flipped, 16 random bytes), pcapng blocks (the
+same over an Enhanced Packet Block: type, head and trailer lengths, interface, time, lengths) and TLS
+records (one bit or byte of a record's ciphertext, or of its 5-byte header).  Each input runs through
+the CLI in-process (``analyze --json-lines``, bounded by an alarm) and is judged per TCP flow against
+the undamaged run (tests/capture_damage.py): the exit code, the time, the flows the damage did not
+touch that came out different ("lost": must be 0), the touched flows that changed, and the inputs
+where something changed with no anomaly row ("silent": must be 0).  A failing input is listed with its
+sample, kind and seed: ``python tests/capture_damage.py SAMPLE KIND SEED out.pcap`` writes it again.
 
 A property that fails is recorded (hypothesis' shrunk falsifying example and the error) and not run
 again; the campaign goes on with the others.  Failures are also kept in hypothesis' example database
@@ -129,32 +142,71 @@ def truncation_phase(mod, budget: float, log) -> dict:
     return {"seconds": round(time.monotonic() - started, 1), "per_format": per_kind, "failures": failures}
 
 
+def damage_phase(budget: float, log, max_inputs: int = 0, seed: int = 2026) -> dict:
+    """Damaged captures (tests/capture_damage.py) until ``budget`` seconds are used (or ``max_inputs`` run)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT))
+    import capture_damage
+
+    started = time.monotonic()
+    camp = capture_damage.Campaign(seed=seed)
+    s = camp.stats
+    log(f"damage: {len(camp.layouts)} captures ({sum(1 for lay in camp.layouts if lay.tls)} with TLS records and a key log), "
+        f"{sum(len(p) for _f, p in camp.plan)} (sample, kind) pairs in {len(camp.plan)} families; undamaged runs took "
+        f"{time.monotonic() - started:.0f} s")
+    while time.monotonic() - started < budget and not (max_inputs and s["inputs"] >= max_inputs):
+        camp.step()
+        if s["inputs"] % 250 == 0:
+            log(f"  {s['inputs']} inputs, exits {s['exits']}, lost flows {s['lost_flows']} of {s['untouched_flows']} untouched, "
+                f"worst {s['worst_seconds']} s")
+    s["seconds"] = round(time.monotonic() - started, 1)
+    s["seed"] = seed
+    s["samples"] = [str(lay.path.relative_to(ROOT)) for lay in camp.layouts]
+    families: dict[str, dict] = {}
+    for key, k in s["per_kind"].items():
+        f = families.setdefault(key.split(": ")[0], {"inputs": 0, "lost_flows": 0, "bad_exits": 0, "kinds": 0})
+        f["inputs"] += k["inputs"]
+        f["lost_flows"] += k["lost_flows"]
+        f["bad_exits"] += k["bad_exits"]
+        f["kinds"] += 1
+    s["families"] = families
+    return s
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=25.0, help="total time budget (default 25)")
     ap.add_argument("--truncation-share", type=float, default=0.2, help="share of the budget for the truncation sweeps (default 0.2)")
     ap.add_argument("--only", help="only properties whose name contains this (the truncation sweeps still run, unless --no-truncation)")
     ap.add_argument("--no-truncation", action="store_true")
+    ap.add_argument("--damage-share", type=float, default=0.2, help="share of the budget for the damaged captures (default 0.2)")
+    ap.add_argument("--damage-only", action="store_true", help="only the damaged captures, for the whole budget")
+    ap.add_argument("--damage-inputs", type=int, default=0, help="stop the damage phase after this many inputs (default: the budget)")
+    ap.add_argument("--seed", type=int, default=2026, help="seed of the damage phase (default 2026)")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    mod = load_module("long")
-    props = properties(mod, args.only)
     total = args.minutes * 60
-    trunc_budget = 0 if args.no_truncation else total * args.truncation_share
-    each = (total - trunc_budget) / max(1, len(props))
-    log(f"{len(props)} properties, {each:.0f} s each; truncation sweeps {trunc_budget:.0f} s")
+    damage_budget = total if args.damage_only else total * args.damage_share
     started = time.monotonic()
-    results = []
-    for name, fn in props:
-        log(f"{name} ...")
-        r = run_property(name, fn, each, log)
-        log(f"  {r['test_cases']} test cases in {r['seconds']} s")
-        results.append(r)
-    trunc = truncation_phase(mod, trunc_budget, log) if trunc_budget else None
+    results: list[dict] = []
+    trunc = None
+    if not args.damage_only:
+        mod = load_module("long")
+        props = properties(mod, args.only)
+        trunc_budget = 0 if args.no_truncation else total * args.truncation_share
+        each = (total - trunc_budget - damage_budget) / max(1, len(props))
+        log(f"{len(props)} properties, {each:.0f} s each; truncation sweeps {trunc_budget:.0f} s; damaged captures {damage_budget:.0f} s")
+        for name, fn in props:
+            log(f"{name} ...")
+            r = run_property(name, fn, each, log)
+            log(f"  {r['test_cases']} test cases in {r['seconds']} s")
+            results.append(r)
+        trunc = truncation_phase(mod, trunc_budget, log) if trunc_budget else None
+    damage = damage_phase(damage_budget, log, args.damage_inputs, args.seed) if damage_budget else None
     report = {
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - (time.monotonic() - started))),
         "minutes_budget": args.minutes,
@@ -164,16 +216,17 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "properties": results,
         "truncation": trunc,
+        "damage": damage,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     print(table(report))
     log(f"wrote {args.out}")
-    sys.exit(1 if any(r["failure"] for r in results) or (trunc and trunc["failures"]) else 0)
+    sys.exit(1 if any(r["failure"] for r in results) or (trunc and trunc["failures"]) or (damage and damage["failures"]) else 0)
 
 
 def table(report: dict) -> str:
-    lines = ["| property | test cases | seconds | cases/s | result |", "|---|---:|---:|---:|---|"]
+    lines = ["| property | test cases | seconds | cases/s | result |", "|---|---:|---:|---:|---|"] if report["properties"] else []
     for r in report["properties"]:
         result = "ok" if not r["failure"] else "FAILED: " + r["failure"]["error"].splitlines()[0][:120]
         lines.append(f"| `{r['property']}` | {r['test_cases']:,} | {r['seconds']:.0f} | {r['per_second']:,.0f} | {result} |")
@@ -184,9 +237,23 @@ def table(report: dict) -> str:
             lines.append(f"| {kind} | {s['files']} | {s['points']:,} | {s['offsets']:,} ({s['coverage']:.1%}) | {s['seconds']:.0f} |")
         for f in t["failures"]:
             lines.append(f"\nFAILED truncation {f['file']}: {f['error'][:300]}")
+    d = report.get("damage")
+    if d:
+        lines += ["", "| damaged captures | kinds | inputs | exit 3 or timeout | flows lost (untouched by the damage) |", "|---|---:|---:|---:|---:|"]
+        for fam, f in sorted(d["families"].items()):
+            lines.append(f"| {fam} | {f['kinds']} | {f['inputs']:,} | {f['bad_exits']} | {f['lost_flows']} |")
+        exits = ", ".join(f"{code}: {n:,}" for code, n in sorted(d["exits"].items()))
+        lines.append(f"\n{d['inputs']:,} damaged inputs of {len(d['samples'])} captures in {d['seconds'] / 60:.1f} min; exits {exits}; "
+                     f"worst time per input {d['worst_seconds']} s ({d['worst_input']}); flows the damage did not touch: "
+                     f"{d['untouched_flows']:,}, lost {d['lost_flows']}; flows it touched: {d['touched_flows']:,}, changed "
+                     f"{d['touched_flows_changed']:,}; changed with no anomaly row: {d['silent']}")
+        for f in d["failures"][:20]:
+            lines.append(f"\nFAILED damage {f['sample']} {f['kind']} seed {f['seed']}: exit {f['exit']} {f['error'][:200]} "
+                         f"lost {f['lost_flows']} silent {f['silent']}")
     n = sum(r["test_cases"] for r in report["properties"])
-    lines.append(f"\n{n:,} property test cases and {sum(s['points'] for s in (t or {}).get('per_format', {}).values()):,} "
-                 f"truncation points in {report['seconds'] / 60:.1f} min")
+    if report["properties"] or t:
+        lines.append(f"\n{n:,} property test cases and {sum(s['points'] for s in (t or {}).get('per_format', {}).values()):,} "
+                     f"truncation points in {report['seconds'] / 60:.1f} min")
     return "\n".join(lines)
 
 

@@ -287,3 +287,36 @@ def test_a_big_header_the_analysis_reads_is_kept_once_and_shared():
     assert [h.headers for h in heads] == [{"mcp-session-id": sid, "host": "mcp.example"}] * 3
     assert heads[0].headers["mcp-session-id"] is heads[1].headers["mcp-session-id"] is heads[2].headers["mcp-session-id"]
     assert [p.code for p in out if isinstance(p, h2.Problem)] == ["h2_header_list_too_large"] * 3
+
+
+def _server_flight(sess: tlsgen.Session) -> int:
+    """Index in ``sess.records`` of the server's first encrypted record (TLS 1.3: EncryptedExtensions with the ALPN)."""
+    return next(n for n, (from_client, rec) in enumerate(sess.records) if not from_client and rec[0] == 23)
+
+
+@pytest.mark.parametrize("how", ["damaged", "late"])
+def test_h2_before_the_alpn_is_known_is_framed_by_the_preface(tmp_path, how):
+    """Round three, item 7: the client's HTTP/2 records decrypt before the ALPN does -- the record carrying it has a
+    damaged byte (the server's direction stops there), or the capture holds the server's flight after the client's
+    records.  Before: AttributeError in pcap_http._plain (exit 3).  Now the client's connection preface says HTTP/2."""
+    sess = tlsgen.Session(alpn="h2")
+    i = _server_flight(sess)
+    c = H2(sess)
+    c.headers(True, 1, get(1), end=True)
+    c.headers(False, 1, SSE_200)
+    c.data(False, 1, f"id: 1\ndata: {note(1)}\n\n".encode(), end=True)
+    if how == "damaged":
+        rec = bytearray(sess.records[i][1])
+        rec[20] ^= 0x40
+        sess.records[i] = (False, bytes(rec))
+    else:
+        sess.records.insert(i + 2, sess.records.pop(i))  # after the client's Finished and its preface (with SETTINGS)
+    got = ingest(tmp_path, sess)
+    rows = got.exchanges.to_pylist()
+    assert [(x["method"], x["url"], x["req_session_id"]) for x in rows] == [("GET", "https://mcp.example/mcp", SID)]
+    if how == "damaged":
+        assert rows[0]["status"] is None and got.events.num_rows == 0
+        assert [a["code"] for a in got.anomalies.to_pylist()] == ["tls_decrypt_failed"]
+    else:
+        assert (rows[0]["status"], rows[0]["end_reason"]) == (200, "complete")
+        assert [e["id"] for e in got.events.to_pylist()] == ["1"] and got.anomalies.num_rows == 0

@@ -70,10 +70,12 @@ def _codes(got) -> list[str]:
 
 @pytest.mark.parametrize("caplen", [300_000, 0x7FFFFFFF], ids=["past-snaplen", "past-64MiB"])
 def test_one_bad_record_length_costs_one_packet(tmp_path, caplen):
-    # before: 300000 read as a record cut by the end of the file (127 of 136 packets lost); 0x7FFFFFFF stopped reading
+    # before: 300000 read as a record cut by the end of the file (127 of 136 packets lost); 0x7FFFFFFF stopped reading.
+    # The time is damaged too (zeroed): with a sound time the record is read with the length where the next header
+    # starts, and nothing is lost (round three, item 6: test_capture_damage.py)
     recs = _records()
     data = bytearray(g.pcap(recs))
-    struct.pack_into("<I", data, _offset(recs, 9) + 8, caplen)  # packet 10 (event 5)
+    struct.pack_into("<III", data, _offset(recs, 9), 0, 0, caplen)  # packet 10 (event 5)
     got = inputs.read_one(str(g.write(tmp_path / "c.pcap", bytes(data))))
     assert got.records == 136 and got.rejected == 1
     bad = [a for a in got.anomalies.to_pylist() if a["code"] == "pcap_bad_record"]
@@ -92,7 +94,10 @@ def test_a_wrong_but_small_record_length_is_caught_by_the_header_after_it(tmp_pa
     data = bytearray(g.pcap(recs))
     struct.pack_into("<I", data, _offset(recs, 9) + 8, len(recs[9].data) + 40)  # runs 40 bytes into packet 11
     got = inputs.read_one(str(g.write(tmp_path / "c.pcap", bytes(data))))
-    assert _codes(got).count("pcap_bad_record") == 1 and got.rejected == 1
+    # (more than on the wire: the header after it is looked for nearer, found where the record really ends, and
+    # the record read with that length -- before round three, item 6: it kept 40 trailing bytes, and the header
+    # after it was a pcap_bad_record that rejected nothing)
+    assert _codes(got) == ["pcap_record_repaired"] and got.rejected == 0
     # the search for the next header starts inside packet 10, so packet 11 is found where it is: no packet
     # is lost (packet 10 carries 40 trailing bytes that its IP length leaves out)
     with open(tmp_path / "c.pcap", "rb") as fh:
@@ -116,7 +121,7 @@ def test_a_hole_of_zeros_costs_the_packets_it_overwrote(tmp_path):
 def test_a_damaged_pcap_fails_the_run_at_fail_on_error(tmp_path):
     recs = _records()
     data = bytearray(g.pcap(recs))
-    struct.pack_into("<I", data, _offset(recs, 9) + 8, 300_000)
+    struct.pack_into("<III", data, _offset(recs, 9), 0, 0, 300_000)  # (a time that is sound: repaired, a warning)
     p = g.write(tmp_path / "c.pcap", bytes(data))
     r = run("analyze", str(p))
     assert r.exit_code == 1, r.output  # before: 0, the lost packets passed unnoticed
@@ -148,6 +153,7 @@ def test_five_corrupt_pcapng_blocks_cost_five_packets_not_the_file(tmp_path):
     for k in (1, 3, 5, 7, 9):
         b = bytearray(blocks[k])
         struct.pack_into("<I", b, len(b) - 4, len(b) + 8)  # head and trailer lengths disagree
+        struct.pack_into("<I", b, 4, len(b) - 4)  # (and neither is right: with one right, the block is repaired)
         blocks[k] = bytes(b)
     p = g.write(tmp_path / "c.pcapng", g.shb() + g.idb(g.LINK_ETHERNET) + b"".join(blocks))
     got = inputs.read_one(str(p))
@@ -174,7 +180,8 @@ def test_megabyte_corrupt_pcapng_region_is_one_linear_resync(tmp_path, alarm, ki
         got = list(reader.packets())
     assert [r[0] for r in rows] == ["pcapng_corrupt_block"]  # one region, one row: the interfaces survive it
     assert len(got) == len(recs)
-    assert reader.resync_scanned <= len(region) + 64
+    # (the search starts inside the block before the region, which may be what ran too long)
+    assert reader.resync_scanned <= len(region) + len(blocks[4]) + 64
     assert reader.resync_checks <= len(region) // 24 + 8  # each candidate checked once
 
 

@@ -581,11 +581,12 @@ def test_corrupt_pcapng_block_resyncs_at_the_next_block(tmp_path):
     junk = b"\xde\xad\xbe\xef" * 3  # bytes between blocks that are no block at all
     head = g.shb() + g.idb(g.LINK_ETHERNET) + b"".join(good[:6])
     got = ingest(tmp_path, head + bytes(bad) + junk + b"".join(good[7:]), "c.pcapng")
-    assert codes(got) == [("pcapng_corrupt_block", f"byte {len(head)}"), ("tcp_seq_gap", "packet 7")]
-    assert f"skipped {len(bad) + len(junk)} bytes to the next valid block" in got.anomalies.to_pylist()[0]["message"]
-    assert got.rejected == 1 and got.records == len(recs)  # the damaged block is a record, not read
-    # event 2 is lost with its packet; the stream resyncs at the blank line ending event 3
-    assert ids(got) == ["1", "4", "5"]
+    # Round three, item 6: the block's fields fit its head length, and what follows where the head says it ends is
+    # damaged too (the junk): its trailer alone was wrong, so it is read (before: skipped, and event 2 lost with it)
+    assert codes(got) == [("pcap_record_repaired", f"byte {len(head)}"), ("pcapng_corrupt_block", f"byte {len(head) + len(bad)}")]
+    assert f"skipped {len(junk)} bytes to the next valid block" in got.anomalies.to_pylist()[1]["message"]
+    assert got.rejected == 1 and got.records == len(recs) + 1  # every block read; the junk, one rejected record
+    assert ids(got) == ["1", "2", "3", "4", "5"]
 
 
 def test_corrupt_pcapng_block_without_a_next_block_stops(tmp_path):

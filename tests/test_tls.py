@@ -944,3 +944,54 @@ def test_client_randoms_pre_pass_reads_pcapng_and_gzip(tmp_path):
     with open(g.write(tmp_path / "x.pcapng.gz", ng, gz=True), "rb") as fh:
         assert tls.client_randoms(gzip.GzipFile(fileobj=fh)) == {a.client_random, b.client_random}
     assert tls.client_randoms(__import__("io").BytesIO(ng), block=257) == {a.client_random, b.client_random}  # across blocks
+
+
+# ------------------------------------------------------------------------------------------ one damaged byte before the ALPN is known (round three, item 7)
+
+
+def _damage_encrypted_extensions(sess: tlsgen.Session) -> bytes:
+    """Flip a byte inside the server's first encrypted record (TLS 1.3: EncryptedExtensions, which carries the
+    ALPN, and the rest of its handshake flight); returns the damaged record."""
+    i = next(n for n, (from_client, rec) in enumerate(sess.records) if not from_client and rec[0] == 23)
+    rec = bytearray(sess.records[i][1])
+    rec[20] ^= 0x40
+    sess.records[i] = (False, bytes(rec))
+    return bytes(rec)
+
+
+def test_a_damaged_byte_in_the_servers_first_encrypted_record_costs_that_direction_only(tmp_path):
+    """Before: the server's direction stopped at its first record (a wrong key, as far as anyone can tell), the
+    handshake never said which protocol follows, and the client's request, decrypted anyway, reached an HTTP
+    step that was never started: AttributeError in pcap_http._plain, exit 3, the whole run lost.  Now the
+    request is framed by its own bytes, the damage is one row at its packet, and another connection is whole."""
+    damaged, whole = tlsgen.Session(seed=1), tlsgen.Session(seed=2)
+    sse_exchange(damaged, [1, 2])
+    sse_exchange(whole, [3, 4])
+    bad = _damage_encrypted_extensions(damaged)
+    segs = segments(g.Conversation(cport=51000, sport=443), damaged) + segments(g.Conversation(cport=51001, sport=443), whole)
+    at = next(n for n, s in enumerate(segs, 1) if s.payload == bad)
+    got = ingest(tmp_path, segs, _keys(damaged, whole))
+    assert ids(got) == ["3", "4"]
+    rows = got.exchanges.to_pylist()
+    assert [(x["conn"].split("->")[0], x["method"], x["url"], x["status"]) for x in rows] == [
+        ("10.0.0.1:51000", "GET", "https://h/mcp", None), ("10.0.0.1:51001", "GET", "https://h/mcp", 200)]
+    assert rows[0]["req_session_id"] == SID
+    (code, where), = codes(got)
+    assert (code, where) == ("tls_decrypt_failed", f"packet {at}")
+
+
+def test_the_clients_records_before_the_servers_flight_are_framed_by_their_bytes(tmp_path):
+    """The capture holds the server's encrypted flight after the client's request (another interface's clock,
+    or a retransmission): the request decrypts before the ALPN is known; it is framed by what it is, and the
+    handshake that follows does not restart the framing (before: exit 3 here too)."""
+    sess = tlsgen.Session()
+    sse_exchange(sess, [1, 2, 3])
+    i = next(n for n, (from_client, rec) in enumerate(sess.records) if not from_client and rec[0] == 23)
+    flight = sess.records.pop(i)
+    assert [from_client for from_client, _rec in sess.records[i : i + 2]] == [True, True]  # Finished, the GET
+    sess.records.insert(i + 2, flight)
+    got = ingest(tmp_path, segments(g.Conversation(sport=443), sess), _keys(sess))
+    assert ids(got) == ["1", "2", "3"]
+    assert [(x["method"], x["status"], x["url"]) for x in got.exchanges.to_pylist()] == [("GET", 200, "https://h/mcp")]
+    assert got.anomalies.num_rows == 0
+    assert "1 TLS connection(s) decrypted with the key log: 1 TLS 1.3 TLS_AES_128_GCM_SHA256 http/1.1." in got.notes

@@ -10,8 +10,10 @@ need two things they do not give: speed (one ``unpack_from`` per record over
 a 1 MiB buffered window, no object per packet: ~1 GB/s on large segments),
 and forensic control of bad input -- a cut-off last record, a corrupt block,
 an impossible length become named anomalies with their location, and the
-reader keeps what came before (and, for pcapng, resyncs to the next valid
-block) instead of raising and losing the file.  No dependency is added.
+reader keeps what came before and resyncs to the next plausible record or
+valid block (or reads a record whose length alone is damaged with the length
+the next sound record gives it) instead of raising and losing the file: one
+damaged record header costs that record at most.  No dependency is added.
 
 Packets are numbered as Wireshark numbers them: 1-based, every packet record
 (EPB, SPB, OPB in pcapng) counts, whatever its interface or content.
@@ -24,16 +26,13 @@ import re
 import struct
 from typing import BinaryIO, Callable, Iterator
 
+from analyzer.decode.pcapng import MAX_RECORD, PCAP_MAX_CAPLEN, RESUMED, RESYNC_LIMIT, SKIPPED, Packet, PcapngBlocks
 from analyzer.errors import InputError
 
 Note = Callable[[str, str, str], None]  # (catalog code, location, detail)
 Secrets = Callable[[int, bytes, str], None]  # (secrets type, secrets data, location): pcapng DSB
-Packet = tuple[int, "int | None", int, bytes, int]  # (number, ts_ns, link type, captured bytes, length on the wire)
 
 CHUNK = 1 << 20  # read the file in 1 MiB pieces
-MAX_RECORD = 1 << 26  # 64 MiB: no link layer carries a packet this big; a longer record length is corruption
-RESYNC_LIMIT = 1 << 24  # a damaged record or block: look this far (16 MiB) for the next plausible one, then give up
-PCAP_MAX_CAPLEN = 1 << 18  # 256 KiB: Wireshark's largest standard packet (WTAP_MAX_PACKET_SIZE_STANDARD)
 PCAP_TS_WINDOW = 86_400 * 1_000_000_000  # a resync candidate's time is within a day of the last good packet's
 _ANY = re.compile(b".", re.S)  # no time to anchor on: every offset is a candidate
 
@@ -43,13 +42,11 @@ _PCAP_MAGIC = {
     b"\x4d\x3c\xb2\xa1": ("<", 1),  # little-endian, nanoseconds
     b"\xa1\xb2\x3c\x4d": (">", 1),
 }
-_SHB = 0x0A0D0D0A
-_IDB, _OPB, _SPB, _NRB, _ISB, _EPB, _DSB = 1, 2, 3, 4, 5, 6, 0x0A
-_KNOWN_BLOCKS = (_SHB, _IDB, _OPB, _SPB, _NRB, _ISB, _EPB, _DSB, 0x0BAD, 0x40000BAD)
 
 
-class CaptureReader:
-    """``packets()`` yields :data:`Packet` tuples; problems go to ``note`` as catalog anomalies."""
+class CaptureReader(PcapngBlocks):
+    """``packets()`` yields :data:`Packet` tuples; problems go to ``note`` as catalog anomalies.  The buffer,
+    the resync search and classic pcap are here; pcapng's blocks in :class:`analyzer.decode.pcapng.PcapngBlocks`."""
 
     def __init__(self, source: str, stream: BinaryIO, note: Note, secrets: Secrets | None = None) -> None:
         self.source = source
@@ -60,8 +57,8 @@ class CaptureReader:
         self.pos = 0
         self.eof = False
         self.dropped = 0  # file offset of buf[0]
-        self.count = 0  # packet records: those read (numbered) plus the damaged ones skipped
-        self.damaged = 0  # damaged records or blocks skipped by a resync
+        self.count = 0  # packet records: those numbered (read, or damaged and skipped) plus the damaged ones not numbered
+        self.damaged = 0  # damaged records or blocks skipped by a resync and not numbered (not known to be a packet)
         self.keep = 0  # bytes before pos that _fill keeps: classic pcap's last record, for a resync to go back into
         self.resync_scanned = 0  # bytes searched by resyncs (each once: the search is linear)
         self.resync_checks = 0  # candidate positions checked by resyncs
@@ -139,28 +136,61 @@ class CaptureReader:
                 buf, pos = self.buf, self.pos
             sec, frac, caplen, wirelen = unpack(buf, pos)
             ts = sec * 1_000_000_000 + frac * mult
-            bad = ""
+            bad = cut = ""
             if caplen > MAX_RECORD:
                 bad = f"record length {caplen} bytes"
             elif frac >= frac_limit:
                 bad = f"sub-second field {frac}, a second or more"
-            elif (caplen > cap or not wirelen or (prev_ts is not None and abs(ts - prev_ts) > PCAP_TS_WINDOW)) and not self._pcap_chains(rec, 0, frac_limit):
+            elif caplen > cap or caplen > wirelen or not wirelen or (abs(ts - prev_ts) > PCAP_TS_WINDOW if prev_ts is not None else not caplen):
                 # Longer than the snapshot length, nothing on the wire (a hole of zeros), or a day away from the
                 # packet before: a stray header, unless a sane record header follows exactly where it ends
-                # (writers that ignore their own snaplen; a capture idle for days; a clock that jumped).
-                bad = f"record length {caplen} bytes on the wire {wirelen} (snapshot length {snaplen}), time {sec} s, and no plausible record after it"
-            if bad:
-                if not self._pcap_resync(n, bad, rec, prev_ts, frac_limit, mult):
-                    break
-                continue
-            buf, pos = self.buf, self.pos  # (_pcap_chains may have refilled the buffer: the same bytes, at another pos)
-            stop = pos + 16 + caplen
-            if stop > len(buf):
-                if not self._fill(16 + caplen):
-                    self.note("pcap_truncated_record", f"packet {n + 1}", f"the record promises {caplen} bytes, the file holds {len(self.buf) - self.pos - 16}")
-                    break
-                buf, pos = self.buf, self.pos
+                # (writers that ignore their own snaplen; a capture idle for days; a clock that jumped; a time
+                # field damaged alone).  A new time re-anchors every later check (and the resync's search), so a
+                # jump needs two such headers after it: a header zeroed by damage (time 0) followed by bytes that
+                # read as one more (the zero MAC addresses of a loopback capture) is no record.  So does the first
+                # record when it captured nothing (a zeroed header): its time would anchor everything after it.
+                jump = prev_ts is None or abs(ts - prev_ts) > PCAP_TS_WINDOW
+                # More captured than was on the wire: a length damaged (one flipped bit), whose record may well end
+                # on a later record's boundary and chain -- swallowing the records between, with no anomaly at all.
+                # A plausible header nearer than it says is where the record ends: read with that length.
+                fixed = -1
+                if caplen > wirelen and wirelen and (prev_ts is None or not jump):  # (the first record: its own time)
+                    fixed = self._pcap_probe(rec, ts if prev_ts is None else prev_ts, frac_limit, mult, min(wirelen, cap))
+                if fixed >= 0:
+                    self.note("pcap_record_repaired", f"packet {n + 1}", f"record length {caplen} bytes, more than the {wirelen} on the wire, "
+                              f"at byte {self.offset}; the next plausible record header starts {fixed} bytes after it, and its time is "
+                              "sound: read with that length")
+                    caplen = fixed
+                elif not self._pcap_chains(rec, 0, frac_limit, 2 if jump else 1):
+                    bad = f"record length {caplen} bytes on the wire {wirelen} (snapshot length {snaplen}), time {sec} s, and no plausible record after it"
+                    if self.eof and self.pos + 16 + caplen > len(self.buf):  # (the check read up to the end of the file)
+                        cut = self._cut(caplen)
+            if not bad:
+                buf, pos = self.buf, self.pos  # (_pcap_chains may have refilled the buffer: the same bytes, at another pos)
                 stop = pos + 16 + caplen
+                if stop > len(buf):
+                    if self._fill(16 + caplen):
+                        buf, pos = self.buf, self.pos
+                        stop = pos + 16 + caplen
+                    else:
+                        # Past the end of the file: the capture was cut while being written -- or the length field
+                        # is damaged (one flipped bit adds 64 KiB), and the records after it are in the file.  A
+                        # plausible record inside the bytes it claims says which.
+                        cut = self._cut(caplen)
+                        bad = f"record length {caplen} bytes, past the end of the file ({len(self.buf) - self.pos - 16} bytes after its header)"
+            if bad:
+                # A header whose time is sound (and whose sub-second field is) may have only its length damaged:
+                # then the next plausible header gives it, when it is at most what was on the wire.
+                sound = frac < frac_limit and wirelen and prev_ts is not None and abs(ts - prev_ts) <= PCAP_TS_WINDOW
+                got = self._pcap_resync(n, bad, rec, prev_ts, frac_limit, mult, cut, min(wirelen, cap) if sound else -1)
+                if got is None:
+                    break
+                if got < 0:
+                    n += got == SKIPPED  # the damaged record keeps its number: the packets after it keep theirs
+                    continue
+                caplen = got  # repaired: the record ends where the next one starts (pos is there now)
+                buf, stop = self.buf, self.pos
+                pos = stop - caplen - 16
             n += 1
             self.pos = stop
             self.keep = 16 + caplen
@@ -180,27 +210,84 @@ class CaptureReader:
             return -1
         return caplen
 
-    def _pcap_chains(self, rec: struct.Struct, rel: int, frac_limit: int) -> bool:
-        """The record at ``pos + rel`` is followed by the end of the file or by a plausible header (whatever its time)."""
-        caplen = rec.unpack_from(self.buf, self.pos + rel)[2]
-        nxt = rel + 16 + caplen
-        if not self._fill(nxt + 16):
-            # the file ends right after it (or within the next header): nothing contradicts it; a record
-            # running past the end of the file is no evidence (a truncated last record is caught apart)
-            return len(self.buf) - self.pos >= nxt
-        return self._pcap_header_ok(rec, nxt, None, frac_limit) >= 0
+    def _pcap_chains(self, rec: struct.Struct, rel: int, frac_limit: int, depth: int = 1) -> bool:
+        """The record at ``pos + rel`` is followed by ``depth`` plausible headers (whatever their time), each where
+        the record before it ends, or by the end of the file."""
+        for _ in range(depth):  # bounded: depth
+            caplen = rec.unpack_from(self.buf, self.pos + rel)[2]
+            nxt = rel + 16 + caplen
+            if not self._fill(nxt + 16):
+                # the file ends right after it (or within the next header): nothing contradicts it; a record
+                # running past the end of the file is no evidence (a truncated last record is caught apart)
+                return len(self.buf) - self.pos >= nxt
+            if self._pcap_header_ok(rec, nxt, None, frac_limit) < 0:
+                return False
+            rel = nxt
+        return True
 
-    def _pcap_resync(self, n: int, detail: str, rec: struct.Struct, prev_ts: int | None, frac_limit: int, mult: int) -> bool:
-        """A damaged record header at ``pos``: skip to the next plausible one (False: none, stop reading).
+    def _cut(self, caplen: int) -> str:
+        """What ``pcap_truncated_record`` says of the record at ``pos`` that runs past the end of the file."""
+        return f"the record promises {caplen} bytes, the file holds {len(self.buf) - self.pos - 16}"
+
+    def _pcap_resync(self, n: int, detail: str, rec: struct.Struct, prev_ts: int | None, frac_limit: int, mult: int, cut: str = "",
+                     repair: int = -1) -> int | None:
+        """A damaged record header at ``pos``: skip to the next plausible one (None: none, stop reading).
+        ``cut``: the record runs past the end of the file; with nothing plausible in the bytes it claims, it is a
+        record the capture cut while being written (``pcap_truncated_record`` with ``cut``), not damage.
+        ``repair``: the header's time is sound, and its record may be this long at most: when the next plausible
+        header starts within that, its length alone was damaged, and the length it must have is returned (``pos``
+        at the next header, the record's bytes just before it).  Else :data:`SKIPPED` (the damaged record was
+        skipped: it is numbered, so the packets after it keep their numbers) or :data:`RESUMED` (the header was
+        none: the record before it ran too long).
 
         A candidate is a plausible header (``_pcap_header_ok``) whose time is within a day of the last good
         packet's, followed exactly where it ends by another plausible header (or the end of the file).  Candidates are found with a regular expression over the high
         half of the seconds field (two bytes that can take at most four values within a day of the last
         good time), so the search is one C-speed pass over the damaged bytes, never a parse per offset.
-        Without a good packet before (the first record is damaged) every offset of the next 64 KiB is tried.
+        Without a good packet before (the first record is damaged) every offset of the next 64 KiB is tried, and
+        three plausible headers must follow the candidate (bytes of a packet read as one header, seldom three).
         """
         where = f"packet {n + 1}"
         start = self.offset
+        regex, back, limit, check = self._pcap_finder(rec, prev_ts, frac_limit, mult)
+        # A header that is no header may be the record before it running too long or too short: the search
+        # starts inside that record's data (kept in the buffer), so a length that ran into the next record
+        # costs no more than that record.
+        first = 16 - self.keep if self.keep else 1  # (the bytes before pos stay kept while the search runs)
+        short = 0  # what the record before lacks of its length on the wire (its length may be what is damaged)
+        if self.keep >= 16:
+            _sec, _frac, before, on_wire = rec.unpack_from(self.buf, self.pos - self.keep)
+            short = on_wire - before
+        if repair >= 0:
+            self._fill(repair + 32)  # the record's bytes stay in the buffer while the search runs within them
+        found = self._scan(regex, back, check, limit, first)
+        self.keep = 0
+        if found is None:
+            if cut:  # (not a damaged record: the last one, cut)
+                self.note("pcap_truncated_record", where, cut)
+            else:
+                self.damaged += 1
+                self.note("pcap_bad_record", where, f"{detail}, at byte {start}; no plausible record header {self._within(start, limit)}, reading stopped")
+            return None
+        if found < 0:
+            self.note("pcap_bad_record", where, f"{detail}, at byte {start}: packet {n} claimed {-found} bytes of the record after it "
+                      f"(its length field is wrong; it kept those trailing bytes); reading resumed at byte {start + found}")
+            return RESUMED
+        if 16 < found <= repair + 16 and self.pos - found >= 0:
+            self.note("pcap_record_repaired", where, f"{detail}, at byte {start}; the next plausible record header starts {found - 16} bytes "
+                      f"after it (at byte {start + found}), and its time is sound: read with that length")
+            return found - 16
+        if found == short:  # the bytes the record before lacks: its length is what is damaged (too short)
+            self.note("pcap_bad_record", where, f"{detail}, at byte {start}: packet {n} is {short} bytes short of its length on the wire, "
+                      f"and a plausible record header follows those bytes (its length field is wrong; it lost them); reading resumed "
+                      f"at byte {start + found}")
+            return RESUMED
+        self.note("pcap_bad_record", where, f"{detail}, at byte {start}; skipped {found} bytes to the next plausible record header, at byte {start + found}")
+        # (fewer bytes than a record header: the tail of the record before, or stray bytes -- no packet)
+        return RESUMED if found < 16 else SKIPPED
+
+    def _pcap_finder(self, rec: struct.Struct, prev_ts: int | None, frac_limit: int, mult: int):
+        """(regex, back, limit, check) of a search for the next plausible record header (see _pcap_resync)."""
         bo = rec.format[0]
         if prev_ts is not None:
             sec = prev_ts // 1_000_000_000
@@ -209,32 +296,34 @@ class CaptureReader:
             regex = re.compile(b"|".join(re.escape(struct.pack(bo + "H", h)) for h in highs))
             back = 2 if bo == "<" else 0  # where the high half sits in the 16-byte header
             limit = RESYNC_LIMIT
-        else:
+        else:  # no time to anchor on: every offset is a candidate, and three more headers must follow it
             regex, back, limit = _ANY, 0, 1 << 16
+        depth = 1 if prev_ts is not None else 3
 
         def check(rel: int) -> bool:
             if not self._fill(rel + 16):
                 return False
             if self._pcap_header_ok(rec, rel, prev_ts, frac_limit, mult) < 0:
                 return False
-            return self._pcap_chains(rec, rel, frac_limit)
+            return self._pcap_chains(rec, rel, frac_limit, depth)
 
-        # A header that is no header may be the record before it running too long or too short: the search
-        # starts inside that record's data (kept in the buffer), so a length that ran into the next record
-        # costs no more than that record.
-        first = 16 - self.keep if self.keep else 1  # (the bytes before pos stay kept while the search runs)
-        found = self._scan(regex, back, check, limit, first)
-        self.keep = 0
-        self.damaged += 1
-        if found is None:
-            self.note("pcap_bad_record", where, f"{detail}, at byte {start}; no plausible record header within {limit >> 10} KiB after it, reading stopped")
-            return False
-        if found < 0:
-            self.note("pcap_bad_record", where, f"{detail}, at byte {start}: packet {n} claimed {-found} bytes of the record after it "
-                      f"(its length field is wrong; it kept those trailing bytes); reading resumed at byte {start + found}")
-            return True
-        self.note("pcap_bad_record", where, f"{detail}, at byte {start}; skipped {found} bytes to the next plausible record header, at byte {start + found}")
-        return True
+        return regex, back, limit, check
+
+    def _pcap_probe(self, rec: struct.Struct, prev_ts: int, frac_limit: int, mult: int, most: int) -> int:
+        """The length of the record at ``pos`` when a plausible header starts within ``most`` bytes after its header
+        (nearer than its own length says), else -1; ``pos`` stays where it is."""
+        regex, back, _limit, check = self._pcap_finder(rec, prev_ts, frac_limit, mult)
+        self._fill(most + 32)  # (the search then needs no refill of its own)
+        origin = self.offset
+        found = self._scan(regex, back, check, most + 17, 17)
+        self.pos = origin - self.dropped  # (a check may have refilled the buffer: the same bytes, at another index)
+        return -1 if found is None else found - 16
+
+    def _within(self, start: int, limit: int) -> str:
+        """Where a resync from byte ``start`` searched in vain: up to the end of the file, or ``limit`` bytes."""
+        if self.eof and self.dropped + len(self.buf) - start < limit:
+            return "before the end of the file"
+        return f"within {limit >> 10} KiB after it" if limit < 1 << 20 else f"within {limit >> 20} MiB after it"
 
     def _scan(self, regex: "re.Pattern[bytes]", back: int, check: Callable[[int], bool], limit: int, first: int = 1) -> int | None:
         """Move ``pos`` to the first offset from ``pos + first`` (within ``limit`` bytes) where ``regex``
@@ -267,164 +356,3 @@ class CaptureReader:
                 self.pos += cand
                 return self.offset - origin
             rel = cand + 1 if cand >= rel else rel + 1
-
-    # -- pcapng ---------------------------------------------------------------
-    def _pcapng(self) -> Iterator[Packet]:
-        if not self._fill(28):
-            raise InputError(self.source, "pcapng section header cut short (less than 28 bytes): the file is truncated")
-        if self.buf[self.pos + 8 : self.pos + 12] not in (b"\x4d\x3c\x2b\x1a", b"\x1a\x2b\x3c\x4d"):
-            raise InputError(self.source, "starts like pcapng but its section header has no byte-order magic: not a capture file")
-        bo = "<"
-        ifaces: list[tuple[int, int, int, int]] = []  # (link type, mul, div, offset ns) per interface of the section
-        n = 0
-        head, u32, epb = struct.Struct("<II"), struct.Struct("<I"), struct.Struct("<IIIII")
-        while True:
-            buf, pos = self.buf, self.pos
-            if len(buf) - pos < 12:
-                if not self._fill(12):
-                    if len(self.buf) > self.pos:
-                        self.note("pcap_truncated_record", f"packet {n + 1}", f"{len(self.buf) - self.pos} bytes of a block header at the end of the file")
-                    break
-                buf, pos = self.buf, self.pos
-            btype, blen = head.unpack_from(buf, pos)
-            check = u32
-            if btype == _SHB:  # (its type reads the same in both byte orders)
-                # A section header sets the byte order of everything up to the next one (once it proved valid:
-                # a corrupt one must not wipe the section's interfaces or its byte order).
-                bom = buf[pos + 8 : pos + 12]
-                if bom not in _BOM:
-                    if not self._corrupt(n, f"section header with an unknown byte-order magic {bom.hex()}", bo):
-                        break
-                    continue
-                check = _BOM[bom]
-                blen = check.unpack_from(buf, pos + 4)[0]
-            if blen < 12 or blen % 4 or blen > MAX_RECORD or (btype == _SHB and blen < 28):
-                if not self._corrupt(n, f"block type 0x{btype:x} with impossible length {blen}", bo):
-                    break
-                continue
-            if len(buf) - pos < blen:
-                if not self._fill(blen):
-                    what = "packet" if btype in (_EPB, _SPB, _OPB) else f"block type 0x{btype:x}"
-                    self.note("pcap_truncated_record", f"packet {n + 1}", f"the {what} promises {blen} bytes, the file holds {len(self.buf) - self.pos}")
-                    break
-                buf, pos = self.buf, self.pos
-            trailer = check.unpack_from(buf, pos + blen - 4)[0]
-            if trailer != blen:
-                if not self._corrupt(n, f"block type 0x{btype:x}: length {blen} at the head, {trailer} at the trailer", bo):
-                    break
-                continue
-            if btype == _SHB:
-                bo = "<" if check is _BOM[b"\x4d\x3c\x2b\x1a"] else ">"
-                head, u32, epb = struct.Struct(bo + "II"), struct.Struct(bo + "I"), struct.Struct(bo + "IIIII")
-                ifaces = []
-            self.pos = pos + blen
-            if btype == _EPB or btype == _OPB:
-                n += 1
-                if blen < 32:
-                    self.note("pcapng_corrupt_block", f"packet {n}", "packet block too short for its fields")
-                    continue
-                if btype == _EPB:
-                    iface, tsh, tsl, caplen, wirelen = epb.unpack_from(buf, pos + 8)
-                else:
-                    iface, _drops, tsh, tsl, caplen, wirelen = struct.unpack_from(bo + "HHIIII", buf, pos + 8)
-                if 28 + caplen > blen - 4:
-                    self.note("pcapng_corrupt_block", f"packet {n}", f"captured length {caplen} does not fit the {blen}-byte block")
-                    continue
-                if iface >= len(ifaces):
-                    self.note("pcapng_corrupt_block", f"packet {n}", f"packet on interface {iface}, but the section declares {len(ifaces)}")
-                    continue
-                linktype, mul, div, off = ifaces[iface]
-                yield n, ((tsh << 32 | tsl) * mul) // div + off, linktype, buf[pos + 28 : pos + 28 + caplen], wirelen
-            elif btype == _SPB:
-                n += 1
-                if blen < 16 or not ifaces:
-                    self.note("pcapng_corrupt_block", f"packet {n}", "simple packet block without an interface or too short")
-                    continue
-                wirelen = u32.unpack_from(buf, pos + 8)[0]
-                caplen = min(wirelen, blen - 16)
-                yield n, None, ifaces[0][0], buf[pos + 12 : pos + 12 + caplen], wirelen
-            elif btype == _IDB:
-                if blen < 20:
-                    self.note("pcapng_corrupt_block", f"byte {self.offset - blen}", "interface description block too short; its packets are not decoded")
-                    ifaces.append((-1, 1000, 1, 0))
-                    continue
-                ifaces.append(self._interface(buf, pos, blen, bo))
-            elif btype == _DSB and self.secrets is not None:
-                # Decryption Secrets Block (editcap --inject-secrets): type, length, data; before the packets it decrypts
-                where = f"byte {self.offset - blen}"
-                if blen < 20:
-                    self.note("pcapng_corrupt_block", where, "decryption secrets block too short")
-                    continue
-                stype, slen = struct.unpack_from(bo + "II", buf, pos + 8)
-                if 16 + slen > blen - 4:
-                    self.note("pcapng_corrupt_block", where, f"decryption secrets length {slen} does not fit the {blen}-byte block")
-                    continue
-                self.secrets(stype, bytes(buf[pos + 16 : pos + 16 + slen]), where)
-            # other blocks (NRB, ISB, custom, unknown types): skipped by their length
-        self.count = n + self.damaged
-
-    def _interface(self, buf: bytes, pos: int, blen: int, bo: str) -> tuple[int, int, int, int]:
-        linktype = struct.unpack_from(bo + "H", buf, pos + 8)[0]
-        resol, offset = 6, 0
-        at, end = pos + 16, pos + blen - 4
-        while at + 4 <= end:  # options: (code, length, value padded to 4); bounded by the block
-            code, olen = struct.unpack_from(bo + "HH", buf, at)
-            at += 4
-            if code == 0 or at + olen > end:
-                break
-            if code == 9 and olen >= 1:  # if_tsresol
-                resol = buf[at]
-            elif code == 14 and olen >= 8:  # if_tsoffset, seconds
-                offset = struct.unpack_from(bo + "q", buf, at)[0] * 1_000_000_000
-            at += olen + (-olen % 4)
-        if resol & 0x80:  # negative power of two
-            mul, div = 1_000_000_000, 1 << min(resol & 0x7F, 127)
-        else:
-            exp = min(resol, 30)
-            mul, div = (10 ** (9 - exp), 1) if exp <= 9 else (1, 10 ** (exp - 9))
-        return linktype, mul, div, offset
-
-    def _corrupt(self, n: int, detail: str, bo: str) -> bool:
-        """Log a corrupt block and move ``pos`` to the next valid block; False: none found, stop.
-
-        The next block is found by searching for the known block types (in the section's byte order) with
-        one regular expression and checking each candidate as the main loop would (length sane, repeated
-        at the trailer, a section header's own rules): a damaged region costs one pass over its bytes and
-        one anomaly row, however many stray block-like patterns it holds."""
-        where = f"byte {self.offset}"
-        u32 = struct.Struct(bo + "I")
-        regex = _BLOCK_RE[bo]
-
-        def check(rel: int) -> bool:
-            if not self._fill(rel + 12):
-                return False
-            at = self.pos + rel
-            btype = u32.unpack_from(self.buf, at)[0]
-            if btype == _SHB:  # its own byte order: the magic after the length says which
-                bom = self.buf[at + 8 : at + 12]
-                if bom not in _BOM:
-                    return False
-                v = _BOM[bom]
-                blen = v.unpack_from(self.buf, at + 4)[0]
-                if blen < 28:
-                    return False
-            else:
-                v = u32
-                blen = v.unpack_from(self.buf, at + 4)[0]
-            if not (12 <= blen <= MAX_RECORD and blen % 4 == 0) or not self._fill(rel + blen):
-                return False
-            return v.unpack_from(self.buf, self.pos + rel + blen - 4)[0] == blen
-
-        found = self._scan(regex, 0, check, RESYNC_LIMIT)
-        self.damaged += 1
-        if found is None:
-            self.note("pcapng_corrupt_block", where, f"{detail} (after packet {n}); no valid block within {RESYNC_LIMIT >> 20} MiB, reading stopped")
-            return False
-        self.note("pcapng_corrupt_block", where, f"{detail} (after packet {n}); skipped {found} bytes to the next valid block")
-        return True
-
-
-_BOM = {b"\x4d\x3c\x2b\x1a": struct.Struct("<I"), b"\x1a\x2b\x3c\x4d": struct.Struct(">I")}
-_BLOCK_RE = {
-    bo: re.compile(b"|".join(re.escape(struct.pack(bo + "I", t)) for t in _KNOWN_BLOCKS)) for bo in "<>"
-}

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from analyzer.decode import tcp, tls
+from analyzer.decode import h2, http1, tcp, tls
 from analyzer.ingest.pcap_http import HttpConversation
 
 
@@ -79,6 +79,8 @@ class Conversation(HttpConversation):
         for r in recs:
             t = type(r)
             if t is tls.Plain:
+                if self.client is None:  # plaintext before the handshake named the protocol (see _unnegotiated)
+                    self._unnegotiated(r)
                 self._plain(r.side, r.data, r.ts, r.pkt)
             elif t is tls.Lost:
                 # (HTTP/2 at the direction's end: its close says what was cut; a gap row would say it twice)
@@ -99,10 +101,32 @@ class Conversation(HttpConversation):
 
     def _tls_roles(self, r: tls.Negotiated) -> None:
         """The handshake named the client (it sent the ClientHello) and the protocol (ALPN)."""
+        if self.client is not None:  # framed already, by the first plaintext (_unnegotiated): what was spoken stands
+            return
         self.scheme = "https"
         key = (r.version, r.suite, r.alpn or "http/1.1")
         self.ing.tls_kinds[key] = self.ing.tls_kinds.get(key, 0) + 1
         self._start(r.client, False, r.alpn)
+
+    def _unnegotiated(self, r: tls.Plain) -> None:
+        """Plaintext before the handshake said which protocol follows: in TLS 1.3 the ALPN is in the server's
+        first encrypted record (EncryptedExtensions), so when that record does not authenticate (a damaged
+        byte: the server's direction stops, a ``tls_decrypt_failed`` row) -- or the capture holds the server's
+        flight after the client's request -- the client's records decrypt first.  The ClientHello named the
+        client; the protocol is read from the bytes themselves: HTTP/2's connection preface from the client, or
+        from the server anything but an HTTP/1.x status line when it offered ``h2``."""
+        conn = self.tls
+        assert conn is not None and conn.client is not None  # (a record decrypts only after the hellos)
+        head = r.data[: len(h2.PREFACE)]
+        if r.side == conn.client:
+            alpn = "h2" if h2.PREFACE.startswith(head) else None
+        else:
+            alpn = "h2" if "h2" in conn.offered_alpn and not http1.starts_like_response(r.data) else None
+        self.scheme = "https"
+        version = {0x0303: "TLS 1.2", 0x0304: "TLS 1.3"}.get(conn.version, hex(conn.version))
+        key = (version, conn.suite.name if conn.suite is not None else "?", alpn or "http/1.1")
+        self.ing.tls_kinds[key] = self.ing.tls_kinds.get(key, 0) + 1
+        self._start(conn.client, False, alpn)
 
     def _tls(self, side: int, pkt: int) -> None:
         f = self.flow
