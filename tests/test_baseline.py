@@ -220,7 +220,9 @@ NIGHT = [str(SYN / n) for n in ("gap.jsonl", "epoch_change.jsonl", "replay_reset
 def _night(tmp_path, base: Path, name: str):
     """Tonight's run against ``base``: its stdout, document, page and JUnit report."""
     out = {k: tmp_path / f"{name}.{k}" for k in ("json", "html", "xml")}
-    r = run("analyze", *NIGHT, "--baseline", str(base), "--json", str(out["json"]), "--html", str(out["html"]), "--junit", str(out["xml"]))
+    # (COLUMNS unset: the terminal's lines whole, whatever the environment running the tests sets)
+    r = CliRunner().invoke(main, ["analyze", *NIGHT, "--baseline", str(base), "--json", str(out["json"]), "--html", str(out["html"]),
+                                  "--junit", str(out["xml"])], catch_exceptions=False, env={"COLUMNS": None})
     return r, json.loads(out["json"].read_text()), out["html"].read_text(), out["xml"].read_text()
 
 
