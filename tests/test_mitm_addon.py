@@ -75,7 +75,7 @@ STREAM_2 = [
     b"id: 5\r\ndata: " + (LATER % 5).encode() + b"\r\n\r\n",
     b"id: 6\r\ndata: " + (LATER % 6).encode() + b"\r\n\r\n",
 ]
-PAUSE_S = 0.05  # between writes
+PAUSE_S = 0.15  # between writes (0.05 was within a loaded machine's scheduling jitter: CI saw 62 ms for two pauses)
 SERVER_LIMIT_S = 10.0  # no handler runs longer than this
 
 
