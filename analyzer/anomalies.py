@@ -85,7 +85,11 @@ CATALOG: dict[str, Kind] = {
         "reading resumed at the next valid block (or stopped when none followed)",
     ),
     "pcap_unsupported_linktype": Kind("warning", True, "packets on a link type this version cannot decode"),
-    "pcap_bad_timestamp": Kind("warning", False, "a packet time outside the years 1-9999 (a corrupt timestamp); kept without a time"),
+    "pcap_bad_timestamp": Kind(
+        "warning", False,
+        "a packet time outside the years 1-9999, or a pcapng packet time before 1970 or after 2262 (what 64-bit nanoseconds "
+        "hold): a corrupt timestamp; kept without a time",
+    ),
     "pcap_snaplen_truncated": Kind(
         "warning", False, "the capture kept only the start of a packet (snaplen); its missing TCP bytes are treated as a gap",
     ),

@@ -210,3 +210,19 @@ def test_the_layout_finds_every_record():
             packets = [(p[0], len(p[3])) for p in capture.CaptureReader(str(path), fh, lambda *a: None).packets()]
         assert packets == [(r.pkt, r.data_end - r.data) for r in layout(path).records]
     assert len(layout(TLS[0]).tls) > 20 and all(layout(TLS[0]).data[hdr] in (20, 21, 22, 23) for hdr, _end, _flow in layout(TLS[0]).tls)
+
+
+@pytest.mark.parametrize("payload", [False, True], ids=["ack", "sse-event"])
+def test_a_pcapng_time_no_time_column_holds_is_kept_without_a_time(payload):
+    """A high bit of an Enhanced Packet Block's timestamp flipped: 2^60 microseconds, far past 2262, which 64-bit
+    nanoseconds cannot hold.  Before: exit 3 (TypeError building the events' time column) -- the whole run lost.
+    Now the packet is read without a time (pcap_bad_timestamp, a warning), the rest as before."""
+    lay = layout(DENSE_NG)
+    r = middle(lay, False) if not payload else next(r for r in lay.records if b"\ndata: " in lay.data[r.data : r.data_end])  # an SSE event's
+    data = bytearray(lay.data)
+    data[r.start + 12 + 3] ^= 0x10  # the high 32 bits of the time (little-endian): bit 28 of them
+    got = analyze(DENSE_NG, bytes(data))
+    assert [(a["code"], a["location"]) for a in got.anomalies] == [("pcap_bad_timestamp", f"packet {r.pkt}")]
+    assert cd.judge(base(DENSE_NG), got, {r.flow}).lost == []
+    if not payload:
+        assert_same_analysis(DENSE_NG, got)

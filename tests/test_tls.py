@@ -995,3 +995,25 @@ def test_the_clients_records_before_the_servers_flight_are_framed_by_their_bytes
     assert [(x["method"], x["status"], x["url"]) for x in got.exchanges.to_pylist()] == [("GET", 200, "https://h/mcp")]
     assert got.anomalies.num_rows == 0
     assert "1 TLS connection(s) decrypted with the key log: 1 TLS 1.3 TLS_AES_128_GCM_SHA256 http/1.1." in got.notes
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["ClientHello", "ServerHello"])
+@pytest.mark.parametrize("where, value", [(0, 0x99), (1, 0x07), (3, 0xFF)], ids=["type", "version", "length"])
+def test_a_damaged_hello_record_header_is_repaired_by_the_hello_behind_it(tmp_path, which, where, value):
+    """One byte of the first record header of a direction -- the ClientHello's or the ServerHello's -- damaged.
+    Before: a ClientHello whose header no longer looked like TLS made the flow "not HTTP", dropped with a note and
+    no anomaly (the connection's exchanges silently gone, exit 0); a ServerHello's stopped the server's side.
+    Now the hello behind the header gives the record its type and length, a tls_record_repaired row says so, and
+    nothing is lost."""
+    sess = tlsgen.Session()
+    sse_exchange(sess, [1, 2, 3])
+    from_client, rec = sess.records[which]
+    bad = bytearray(rec)
+    bad[where] = value
+    sess.records[which] = (from_client, bytes(bad))
+    segs = segments(g.Conversation(sport=443), sess)
+    at = next(n for n, s in enumerate(segs, 1) if s.payload == bytes(bad))
+    got = ingest(tmp_path, segs, _keys(sess))
+    assert ids(got) == ["1", "2", "3"]
+    assert codes(got) == [("tls_record_repaired", f"packet {at}")]
+    assert ("ClientHello" if which == 0 else "ServerHello") in got.anomalies.to_pylist()[0]["message"]

@@ -118,7 +118,10 @@ class PcapngBlocks:
                     self.note("pcapng_corrupt_block", f"packet {n}", f"packet on interface {iface}, but the section declares {len(ifaces)}")
                     continue
                 linktype, mul, div, off = ifaces[iface]
-                yield n, ((tsh << 32 | tsl) * mul) // div + off, linktype, buf[pos + 28 : pos + 28 + caplen], wirelen
+                ts = ((tsh << 32 | tsl) * mul) // div + off
+                if ts >> 63:  # before 1970 or after 2262: no time column holds it (64-bit nanoseconds)
+                    ts = self._no_time(n, ts)
+                yield n, ts, linktype, buf[pos + 28 : pos + 28 + caplen], wirelen
             elif btype == _SPB:
                 n += 1
                 if blen < 16 or not ifaces:
@@ -154,9 +157,16 @@ class PcapngBlocks:
                     self.note("pcap_record_repaired", f"packet {n}", f"block type 0x{btype:x}, one bit from an Enhanced Packet Block's "
                               f"(6), with that block's fields: read as one, at byte {self.offset - blen}")
                     linktype, mul, div, off = ifaces[iface]
-                    yield n, ((tsh << 32 | tsl) * mul) // div + off, linktype, buf[pos + 28 : pos + 28 + caplen], wirelen
+                    ts = ((tsh << 32 | tsl) * mul) // div + off
+                    yield n, ts if not ts >> 63 else self._no_time(n, ts), linktype, buf[pos + 28 : pos + 28 + caplen], wirelen
             # other blocks (NRB, ISB, custom, unknown types): skipped by their length
         self.count = n + self.damaged
+
+    def _no_time(self, n: int, ts: int) -> None:
+        """A packet time a 64-bit count of nanoseconds since 1970 cannot hold (64 bits of a timestamp field, times
+        its resolution, plus the interface's offset): a corrupt time; the packet is kept without one."""
+        self.note("pcap_bad_timestamp", f"packet {n}", f"{ts} ns since 1970")
+        return None
 
     def _interface(self, buf: bytes, pos: int, blen: int, bo: str) -> tuple[int, int, int, int]:
         linktype = struct.unpack_from(bo + "H", buf, pos + 8)[0]

@@ -288,6 +288,14 @@ class Connection:
             ctype, major, length = buf[pos], buf[pos + 1], int.from_bytes(buf[pos + 3 : pos + 5], "big")
             if ctype not in (20, 21, 22, 23) or major != 3 or length > limit:
                 what = f"bytes that are no TLS record header (type {ctype}, version {major}.{buf[pos + 2]}, length {length})"
+                hello = self._hello_behind(side, d, buf, pos)
+                if hello is None:
+                    break  # (the hello it may be is not whole yet: bounded, one record)
+                if hello:
+                    buf[pos : pos + 5] = b"\x16\x03\x01" + hello.to_bytes(2, "big")
+                    out.append(Problem(RECORD_REPAIRED, pkt, f"{what}; the {hello} bytes after it are a whole "
+                                       f"{'ClientHello' if self.client is None else 'ServerHello'}: read as the handshake record they are", side))
+                    continue
                 if self._may_resync(d):
                     self._damaged(d, pos, pkt, ts, "tls_record_invalid", what, 1)
                     return True
@@ -308,6 +316,23 @@ class Connection:
         if buf:
             d.buf_pkt, d.buf_ts = (pkt, ts) if pos else (d.buf_pkt, d.buf_ts)
         return False
+
+    def _hello_behind(self, side: int, d: _Dir, buf: bytearray, pos: int) -> int | None:
+        """The length of the record whose header at ``buf[pos]`` is damaged, when it is the hello this direction
+        sends first (before any key: a ClientHello, or the ServerHello answering it) -- its body says so: the
+        handshake type, a length that fills one record, legacy version 3.x; 0 when it is not; None when the
+        hello it may be is not whole yet.  A damaged ClientHello header otherwise costs the whole connection."""
+        if d.cipher is not None or d.hs or (self.client is not None and (side == self.client or self.server_random is not None)):
+            return 0
+        mtype = 1 if self.client is None else 2
+        if len(buf) - pos < 11:
+            return None
+        if buf[pos + 5] != mtype or buf[pos + 9] != 3 or buf[pos + 10] > 4:
+            return 0
+        size = int.from_bytes(buf[pos + 6 : pos + 9], "big") + 4
+        if size > 1 << 14:  # (a hello over several records: its first record's length cannot be told)
+            return 0
+        return size if len(buf) - pos >= 5 + size else None
 
     # -- records ----------------------------------------------------------------------------------------
     def _record(self, side: int, d: _Dir, ctype: int, header: bytes, body: bytes, ts: int | None, pkt: int, out: list[Out]) -> bool:

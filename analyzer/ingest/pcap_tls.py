@@ -25,6 +25,8 @@ from analyzer.ingest.pcap_http import HttpConversation
 
 
 _TLS_RECORD = re.compile(rb"[\x14-\x17]\x03[\x00-\x04]")
+# a ClientHello whose 5-byte record header is damaged: handshake type 1, a length under 64 KiB, version 3.x
+_HELLO_BODY = re.compile(rb".{5}\x01\x00..\x03[\x00-\x04]", re.S)
 
 
 class Conversation(HttpConversation):
@@ -42,7 +44,7 @@ class Conversation(HttpConversation):
             self._decrypted(self.tls.feed(side, data, ts, pkt))
             return
         if self.client is None:
-            if len(data) >= 3 and _TLS_RECORD.match(data):
+            if len(data) >= 3 and (_TLS_RECORD.match(data) or _HELLO_BODY.match(data)):
                 if not len(self.ing.keys):
                     self._tls(side, pkt)  # no key log at all: named and skipped, as always
                     return
