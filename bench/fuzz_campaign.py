@@ -3,6 +3,7 @@
     /work/venv/bin/python bench/fuzz_campaign.py --minutes 25            # what bench/README.md reports
     nice -n 10 python bench/fuzz_campaign.py --minutes 5 --only sse      # a quick one, SSE properties only
     nice -n 10 python bench/fuzz_campaign.py --minutes 20 --damage-only  # damaged captures only (round three)
+    nice -n 10 python bench/fuzz_campaign.py --minutes 0 --damage-only --header-sweep   # every bit of every record header
 
 The CI run of tests/test_fuzz.py takes its ``ci`` profile (tens of examples per property).  This script
 imports the same module under ``HYPOTHESIS_PROFILE=long`` and runs every hypothesis property again and
@@ -21,6 +22,11 @@ the undamaged run (tests/capture_damage.py): the exit code, the time, the flows 
 touch that came out different ("lost": must be 0), the touched flows that changed, and the inputs
 where something changed with no anomaly row ("silent": must be 0).  A failing input is listed with its
 sample, kind and seed: ``python tests/capture_damage.py SAMPLE KIND SEED out.pcap`` writes it again.
+
+``--header-sweep`` adds a deterministic pass that is not part of the budget: every bit of every field
+of every record header of every sample (pcapng: of every Enhanced Packet Block, its trailer too), and
+each header zeroed, set to 0xff or random, through the reader alone -- each time, every other record's
+packet must still be read.
 
 A property that fails is recorded (hypothesis' shrunk falsifying example and the error) and not run
 again; the campaign goes on with the others.  Failures are also kept in hypothesis' example database
@@ -173,6 +179,31 @@ def damage_phase(budget: float, log, max_inputs: int = 0, seed: int = 2026) -> d
     return s
 
 
+def header_sweep_phase(log) -> dict:
+    """Every bit of every record header of every sample capture, through the reader (tests/capture_damage.py)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT))
+    import capture_damage
+
+    started = time.monotonic()
+    total: dict = {"samples": 0, "records": 0, "mutations": 0, "others_lost": 0, "silent": 0, "per_field": {}, "failures": []}
+    for path in capture_damage.SAMPLES:
+        lay = capture_damage.Layout.of(path)
+        got = capture_damage.header_sweep(lay)
+        total["samples"] += 1
+        total["records"] += len(lay.records)
+        for key in ("mutations", "others_lost", "silent"):
+            total[key] += got[key]
+        for field, f in got["per_field"].items():
+            t = total["per_field"].setdefault(f"{lay.kind}: {field}", {"mutations": 0, "others_lost": 0})
+            t["mutations"] += f["mutations"]
+            t["others_lost"] += f["others_lost"]
+        total["failures"] += got["failures"][:20]
+        log(f"  header sweep {path.name}: {got['mutations']} mutations, {got['others_lost']} cost another record")
+    total["seconds"] = round(time.monotonic() - started, 1)
+    return total
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=25.0, help="total time budget (default 25)")
@@ -183,6 +214,8 @@ def main() -> None:
     ap.add_argument("--damage-only", action="store_true", help="only the damaged captures, for the whole budget")
     ap.add_argument("--damage-inputs", type=int, default=0, help="stop the damage phase after this many inputs (default: the budget)")
     ap.add_argument("--seed", type=int, default=2026, help="seed of the damage phase (default 2026)")
+    ap.add_argument("--header-sweep", action="store_true", help="also every bit of every record header of every sample, "
+                    "through the reader (deterministic; not in the budget: about 2 min)")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
 
@@ -207,6 +240,7 @@ def main() -> None:
             results.append(r)
         trunc = truncation_phase(mod, trunc_budget, log) if trunc_budget else None
     damage = damage_phase(damage_budget, log, args.damage_inputs, args.seed) if damage_budget else None
+    sweep = header_sweep_phase(log) if args.header_sweep else None
     report = {
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - (time.monotonic() - started))),
         "minutes_budget": args.minutes,
@@ -217,12 +251,14 @@ def main() -> None:
         "properties": results,
         "truncation": trunc,
         "damage": damage,
+        "header_sweep": sweep,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     print(table(report))
     log(f"wrote {args.out}")
-    sys.exit(1 if any(r["failure"] for r in results) or (trunc and trunc["failures"]) or (damage and damage["failures"]) else 0)
+    failed = (trunc and trunc["failures"]) or (damage and damage["failures"]) or (sweep and sweep["failures"])
+    sys.exit(1 if any(r["failure"] for r in results) or failed else 0)
 
 
 def table(report: dict) -> str:
@@ -250,6 +286,15 @@ def table(report: dict) -> str:
         for f in d["failures"][:20]:
             lines.append(f"\nFAILED damage {f['sample']} {f['kind']} seed {f['seed']}: exit {f['exit']} {f['error'][:200]} "
                          f"lost {f['lost_flows']} silent {f['silent']}")
+    h = report.get("header_sweep")
+    if h:
+        lines += ["", "| header sweep (reader) | mutations | another record lost |", "|---|---:|---:|"]
+        for field, f in sorted(h["per_field"].items()):
+            lines.append(f"| {field} | {f['mutations']:,} | {f['others_lost']} |")
+        lines.append(f"\n{h['mutations']:,} header mutations over {h['records']:,} records of {h['samples']} captures in "
+                     f"{h['seconds'] / 60:.1f} min: {h['others_lost']} cost another record ({h['silent']} without an anomaly row)")
+        for f in h["failures"][:20]:
+            lines.append(f"\nFAILED header sweep {f['sample']} record {f['record']} {f['damage']}: {f['packets_lost']} other packets lost")
     n = sum(r["test_cases"] for r in report["properties"])
     if report["properties"] or t:
         lines.append(f"\n{n:,} property test cases and {sum(s['points'] for s in (t or {}).get('per_format', {}).values()):,} "

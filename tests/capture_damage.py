@@ -376,6 +376,54 @@ class Campaign:
                                   "exit": got.code, "error": got.error, "lost_flows": [list(f) for f in v.lost], "silent": v.silent})
 
 
+# ----------------------------------------------------------------------------------------- every header, every bit
+
+
+def _fields(lay: Layout, r: Record) -> dict[str, int]:
+    if lay.kind == "pcap":
+        return {"ts_sec": 0, "ts_frac": 4, "incl_len": 8, "orig_len": 12}
+    return {"type": 0, "length": 4, "interface": 8, "ts_high": 12, "ts_low": 16, "captured": 20, "original": 24, "trailer": r.end - r.start - 4}
+
+
+def header_sweep(lay: Layout, records: range | None = None) -> dict:
+    """Every bit of every field of every record header (pcapng: of every Enhanced Packet Block, trailer included),
+    and 12 or 16 bytes zeroed, set to 0xff or random over each, through the reader alone: each time, every other
+    record's packet must still be read, byte for byte (numbering aside).  Counts per field, and the failures."""
+    from analyzer.decode import capture
+    import io
+
+    want = [lay.data[r.data : r.data_end] for r in lay.records]
+    rng = random.Random(lay.path.name)
+    stats: dict = {"mutations": 0, "others_lost": 0, "silent": 0, "per_field": {}, "failures": []}
+    for k in records if records is not None else range(len(lay.records)):
+        r = lay.records[k]
+        muts = [(f"{name} bit {bit}", r.start + off + (bit // 8 if lay.bo == "<" else 3 - bit // 8), bytes([1 << (bit % 8)]), True)
+                for name, off in _fields(lay, r).items() for bit in range(32)]
+        muts += [("zero 12", r.start, bytes(12), False), ("zero 16", r.start, bytes(16), False), ("0xff 12", r.start, b"\xff" * 12, False),
+                 ("random 16", r.start, rng.randbytes(16), False)]
+        for name, at, blob, xor in muts:
+            data = bytearray(lay.data)
+            if xor:
+                data[at] ^= blob[0]
+            else:
+                data[at : at + len(blob)] = blob
+            end = at + len(blob)
+            hit = {i for i, x in enumerate(lay.records) if x.start < end and at < x.end}
+            notes: list = []
+            got = {p[3] for p in capture.CaptureReader("sweep", io.BytesIO(bytes(data)), lambda *a: notes.append(a)).packets()}
+            lost = [i for i, w in enumerate(want) if i not in hit and w not in got]
+            field = name.rsplit(" bit", 1)[0]
+            f = stats["per_field"].setdefault(field, {"mutations": 0, "others_lost": 0})
+            f["mutations"] += 1
+            stats["mutations"] += 1
+            if lost:
+                f["others_lost"] += 1
+                stats["others_lost"] += 1
+                stats["silent"] += not notes
+                stats["failures"].append({"sample": lay.path.name, "record": k, "damage": name, "packets_lost": len(lost)})
+    return stats
+
+
 def replay(sample: str, kind: str, seed: int) -> tuple[bytes, set[Flow]]:
     """The damaged bytes of one campaign input (a failure's sample, kind and seed), to reproduce it."""
     lay = Layout.of(ROOT / sample)

@@ -226,3 +226,14 @@ def test_a_pcapng_time_no_time_column_holds_is_kept_without_a_time(payload):
     assert cd.judge(base(DENSE_NG), got, {r.flow}).lost == []
     if not payload:
         assert_same_analysis(DENSE_NG, got)
+
+
+def test_every_bit_of_some_record_headers_costs_no_other_record():
+    """The reader alone, every bit of every header field (and zeroed / 0xff / random headers) of a few records of
+    each kind of sample: every other record's packet is still read.  bench/fuzz_campaign.py --header-sweep runs it
+    over every record of every sample (the figures in bench/README.md)."""
+    for path in (DENSE, DENSE_NG):
+        lay = layout(path)
+        n = len(lay.records)
+        got = cd.header_sweep(lay, range(0, n, max(1, n // 6)))  # the first record among them
+        assert got["mutations"] > 500 and got["failures"] == [], got["failures"][:5]
