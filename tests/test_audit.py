@@ -266,10 +266,29 @@ def test_accept_refuses_what_is_not_a_findings_document(tmp_path):
     assert r.exit_code == 2 and "not a findings document of mcp-sse-audit" in r.stderr and not (tmp_path / "b.json").exists()
 
 
+def test_json_lines_records_stay_one_line_for_every_line_reader(tmp_path):
+    """U+2028/U+2029/U+0085 (and the other C1 controls) are written escaped into --json-lines, in memory and
+    through a store: str.splitlines, JavaScript and 8-bit terminals take them raw for line ends or commands."""
+    src = tmp_path / "odd.jsonl"
+    src.write_text(GAP.read_text().replace('notifications/message', 'notifications/message\\u2028\\u2029\\u0085\\u009b'))
+    assert "notifications/message" in GAP.read_text()
+    for extra in ([], ["--store", str(tmp_path / "store")]):
+        out = tmp_path / "f.ndjson"
+        r = CliRunner().invoke(main, ["analyze", str(src), *extra, "--json-lines", str(out), "-q"])
+        assert r.exit_code == 1, r.output
+        text = out.read_text()
+        assert "notifications/message\\u2028\\u2029\\u0085\\u009b" in text, extra  # the event data is in the records, escaped
+        assert not any(c in text for c in "\u2028\u2029\x85\x9b"), extra
+        lines = text.splitlines()
+        assert lines == text.split("\n")[:-1]
+        assert all(isinstance(json.loads(line), dict) for line in lines)
+        assert "notifications/message\u2028\u2029\x85\x9b" in json.dumps([json.loads(line) for line in lines], ensure_ascii=False)  # same values
+
+
 def test_a_json_lines_baseline_with_unicode_line_separators_reads_back(tmp_path):
     """U+2028/U+2029/U+0085 inside a message are not line ends: the tool reads its own JSON Lines back."""
     src = tmp_path / "odd.jsonl"
-    text = GAP.read_text().replace('"tools/call"', '"tools/call\\u2028\\u2029\\u0085"')
+    text = GAP.read_text().replace('"notifications/message"', '"notifications/message\\u2028\\u2029\\u0085"')
     src.write_text(text)
     out = tmp_path / "f.ndjson"
     r = CliRunner().invoke(main, ["analyze", str(src), "--json-lines", str(out), "-q"])

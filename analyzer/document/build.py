@@ -468,12 +468,25 @@ JSON_LINES_KINDS = (("input", "inputs"), ("session", "sessions"), ("exchange", "
                     ("finding", "findings"), ("anomaly", "anomalies"))
 
 
+# Characters that some line readers take for a line end (str.splitlines: U+0085, U+2028, U+2029; JavaScript's
+# old JSON-in-source rules: U+2028/2029) or that an 8-bit terminal obeys (C1 controls, 0x9b is CSI).  json.dumps
+# with ensure_ascii=False writes them raw inside strings; a JSON Lines record holding one would be cut in two
+# by such a reader (the tool's own output refused as a baseline, issue [2/5] item 8).  Escaped, they are the
+# same JSON value and every line is one record for every reader.
+_LINE_SAFE = str.maketrans({c: f"\\u{ord(c):04x}" for c in [*map(chr, range(0x80, 0xa0)), "\u2028", "\u2029"]})
+
+
+def ndjson_line(obj) -> str:
+    """One JSON Lines record: ``json.dumps(obj, ensure_ascii=False)`` with the characters above escaped."""
+    return json.dumps(obj, ensure_ascii=False).translate(_LINE_SAFE)
+
+
 def json_lines(doc: dict):
     """The findings document as NDJSON for downstream tools: a header line (tool, summary,
     skipped), then one line per record, each with its ``type``."""
     head = {"type": "summary", "schema_version": doc["schema_version"], "tool": doc["tool"], "generated_at": doc["generated_at"],
             "summary": doc["summary"], "skipped": doc["skipped"]}
-    yield json.dumps(head, ensure_ascii=False)
+    yield ndjson_line(head)
     for kind, key in JSON_LINES_KINDS:
         for rec in doc[key]:
-            yield json.dumps({"type": kind, **rec}, ensure_ascii=False)
+            yield ndjson_line({"type": kind, **rec})

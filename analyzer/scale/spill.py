@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 from analyzer import document, pipeline
 from analyzer.anomalies import occurrences
 from analyzer.document import hosts, trend as trends
+from analyzer.document.build import ndjson_line
 from analyzer.scale import store as store_mod
 from analyzer.scale.partitions import analyze_group, global_positions, plan
 
@@ -249,7 +250,7 @@ def _emit(head: dict, summary: dict, sections, jsonl_out: str | None, json_out: 
     ok = False
     try:
         if jl is not None:
-            jl.write(json.dumps({"type": "summary", **head, "summary": summary, "skipped": list(skipped)}, ensure_ascii=False) + "\n")
+            jl.write(ndjson_line({"type": "summary", **head, "summary": summary, "skipped": list(skipped)}) + "\n")
         if jd is not None:
             start = json.dumps({**head, "summary": summary}, **compact)
             jd.write(start[:-1])
@@ -259,7 +260,7 @@ def _emit(head: dict, summary: dict, sections, jsonl_out: str | None, json_out: 
             first = True
             for rec in items:
                 if jl is not None:
-                    jl.write(json.dumps({"type": kind, **rec}, ensure_ascii=False) + "\n")
+                    jl.write(ndjson_line({"type": kind, **rec}) + "\n")
                 if jd is not None:
                     jd.write(("" if first else ",") + json.dumps(rec, **compact))
                 first = False
