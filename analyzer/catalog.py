@@ -102,17 +102,39 @@ class FindingRule:
     what: str
     effect: str
     next_step: str = ""  # what to check or change (report and README)
+    # for a finding that claims damage to the application: the clients it applies to (signals/clients.py; README "Clients")
+    clients: str = ""
 
 
 FINDING_RULES: tuple[FindingRule, ...] = (
     FindingRule('wrong_result_delivered', ('critical',), 'signals.rpc.wrong_results',
-                "another call's result handed to the call that opened a resumed stream",
-                "A tool call completed with another call's result: the python and typescript clients hand the first response on a "
-                "resumed stream to the request that opened it (rewriting its id), so the application took someone else's answer "
-                "(another tool's, or another session's: a data leak) as its own, and nothing on the client shows it.",
+                "another call's result handed to a call, from a resumed stream",
+                "A tool call completed with another call's result, and nothing on the client shows it: the application took someone "
+                "else's answer (another tool's, or another session's: a data leak) as its own.",
                 "Server: replay only the resumed stream's own events after the client's Last-Event-ID (a store keyed by session and "
                 "stream; a replica that does not know the id must refuse it, not start over). Client application: treat that call's "
-                "result as wrong; re-run the call if it is safe to, and check what was done with the result it got."),
+                "result as wrong; re-run the call if it is safe to, and check what was done with the result it got.",
+                clients="python SDK client (rewrites the id of the first response on a resumed stream to the resumed call's); "
+                        "TypeScript SDK client only when the answer's id is that of a request still pending (the resumed call's own "
+                        "id, from another session's store) or when the application resumed with a resumptionToken"),
+    FindingRule('foreign_response_dropped', ('error', 'warning'), 'signals.rpc.wrong_results',
+                "another call's response on a resumed stream, dropped by the client",
+                "Another call's response arrived on the resumed stream; the client kept its id, found no pending request with it and "
+                "dropped it (\"unknown message ID\"): the resumed call waits for an answer that never comes and times out "
+                "(error), unless its own response came later (warning).",
+                "Server: replay only the resumed stream's own events after the client's Last-Event-ID (a replica that does not "
+                "know the id must refuse it, not start over). Client application: the call timed out; re-run it if it is safe to.",
+                clients="TypeScript SDK client on its automatic reconnect (1.32.2, also mcp-remote): it rewrites ids only when the "
+                        "application resumed with a resumptionToken"),
+    FindingRule('foreign_response_on_resume', ('error',), 'signals.rpc.wrong_results',
+                "another call's response on a resumed stream, client not known",
+                "Another call's response arrived on the resumed stream of a call. What the application got depends on the client, "
+                "which the capture does not name as a known one: either the call completed with that foreign result (a client "
+                "that rewrites ids, as the python SDK's) or the response was dropped and the call never completed (as the "
+                "TypeScript SDK's automatic reconnect).",
+                "Check the client's log for that call: a result that is not its own, or a timeout. Server: replay only the resumed "
+                "stream's own events.",
+                clients="clients other than the python and TypeScript SDKs' (User-Agent not python-httpx/…, node or undici)"),
     FindingRule('id_not_monotonic', ('error',), 'rules.event_ids.id_order',
                 'an event id below the one before it inside one connection',
                 'Event ids went backwards or repeated inside one connection: a client de-duplicating by id drops new events or processes old ones twice.',
@@ -231,6 +253,7 @@ EVIDENCE_KINDS: tuple[tuple[str, str], ...] = (
     ("ids", "the event ids alone: contiguous ids that continue from the client's Last-Event-ID, jump or go back; an opaque id the stream had delivered, delivered again; ids that name another stream"),
     ("second_view", "another view of the same stream: another capture or hop, or the old connection's own tail, shows what the server sent after the client's Last-Event-ID, compared with what arrived"),
     ("progress_and_response", "opaque ids: the call's own progress notifications (one progressToken) go on from their last value before the cursor by the step they keep, with no jump, repeat or step back, and the call's own response arrives after the reconnect; when every step carries the same other notifications (a log at each step), the step the reconnect cut carries them too. A lost log of a tool that logs at some steps only is not seen"),
+    ("progress_skipped", "opaque ids: the call's own progress notifications (one progressToken) keep one fixed step, shown by at least two values before the cursor and two after the reconnect, and jump at the reconnect by a whole number of steps (1, 2, 3, then 5, 6, 7): the values in between were sent and never arrived. Uneven progress (1, 2, 5, 6, 10) proves nothing"),
     ("content", "the events' payloads: the same id and payload (digest) that another session had been delivered"),
     ("jsonrpc", "JSON-RPC messages: a response to a request of another stream, a response the stream still owed that never came, or the server's answers showing it forgot the session"),
     ("http", "the HTTP answer to the reconnect: its status, Mcp-Session-Id, Content-Type or replay epoch"),
@@ -258,6 +281,6 @@ def verdicts_markdown() -> str:
 
 def findings_markdown() -> str:
     """README's table of the history rules."""
-    rows = ["| finding | severity | what | found by |", "|---|---|---|---|"]
-    rows += [f"| `{r.rule}` | {' or '.join(r.severities)} | {r.what} | `{r.decided_by}` |" for r in FINDING_RULES]
+    rows = ["| finding | severity | what | clients it applies to | found by |", "|---|---|---|---|---|"]
+    rows += [f"| `{r.rule}` | {' or '.join(r.severities)} | {r.what} | {r.clients or 'any'} | `{r.decided_by}` |" for r in FINDING_RULES]
     return "\n".join(rows) + "\n"

@@ -81,6 +81,7 @@ EXCHANGES = pa.schema(
         ("request_body", pa.string()),
         ("req_headers", pa.string()),  # JSON object, lower-case names, secrets redacted
         ("resp_headers", pa.string()),
+        ("user_agent", pa.string()),  # request User-Agent (first value): which client made it (signals/clients.py)
     ]
 )
 
@@ -268,6 +269,7 @@ class Builder:
             "request_body": redact.text(request_body, self.redact),  # messages below are read from the raw text
             "req_headers": None if self.compact else _HEADERS_JSON(redact.headers(req_headers, self.redact)),
             "resp_headers": None,
+            "user_agent": req_headers.get("user-agent"),
         }
         self.exchanges.append(row)
         if request_body:

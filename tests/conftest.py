@@ -30,9 +30,10 @@ SID2 = "sess-B"
 class Capture:
     """Builds a proxy JSONL capture one exchange at a time; times advance by 1 s per exchange."""
 
-    def __init__(self) -> None:
+    def __init__(self, user_agent: str | None = None) -> None:
         self.lines: list[dict] = []
         self.n = 0
+        self.user_agent = user_agent  # when set, every request carries it (signals/clients.py tells the client by it)
 
     def _ts(self, extra: float = 0.0) -> str:
         sec = self.n + extra
@@ -41,7 +42,10 @@ class Capture:
     def exchange(self, method="GET", headers=None, body=None, status=200, resp_headers=None, events=(), json_body=None, close="eof"):
         self.n += 1
         conn = f"c{self.n}"
-        self.lines.append({"kind": "request", "ts": self._ts(), "conn": conn, "method": method, "url": "http://127.0.0.1:9/mcp", "headers": headers or {}, "body": body})
+        headers = dict(headers or {})
+        if self.user_agent is not None:
+            headers.setdefault("user-agent", self.user_agent)
+        self.lines.append({"kind": "request", "ts": self._ts(), "conn": conn, "method": method, "url": "http://127.0.0.1:9/mcp", "headers": headers, "body": body})
         if status is not None:
             self.lines.append({"kind": "response", "ts": self._ts(0.01), "conn": conn, "status": status, "headers": resp_headers or {}})
         for i, ev in enumerate(events):

@@ -9,6 +9,7 @@ import pytest
 
 from analyzer import catalog, pipeline
 from analyzer.rules import verdicts
+from analyzer.signals import clients
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -27,6 +28,7 @@ def test_readme_tables_are_the_catalog():
     assert _between(text, "next-steps") == catalog.next_steps_markdown(), "run: python tests/test_catalog.py --write"
     assert _between(text, "evidence") == catalog.evidence_markdown(), "run: python tests/test_catalog.py --write"
     assert "Severity: " + catalog.VERDICT_SEVERITY + "." in text
+    assert _between(text, "clients") == clients.clients_markdown(), "run: python tests/test_catalog.py --write"
 
 
 def test_every_branch_names_its_evidence_and_continuous_is_never_a_guess():
@@ -118,7 +120,8 @@ if __name__ == "__main__":
         sys.exit(__doc__)
     text = README.read_text()
     for name, table in (("verdicts", catalog.verdicts_markdown()), ("findings", catalog.findings_markdown()),
-                        ("next-steps", catalog.next_steps_markdown()), ("evidence", catalog.evidence_markdown())):
+                        ("next-steps", catalog.next_steps_markdown()), ("evidence", catalog.evidence_markdown()),
+                        ("clients", clients.clients_markdown())):
         start, end = f"<!-- catalog-{name}:start -->\n", f"<!-- catalog-{name}:end -->"
         text = text[: text.index(start) + len(start)] + table + text[text.index(end) :]
     README.write_text(text)

@@ -595,11 +595,12 @@ def test_client_reaction_located(merged_doc):
 def test_unanswered_requests_on_the_card(merged_doc):
     html = report.render(merged_doc)
     b = _boundary_by_verdict(merged_doc, "cross_stream_replay")
-    unanswered = [f for f in merged_doc["findings"] if f["rule"] == "request_unanswered" and f["session"] == b["session"]]
-    assert unanswered
+    # the call the foreign answer left waiting (tools/call other, id 6) has one story: that finding, not request_unanswered
+    (told,) = [f for f in merged_doc["findings"] if f["rule"] == "foreign_response_on_resume" and f["session"] == b["session"]]
+    assert "tools/call other (id 6) never completed" in told["message"]
+    assert not [f for f in merged_doc["findings"] if f["rule"] == "request_unanswered" and "tools/call other (id 6)" in f["message"]]
     card = _card(html, b["boundary_id"])
-    for f in unanswered:
-        assert f'<a href="#finding-{f["id"]}">{f["id"]}</a>' in card
+    assert f'<a href="#finding-{told["id"]}">{told["id"]}</a>' in card
     assert "None on the resumed stream." in _card(html, _boundary_by_verdict(merged_doc, "gap")["boundary_id"])
 
 
@@ -1043,7 +1044,7 @@ def test_rule_names_break_at_underscores_only(merged_doc):
     for rule in rules:
         assert f'<code class="name">{rule.replace("_", "_<wbr>")}</code>' in table, rule
     findings = html[html.index('<table class="findings sortable">'):]
-    assert '<td class="rule"><code class="name">' in findings and "wrong_<wbr>result_<wbr>delivered" in findings
+    assert '<td class="rule"><code class="name">' in findings and "foreign_<wbr>response_<wbr>on_<wbr>resume" in findings
     assert not re.search(r"td\.rule \{[^}]*nowrap", css)
 
 

@@ -53,7 +53,9 @@ EXAMPLES = [
     ("sample_logs/real-python-uuid-drops-log.jsonl", "unverifiable",
      "ids are opaque and no capture shows which event came after the cursor; the call's progress went on, but the step the reconnect cut lacks a notifications/message that every other step of the call carries: it was likely lost; the client used the old session again (line 29) without re-initializing."),
     ("sample_logs/real-python-replica-failover.jsonl", "wrong_result_delivered",
-     "tools/call slow_count (id 5) was handed the result of tools/call add (id 2) (line 11): \"sum=5\" (line 34); the client gives the first response on a resumed stream to the call that opened the stream, so the application took it as this call's own"),
+     "tools/call slow_count (id 5) was handed the result of tools/call add (id 2) (line 11): \"sum=5\" (line 34); the python client (python-httpx2/2.16.2) gives the first response on a resumed stream to the call that opened the stream (it rewrites the id), so the application took it as this call's own; the client closed the stream right after it"),
+    ("sample_logs/synthetic/cross_stream_response.jsonl", "foreign_response_on_resume",
+     "the result of tools/call slow_count (id 5) (line 8): \"done\" (line 18) arrived on the resumed stream of tools/call other (id 6); what the application got depends on the client (no User-Agent), which is not known here: a client that rewrites response ids on a resumed stream (the python SDK's) took it as tools/call other (id 6)'s result, one that keeps them (the TypeScript SDK's automatic reconnect) gave it to tools/call slow_count (id 5), whose answer it is; tools/call other (id 6) never completed"),
 ]
 
 

@@ -29,13 +29,26 @@ def call(cap, rid, tool, events, close, sid=SID):
     )
 
 
+PY, TS = "python-httpx2/2.16.2", "node"  # the User-Agents of the python and TypeScript SDK clients (signals/clients.py)
+
+
 def wrong(doc):
     return [f for f in doc["findings"] if f["rule"] == "wrong_result_delivered"]
 
 
-def replica_start_over(capture, replayed):
+def rules(doc, *names):
+    return [f for f in doc["findings"] if f["rule"] in names]
+
+
+def handed(call, got, preview, client="python", resumed=None):
+    """A boundary's ``wrong_result`` when the application took another call's answer as ``call``'s."""
+    return {"call": call, "got": got, "preview": preview, "client": client, "outcome": "another_result", "resumed_call": resumed or call}
+
+
+def replica_start_over(capture, replayed, agent=PY):
     """add (id 3) completes; slow_count (id 4) breaks after its priming event and a progress note; the resume lands
-    on a replica that does not know the Last-Event-ID and replays ``replayed``."""
+    on a replica that does not know the Last-Event-ID and replays ``replayed``.  ``agent``: the client's User-Agent."""
+    capture.user_agent = agent
     cap = capture.initialize()
     call(cap, 3, "add", [("e1", ""), ("e2", tool_result(3, "sum=5"))], close="eof")
     call(cap, 4, "slow_count", [("e3", ""), ("e4", rpc_note(1))], close="reset")
@@ -49,8 +62,11 @@ def test_a_replica_that_starts_over_hands_add_result_to_slow_count(capture, anal
     assert f["message"].startswith('tools/call slow_count (id 4) was handed the result of tools/call add (id 3) (line 5): "sum=5" (line 18)'), f["message"]
     # the victim's request, the answer's event, the request it really answered
     assert [e["location"] for e in f["evidence"]] == ["line 10", "line 18", "line 5"]
-    assert doc["boundaries"][0]["wrong_result"] == {"call": "tools/call slow_count (id 4)", "got": "tools/call add (id 3)", "preview": "sum=5"}
+    assert doc["boundaries"][0]["wrong_result"] == handed("tools/call slow_count (id 4)", "tools/call add (id 3)", "sum=5")
     assert doc["findings"][0] is f  # worst first, and within critical the wrong result first
+    assert "the python client (python-httpx2/2.16.2)" in f["message"]
+    # one story per call: it completed (with add's result), so no "never got a response" beside it
+    assert not [u for u in rules(doc, "request_unanswered") if "slow_count" in u["message"]]
 
 
 def test_its_own_result_after_the_resume_is_no_wrong_result(capture, analyze):
@@ -73,6 +89,7 @@ def test_an_error_of_another_call_and_an_id_nobody_sent(capture, analyze):
 
 
 def test_a_call_answered_before_the_reconnect_is_not_resumed(capture, analyze):
+    capture.user_agent = PY
     cap = capture.initialize()
     call(cap, 3, "add", [("e1", ""), ("e2", tool_result(3, "sum=5"))], close="eof")
     call(cap, 4, "slow_count", [("e3", ""), ("e4", tool_result(4, "counted"))], close="reset")
@@ -83,6 +100,7 @@ def test_a_call_answered_before_the_reconnect_is_not_resumed(capture, analyze):
 def test_another_sessions_result_names_that_session_and_its_tool(capture, analyze):
     """A store keyed without the session: session B's resume gets session A's events, its result included; both
     calls have id 2 (each client numbers from 1), so only the content shows whose it is."""
+    capture.user_agent = PY
     cap = capture.initialize(sid=SID)
     call(cap, 2, "slow_side", [("1", ""), ("2", rpc_note(1)), ("3", rpc_note(2)), ("4", tool_result(2, "slow_side done"))], close="eof", sid=SID)
     cap.initialize(sid=SID2)
@@ -103,12 +121,13 @@ def test_real_shared_store_recording(fmt, monkeypatch):
     (f,) = wrong(doc)
     assert f["session_id"] == "ebbaa3cef85c4d058c6e325f526a4201"
     (b,) = [b for b in doc["boundaries"] if b["boundary_id"] == f["boundary"]]
-    assert b["wrong_result"] == {"call": "tools/call slow_count (id 2)", "got": "tools/call slow_count (id 2) of session 7efb5e7b027247d0b87d0a7896632e86",
-                                 "preview": "counted to 5 [session-1]"}
+    assert b["wrong_result"] == handed("tools/call slow_count (id 2)", "tools/call slow_count (id 2) of session 7efb5e7b027247d0b87d0a7896632e86",
+                                       "counted to 5 [session-1]")
     assert doc["findings"][0] is f
 
 
 def test_the_card_shows_it_first_and_escaped(capture, analyze):
+    capture.user_agent = PY
     cap = capture.initialize()
     call(cap, 3, "<b>add</b>", [("e1", ""), ("e2", tool_result(3, "<script>x</script>"))], close="eof")
     call(cap, 4, "slow_count", [("e3", ""), ("e4", rpc_note(1))], close="reset")
@@ -129,7 +148,8 @@ def test_real_replica_failover_recording(fmt, monkeypatch):
     doc = pipeline.run([f"sample_logs/real-python-replica-failover.{fmt}"]).document
     (f,) = wrong(doc)
     (b,) = doc["boundaries"]
-    assert b["wrong_result"] == {"call": "tools/call slow_count (id 5)", "got": "tools/call add (id 2)", "preview": "sum=5"}
+    assert b["wrong_result"] == handed("tools/call slow_count (id 5)", "tools/call add (id 2)", "sum=5")
+    assert rules(doc, "request_unanswered") == []  # it completed, with add's result: one story
     assert f["boundary"] == b["boundary_id"] and doc["findings"][0] is f
 
 
@@ -141,5 +161,66 @@ def test_real_concurrent_shared_store_recording(fmt, monkeypatch):
     doc = pipeline.run([f"sample_logs/real-python-shared-store-concurrent.{fmt}"]).document
     (f,) = wrong(doc)
     (b,) = [b for b in doc["boundaries"] if b["boundary_id"] == f["boundary"]]
-    assert b["wrong_result"] == {"call": "tools/call slow_count (id 2)",
-                                 "got": "tools/call slow_side (id 2) of session 8fcd01432a1d49ecb86921cfb522e2f1", "preview": "slow_side done"}
+    assert b["wrong_result"] == handed("tools/call slow_count (id 2)", "tools/call slow_side (id 2) of session 8fcd01432a1d49ecb86921cfb522e2f1",
+                                       "slow_side done")
+
+
+# --- the client decides (issue [3/5] item 1; shared/reference/mcp-transport-facts.md point 3) -------------------------
+
+
+def test_the_typescript_client_drops_another_calls_answer_and_the_call_never_completes(capture, analyze):
+    """The TypeScript client keeps a response's id on its own reconnect: add (id 3) was answered already, so nothing waits
+    for id 3 and the answer is dropped ("unknown message ID"); slow_count waits on.  No wrong result is claimed, and the
+    call has one story: the drop finding says it never completed (no separate request_unanswered)."""
+    doc = analyze(replica_start_over(capture, [("e1", ""), ("e2", tool_result(3, "sum=5"))], agent=TS))
+    assert wrong(doc) == [] and not [f for f in doc["findings"] if f["severity"] == "critical"]
+    (f,) = rules(doc, "foreign_response_dropped")
+    assert f["severity"] == "error" and f["boundary"] == doc["boundaries"][0]["boundary_id"]
+    assert "was dropped: the TypeScript client (node)" in f["message"] and "tools/call slow_count (id 4) never completed" in f["message"]
+    assert rules(doc, "request_unanswered") == []
+    w = doc["boundaries"][0]["wrong_result"]
+    assert (w["client"], w["outcome"], w["call"]) == ("typescript", "never_completed", "tools/call slow_count (id 4)")
+    assert doc["sessions"][0]["client"] == {"family": "typescript", "user_agent": "node", "name": "t", "version": "0"}
+
+
+def test_the_typescript_client_whose_own_answer_comes_later_completed(capture, analyze):
+    doc = analyze(replica_start_over(capture, [("e2", tool_result(3, "sum=5")), ("e6", tool_result(4, "counted to 2"))], agent=TS))
+    (f,) = rules(doc, "foreign_response_dropped")
+    assert f["severity"] == "warning" and "its own response came later" in f["message"]
+    assert doc["boundaries"][0]["wrong_result"]["outcome"] == "own_result"
+
+
+def test_the_typescript_client_takes_another_sessions_answer_with_its_own_id(capture, analyze):
+    """Another session's answer with the resumed call's own id (each client numbers from 1): the TypeScript client's pending
+    request takes it -- a wrong result for that client too."""
+    capture.user_agent = TS
+    cap = capture.initialize(sid=SID)
+    call(cap, 2, "slow_side", [("1", ""), ("2", rpc_note(1)), ("3", tool_result(2, "slow_side done"))], close="eof", sid=SID)
+    cap.initialize(sid=SID2)
+    call(cap, 2, "slow_count", [("1", ""), ("2", rpc_note(7))], close="reset", sid=SID2)
+    doc = analyze(cap.stream(sid=SID2, last="2", events=[("3", tool_result(2, "slow_side done"))], close="eof"))
+    (f,) = wrong(doc)
+    assert f["severity"] == "critical" and "the TypeScript client (node) gives a response to the pending request with its id" in f["message"]
+    assert doc["boundaries"][-1]["wrong_result"]["client"] == "typescript"
+
+
+def test_the_typescript_client_gives_a_waiting_calls_own_answer_to_it(capture, analyze):
+    """The answer on the resumed stream is another call's of this session that was still waiting: the TypeScript client
+    hands it to that call, its own result -- no damage to claim (the boundary's verdict still says where it came)."""
+    capture.user_agent = TS
+    cap = capture.initialize()
+    call(cap, 3, "add", [("e1", "")], close="reset")  # add (id 3) is still waiting
+    call(cap, 4, "slow_count", [("e3", ""), ("e4", rpc_note(1))], close="reset")
+    doc = analyze(cap.stream(last="e4", events=[("e2", tool_result(3, "sum=5"))], close="eof"))
+    assert rules(doc, "wrong_result_delivered", "foreign_response_dropped", "foreign_response_on_resume") == []
+    assert doc["boundaries"][-1]["wrong_result"] is None
+
+
+def test_an_unknown_client_gets_both_outcomes_and_no_critical(capture, analyze):
+    doc = analyze(replica_start_over(capture, [("e1", ""), ("e2", tool_result(3, "sum=5"))], agent="curl/8.5.0"))
+    assert wrong(doc) == []
+    (f,) = rules(doc, "foreign_response_on_resume")
+    assert f["severity"] == "error"
+    assert "not known here" in f["message"] and "took it as tools/call slow_count (id 4)'s result" in f["message"] and "dropped it" in f["message"]
+    assert doc["boundaries"][0]["wrong_result"]["outcome"] == "another_result_or_never_completed"
+    assert doc["sessions"][0]["client"]["family"] == "unknown"

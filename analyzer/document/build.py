@@ -16,6 +16,7 @@ from analyzer import catalog
 from analyzer.document import names
 from analyzer.document.assemble import finding_key, fingerprint
 from analyzer.document.records import Records
+from analyzer.signals import clients
 from analyzer.signals.streams import Frames
 from analyzer.tables import digest_expr
 from analyzer.catalog import VERDICT_ORDER
@@ -221,7 +222,8 @@ def _boundary_rows(f: Frames, b: pl.DataFrame, key: dict, keep_pos: bool = False
         pl.col("owed_pos").list.eval(pl.format("x{}", pl.element() + 1)).fill_null(pl.lit([], dtype=pl.List(pl.String))).alias("owed_requests"),
         # another call's answer handed to the call that opened the resumed stream (signals/rpc.wrong_results)
         pl.when(pl.col("wr_message").is_not_null())
-        .then(pl.struct(call="wr_call", got="wr_got", preview="wr_preview"))
+        .then(pl.struct(call="wr_call", got="wr_got", preview="wr_preview", client="wr_client", outcome="wr_outcome",
+                        resumed_call="wr_resumed_call"))
         .alias("wrong_result"),
         "id_scheme",
         pl.col("overlap").alias("boundary_event_resent"),
@@ -245,6 +247,8 @@ def _boundary_rows(f: Frames, b: pl.DataFrame, key: dict, keep_pos: bool = False
         pl.col("hist_refs").alias("_hist_refs"),
         pl.col("wr_message").alias("_wr_message"),
         pl.col("wr_refs").alias("_wr_refs"),
+        pl.col("wr_rule").alias("_wr_rule"),
+        pl.col("wr_severity").alias("_wr_severity"),
         pl.col("pos").alias("_pos"),
         *(["_identity"] if keep_pos else []),
     )
@@ -298,6 +302,7 @@ def _sessions_and_exchanges(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, key: 
     )
     sess = (
         sess.join(inits, on="session", how="left", maintain_order="left")
+        .join(clients.sessions(f), on="session", how="left", maintain_order="left")
         .join(rev, on="session", how="left", maintain_order="left")
         .join(counted, on="session", how="left", maintain_order="left")
         .with_columns(pl.col("initialize_results").fill_null(0), pl.col("boundaries").fill_null(0).cast(pl.Int64))
@@ -323,12 +328,14 @@ def _sessions_and_exchanges(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, key: 
         _counts="_counts",
         initialize_results="initialize_results",
         sources="sources",
+        client=pl.struct(family=pl.col("client").fill_null(clients.UNKNOWN), user_agent="user_agent",
+                         name="client_name", version="client_version"),
         _pos="first_pos",
     ).to_dicts()
     for s in sessions:  # the JSON object of verdict counts (only the verdicts seen: a dict per session is the contract)
         s["verdicts"] = dict(zip(s.pop("_verdicts") or [], s.pop("_counts") or []))
     order = ["session", "incident", "session_id", "protocol_version", "era", "id_scheme", "first_seen", "last_seen", "exchanges", "streams",
-             "events", "boundaries", "verdicts", "initialize_results", "sources"]
+             "events", "boundaries", "verdicts", "initialize_results", "sources", "client"]
     if keep_pos:  # (the merge of partitions orders the sessions of every partition by it)
         order.append("_pos")
     sessions = [{k: s[k] for k in order} for s in sessions]
@@ -414,6 +421,27 @@ def _once_per_incident(findings: list[dict], x: pl.DataFrame) -> list[dict]:
     return out
 
 
+# what a foreign answer on a resumed stream left the resumed call with, when that finding is the call's whole story
+_TOLD = ("another_result", "never_completed", "another_result_or_never_completed")
+
+
+def _one_story_per_call(hist: list[dict], rows: pl.DataFrame) -> list[dict]:
+    """The history findings without a ``request_unanswered`` for a call whose story a reconnect's foreign answer already
+    tells (signals/rpc.wrong_results): the python client completed it with that answer (it did get "a response"), the
+    TypeScript client dropped the answer and the call never completed (the finding says so), or the client is not known
+    (the finding says both).  One call, one story (not "was handed the result of ..." and "never got a response")."""
+    # (by Mcp-Session-Id: each view of an incident -- a HAR and a proxy log of one traffic -- is its own session, and
+    # the reconnect is judged from one of them)
+    told = {
+        (s, w["resumed_call"])
+        for s, w in rows.filter(pl.col("wrong_result").is_not_null()).select("session_id", "wrong_result").iter_rows()
+        if w["outcome"] in _TOLD and w["call"] == w["resumed_call"]  # (not when another waiting call took it)
+    }
+    if not told:
+        return hist
+    return [r for r in hist if not (r["rule"] == "request_unanswered" and (r["session_id"], r.get("subject")) in told)]
+
+
 def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool = False, columnar: bool = False) -> dict:
     """``columnar``: the two large arrays, exchanges and boundaries, are :class:`~analyzer.document.records.Records`
     (their frames, written as JSON by Polars), not lists of dicts."""
@@ -426,7 +454,7 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
     with ThreadPoolExecutor(1, thread_name_prefix="findings") as pool:
         job = pool.submit(pl.collect_all, [registry.reconnect_findings(rows.lazy()), registry.history_findings(lf, lb, lrev)])
         sessions, exchanges = _sessions_and_exchanges(f, b, rev, key, keep_pos)
-        boundaries = rows.drop("next_use", "_hist_refs", "_wr_message", "_wr_refs", "_pos").with_columns(
+        boundaries = rows.drop("next_use", "_hist_refs", "_wr_message", "_wr_refs", "_wr_rule", "_wr_severity", "_pos").with_columns(
             pl.col("session").replace_strict(key, default=None, return_dtype=pl.String))
         if not columnar:
             boundaries, exchanges = boundaries.to_dicts(), exchanges.to_dicts()
@@ -435,7 +463,7 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
     for fnd in findings:  # the attempts are told only for a reconnect retried
         if fnd["attempts"] == 1:
             del fnd["attempts"], fnd["attempts_span"]
-    findings += _once_per_incident(hist.to_dicts(), f.exchanges)
+    findings += _once_per_incident(_one_story_per_call(hist.to_dicts(), rows), f.exchanges)
     _identify(findings, f.exchanges)
     for fnd in findings:  # the captures that show it, when more than one does (a reconnect's views, a merged finding)
         sources = sorted({e["source"] for e in fnd["evidence"]})

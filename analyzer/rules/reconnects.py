@@ -14,6 +14,9 @@ from analyzer import catalog
 from analyzer.catalog import SEVERITIES
 from analyzer.rules.shape import subject
 
+# what a foreign answer on a resumed stream did, by the client on the wire (signals/rpc.wrong_results)
+WRONG_RESULT_RULES = ("wrong_result_delivered", "foreign_response_dropped", "foreign_response_on_resume")
+
 RETRY_EVIDENCE = 12  # evidence records of one reconnect retried many times
 
 _REF = pl.Struct({"source": pl.String, "location": pl.String})
@@ -109,13 +112,13 @@ def findings(rows: pl.LazyFrame) -> pl.LazyFrame:
     # another call's answer handed to the call the resumed stream was opened for (signals/rpc.wrong_results):
     # its own finding, whatever the verdict (the ids of a store keyed without the session even look continuous)
     wrong = rows.filter(pl.col("_wr_message").is_not_null()).select(
-        rule=pl.lit("wrong_result_delivered"),
-        severity=pl.lit(catalog.finding_severity("wrong_result_delivered", "critical")),
+        rule=pl.col("_wr_rule"),
+        severity=pl.col("_wr_severity"),
         session=pl.col("session"),
         session_id=pl.col("session_id"),
         boundary=pl.col("boundary_id"),
         message=pl.col("_wr_message"),
-        effect=pl.lit(catalog.FINDING["wrong_result_delivered"].effect),
+        effect=pl.col("_wr_rule").replace_strict({r: catalog.FINDING[r].effect for r in WRONG_RESULT_RULES}, return_dtype=pl.String),
         evidence=pl.col("_wr_refs"),
         pos=pl.col("_pos"),
         attempts=pl.lit(1, dtype=pl.Int64),

@@ -44,7 +44,7 @@ HISTORY: tuple[HistoryRule, ...] = (
 )
 
 # the reconnect rule reports the verdicts' findings (named by the verdict) and this one
-RECONNECT_REPORTS = ("wrong_result_delivered",)
+RECONNECT_REPORTS = reconnects.WRONG_RESULT_RULES
 
 
 def reconnect_findings(rows: pl.LazyFrame) -> pl.LazyFrame:

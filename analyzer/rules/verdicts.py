@@ -134,6 +134,10 @@ def decision_chain() -> list[Branch]:
               pl.col("hist_sources").list.join(", "),
           ),
           "another view (capture, hop) or the cut-off tail shows events emitted after the cursor that never arrived"),
+        B("progress_skipped", "gap", pl.col("ps_count").fill_null(0) > 0, pl.col("ps_reason"),
+          "opaque ids: the call's progress keeps one fixed step (two values or more before the cursor and after the "
+          "reconnect) and jumps at the reconnect by a whole number of steps (1, 2, 3, then 5, 6, 7): the values in between "
+          "never arrived"),
         B("owed_nothing_replayed", "gap", (pl.col("n_after") == 0) & (pl.col("owed").fill_null(0) > 0),
           pl.format("nothing was replayed, yet {} request(s) sent on the resumed stream never got their response ({})", pl.col("owed"), pl.col("owed_ids")),
           "nothing replayed while the resumed stream still owed a response"),
@@ -173,7 +177,7 @@ EVIDENCE = {
     "epoch_changed": "http", "not_an_event_stream": "http", "body_not_recorded": "none", "other_sessions_events": "content",
     "ids_went_back": "ids", "opaque_redelivered": "ids", "foreign_stream_ids": "ids", "response_of_other_stream": "jsonrpc",
     "ids_jumped": "ids", "lost_after_capture_point": "second_view", "lost_in_history": "second_view",
-    "owed_nothing_replayed": "jsonrpc", "no_event_after": "none", "no_cursor": "none", "resumed_undecrypted": "none", "ids_continue": "ids",
+    "progress_skipped": "progress_skipped", "owed_nothing_replayed": "jsonrpc", "no_event_after": "none", "no_cursor": "none", "resumed_undecrypted": "none", "ids_continue": "ids",
     "successor_proven": "second_view", "progress_continues": "progress_and_response", "opaque_unproven": "none",
 }
 
@@ -222,7 +226,8 @@ def judge(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
     )
     b = b.with_columns(
         lost_event_ids=pl.when(by_history).then(pl.col("hist_lost_ids")).when(is_int_verdict).then(pl.col("lost_ids")).otherwise(pl.lit([], dtype=pl.List(pl.String))),
-        lost_count=pl.when(by_history).then(pl.col("hist_lost_count")).when(is_int_verdict).then(pl.col("lost_count")).otherwise(0),
+        lost_count=pl.when(by_history).then(pl.col("hist_lost_count")).when(is_int_verdict).then(pl.col("lost_count"))
+        .when(pl.col("rule_id") == "progress_skipped").then(pl.col("ps_count")).otherwise(0),
         # the events the server sent twice past the capture point: definite duplicates (at or
         # before the client's cursor), then the ones resent after it (see ``_prior``)
         duplicated_event_ids=pl.concat_list(

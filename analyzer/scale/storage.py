@@ -155,7 +155,8 @@ class Local:
         return pq.read_table(self.root / rel)
 
     def scan(self, rels: list[str], schema: dict) -> pl.LazyFrame:
-        return pl.scan_parquet([str(self.root / r) for r in rels], hive_partitioning=True, schema=schema)
+        # (a part written before a column was added -- exchanges.user_agent -- reads it as null)
+        return pl.scan_parquet([str(self.root / r) for r in rels], hive_partitioning=True, schema=schema, missing_columns="insert")
 
 
 # --- an object store ---------------------------------------------------------------------------------
@@ -288,7 +289,9 @@ class Remote:
             partitioning=ds.partitioning(pa.schema([("input", pa.string())]), flavor="hive"),
             partition_base_dir=self.path(table),
         )
-        return pl.scan_pyarrow_dataset(dataset).select(list(schema)).cast(schema)
+        have = set(dataset.schema.names)  # (a part written before a column was added reads it as null)
+        return (pl.scan_pyarrow_dataset(dataset)
+                .select([pl.col(c) if c in have else pl.lit(None, dtype=t).alias(c) for c, t in schema.items()]).cast(schema))
 
     def list(self, sub: str) -> list[pafs.FileInfo]:
         """Every object under ``sub`` (recursive; none when it does not exist)."""

@@ -91,7 +91,8 @@ def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame) -> pl.DataFrame:
         .filter(pl.col("_k") <= pl.col("cursor_k"))
         .sort("_k")
         .group_by("gx")
-        .agg(token=pl.col("token").last(), last=pl.col("value").last(), step_before=pl.col("value").diff().last())
+        .agg(token=pl.col("token").last(), last=pl.col("value").last(), step_before=pl.col("value").diff().last(),
+             bvals=pl.col("value").filter(pl.col("token") == pl.col("token").last()))
     )
     # ... and after it, on the reconnect's own connection: that token's values (any other token: no proof)
     own = k.join(prog.rename({"gx": "p_gx"}), on=["session", "stream"]).filter(pl.col("p_gx") == pl.col("gx"))
@@ -101,7 +102,7 @@ def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame) -> pl.DataFrame:
         .agg(values=pl.col("value"), tokens=pl.col("token").unique(), first_k=pl.col("_k").min())
     )
     # the call's own response after the reconnect, on the stream (this connection or a later one)
-    opener = rpc.openers(f).select("session", "stream", call_id="v_id")
+    opener = rpc.openers(f).select("session", "stream", "v_call", call_id="v_id")
     answers = (
         f.messages.lazy()
         .filter((pl.col("direction") == "server_to_client") & pl.col("kind").is_in(["response", "error"]) & pl.col("rpc_id").is_not_null()
@@ -177,7 +178,66 @@ def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame) -> pl.DataFrame:
             ),
         ),
     ])
-    return proven.join(doubts, on="gx", how="full", coalesce=True).collect()
+    skipped = _skipped(before, after, keys, opener)
+    return (
+        proven.join(doubts, on="gx", how="full", coalesce=True)
+        .join(skipped, on="gx", how="full", coalesce=True)
+        .collect()
+    )
+
+
+def _skipped(before: pl.LazyFrame, after: pl.LazyFrame, keys: pl.LazyFrame, opener: pl.LazyFrame) -> pl.LazyFrame:
+    """The boundaries (``gx``) where the call's progress proves a loss: one token, a fixed step shown by at least two
+    values before the cursor and two after the reconnect, every step before and after equal to it, and between the
+    last value before and the first after a whole number (2 or more) of those steps: 1, 2, 3 | 5, 6, 7.  The values in
+    between are progress notifications the server sent for the call and the client never got (a store that skips on
+    replay, evicts or expires the cursor): ``ps_count`` of them, ``ps_values``, named in ``ps_reason``.  Uneven
+    progress (1, 2, 5, 6, 10) proves nothing and stays a doubt (a tool may skip values)."""
+    eps = 1e-9
+    bd = pl.col("bvals").list.diff(null_behavior="drop")
+    ad = pl.col("values").list.diff(null_behavior="drop")
+    step = pl.col("step_before")
+    regular = lambda d: ((d.list.max() - step).abs() < eps) & ((d.list.min() - step).abs() < eps)  # noqa: E731
+    k = (pl.col("values").list.first() - pl.col("last")) / step
+    calls = keys.join(opener.select("session", "stream", "call_id", "v_call"), on=["session", "stream"]).select("gx", "v_call")
+    sk = (
+        before.join(after, on="gx")
+        .filter(
+            (pl.col("tokens").list.len() == 1) & (pl.col("tokens").list.first() == pl.col("token"))
+            & (pl.col("bvals").list.len() >= 2) & (pl.col("values").list.len() >= 2) & (step > 0)
+            & regular(bd) & regular(ad)
+        )
+        .with_columns(_k=k)
+        .filter((pl.col("_k") >= 2 - eps) & ((pl.col("_k") - pl.col("_k").round(0)).abs() < 1e-6))
+        .with_columns(ps_count=(pl.col("_k").round(0) - 1).cast(pl.Int64))
+        .join(calls, on="gx", how="left")
+    )
+    # the values that never arrived, as written (the first 20)
+    missing = (
+        sk.select("gx", "last", "step_before", _i=pl.int_ranges(1, pl.col("ps_count") + 1).list.head(20))
+        .explode("_i")
+        .group_by("gx")
+        .agg(ps_values=_num(pl.col("last") + pl.col("_i").cast(pl.Float64) * pl.col("step_before")).sort_by("_i"))
+    )
+    return sk.join(missing, on="gx").select(
+        "gx", "ps_count", "ps_values",
+        ps_reason=pl.format(
+            "opaque ids, but the call's own progress (token {}) went {} by {} before the cursor and {} by {} after the "
+            "reconnect: {} progress notification(s) in between ({}) never arrived{}",
+            pl.col("token"), _nums(pl.col("bvals")), _num(step), _nums(pl.col("values")), _num(step), pl.col("ps_count"),
+            pl.col("ps_values").list.join(", ") + pl.when(pl.col("ps_count") > 20).then(pl.lit(", …")).otherwise(pl.lit("")),
+            pl.when(pl.col("v_call").is_not_null()).then(pl.format(": {} lost them", pl.col("v_call"))).otherwise(pl.lit("")),
+        ),
+        ps_call="v_call",
+    )
+
+
+def _nums(values: pl.Expr) -> pl.Expr:
+    """Progress values as written, joined by ", " (the first 8, then "…")."""
+    shown = values.list.head(8).list.eval(
+        pl.when(pl.element() == pl.element().round(0)).then(pl.element().cast(pl.Int64).cast(pl.String)).otherwise(pl.element().cast(pl.String))
+    ).list.join(", ")
+    return pl.when(values.list.len() > 8).then(shown + pl.lit(", …")).otherwise(shown)
 
 
 def _step_cut_short(f: Frames, k: pl.LazyFrame, ev: pl.LazyFrame, prog: pl.LazyFrame) -> pl.LazyFrame:

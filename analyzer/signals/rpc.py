@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from analyzer import catalog
+from analyzer.signals import clients
 from analyzer.signals.streams import SSE, Frames
 
 FORGOT = r"(?i)not initiali[sz]ed|session not found|unknown session|no valid session|invalid session|session.*expired"
@@ -340,6 +342,40 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame) -> pl.DataF
         .join(same_session, on=["session", "a_id"], how="left")
         .filter(pl.col("o_session_id").is_not_null() | (pl.col("a_id") != pl.col("v_id")))
     )
+    # what the client on the wire does with it (signals/clients.py): its family, whether a request of this session
+    # with the answer's id was still waiting at the reconnect (a client that keeps ids gives it that request), whether
+    # the resumed call's own answer came later, and whether the client read on after it or closed the stream
+    fam = clients.sessions(f).lazy().select("session", "client", "user_agent")
+    waiting = (
+        c.select("session", pl.col("rpc_id").alias("a_id"), pl.col("pos").alias("p_pos"), pl.col("call").alias("p_call"),
+                 pl.col("ref").alias("p_ref"))
+        .join(cand.select("gx", "session", "a_id", "b_pos"), on=["session", "a_id"])
+        .filter(pl.col("p_pos") < pl.col("b_pos"))
+        .join(answered_before.rename({"v_id": "a_id"}).join(cand.select("gx", "session", "a_id", "b_pos"), on=["session", "a_id"])
+              .filter(pl.col("r_pos") < pl.col("b_pos")).select("gx").unique(), on="gx", how="anti")
+        .sort("p_pos")
+        .group_by("gx")
+        .agg(pl.col("p_call").last(), pl.col("p_ref").last())
+    )
+    own_later = (
+        answered_before.join(cand.select("gx", "session", "v_id", "b_pos"), on=["session", "v_id"])
+        .filter(pl.col("r_pos") >= pl.col("b_pos")).select("gx").unique().with_columns(own_later=pl.lit(True))
+    )
+    read_on = (
+        f.events.lazy().filter(pl.col("visible")).select("gx", pl.col("ordinal").alias("e_ord"))
+        .join(cand.select("gx", "ordinal"), on="gx")
+        .filter(pl.col("e_ord") > pl.col("ordinal"))
+        .group_by("gx").agg(read_after=pl.len())
+    )
+    ended = f.exchanges.lazy().select("gx", "end_by", "end_reason")
+    cand = (
+        cand.join(fam, on="session", how="left")
+        .join(waiting, on="gx", how="left")
+        .join(own_later, on="gx", how="left")
+        .join(read_on, on="gx", how="left")
+        .join(ended, on="gx", how="left")
+        .with_columns(pl.col("client").fill_null(clients.UNKNOWN), pl.col("own_later").fill_null(False), pl.col("read_after").fill_null(0))
+    )
     what = pl.when(pl.col("a_kind") == "error").then(pl.lit("the error")).otherwise(pl.lit("the result"))
     preview = _preview(pl.col("data"))
     foreign_call = pl.col("o_session_id").is_not_null()
@@ -357,21 +393,94 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame) -> pl.DataF
         .when(foreign_call).then(pl.col("o_event").struct.field("location"))
         .otherwise(pl.col("s_ref").struct.field("location"))
     )
-    msg = pl.format(
-        "{} was handed {} of {}{}: \"{}\" ({}); the client gives the first response on a resumed stream to the call that "
-        "opened the stream, so the application took it as this call's own",
-        pl.col("v_call"), what, got, pl.when(where.is_not_null()).then(pl.format(" ({})", where)).otherwise(pl.lit("")),
-        preview.fill_null(""), pl.col("location"),
+    # the outcome for the application:
+    #   handed  -- a call took another call's answer as its own (the python client always: it rewrites the id; a client
+    #              that keeps ids when the answer's id is the resumed call's, or a foreign answer whose id another
+    #              waiting call of this session has);
+    #   dropped -- a client that keeps ids and no waiting request has that id: "unknown message ID", the call waits on;
+    #   either  -- a client not known here: both readings, not critical;
+    #   none    -- a client that keeps ids, and the answer is a waiting request's own (on another stream: the verdict says so).
+    python, ts = pl.col("client") == clients.PYTHON, pl.col("client") == clients.TYPESCRIPT
+    same_id = pl.col("a_id") == pl.col("v_id")
+    outcome = (
+        pl.when(python | (ts & same_id)).then(pl.lit("handed"))
+        .when(ts & pl.col("p_call").is_not_null() & foreign_call).then(pl.lit("handed_other"))
+        .when(ts & pl.col("p_call").is_not_null()).then(pl.lit("none"))
+        .when(ts).then(pl.lit("dropped"))
+        .otherwise(pl.lit("either"))
+    )
+    cand = cand.with_columns(_outcome=outcome).filter(pl.col("_outcome") != "none")
+    answer = pl.format("{} of {}{}: \"{}\" ({})", what, got, pl.when(where.is_not_null()).then(pl.format(" ({})", where)).otherwise(pl.lit("")),
+                       preview.fill_null(""), pl.col("location"))
+    then_ = (
+        pl.when(pl.col("read_after") > 0).then(pl.format("; the client read on ({} more event(s) on that stream)", pl.col("read_after")))
+        .when(pl.col("end_by") == "client").then(pl.lit("; the client closed the stream right after it"))
+        .otherwise(pl.lit(""))
+    )
+    agent = pl.format(" ({})", pl.col("user_agent").fill_null("no User-Agent"))
+    later = pl.when(pl.col("own_later")).then(pl.lit("; its own response came later on the stream")).otherwise(
+        pl.format("; {} never completed", pl.col("v_call")))
+    msg = (
+        pl.when(pl.col("_outcome") == "handed").then(pl.format(
+            "{} was handed {}; the {} client{} gives {}, so the application took it as this call's own{}",
+            pl.col("v_call"), answer,
+            pl.when(python).then(pl.lit("python")).otherwise(pl.lit("TypeScript")), agent,
+            pl.when(python).then(pl.lit("the first response on a resumed stream to the call that opened the stream (it rewrites the id)"))
+            .otherwise(pl.lit("a response to the pending request with its id")),
+            then_,
+        ))
+        .when(pl.col("_outcome") == "handed_other").then(pl.format(
+            "{} was handed {}, which arrived on the resumed stream of {}: the TypeScript client{} gives a response to the "
+            "pending request with its id{}", pl.col("p_call"), answer, pl.col("v_call"), agent, then_,
+        ))
+        .when(pl.col("_outcome") == "dropped").then(pl.format(
+            "{} arrived on the resumed stream of {} and was dropped: the TypeScript client{} keeps a response's id on its "
+            "own reconnect, and no pending request has id {} (\"unknown message ID\"){}{}",
+            answer, pl.col("v_call"), agent, pl.col("a_id"), then_, later,
+        ))
+        .otherwise(pl.format(
+            "{} arrived on the resumed stream of {}; what the application got depends on the client{}, which is not known "
+            "here: a client that rewrites response ids on a resumed stream (the python SDK's) took it as {}'s result, one "
+            "that keeps them (the TypeScript SDK's automatic reconnect) {}{}{}",
+            answer, pl.col("v_call"), agent, pl.col("v_call"),
+            pl.when(pl.col("p_call").is_not_null() & ~foreign_call).then(pl.format("gave it to {}, whose answer it is", pl.col("p_call")))
+            .when(pl.col("p_call").is_not_null()).then(pl.format("gave it to {}, which took another session's answer", pl.col("p_call")))
+            .otherwise(pl.lit("dropped it")),
+            then_, later,
+        ))
+    )
+    handed, dropped = pl.col("_outcome").is_in(["handed", "handed_other"]), pl.col("_outcome") == "dropped"
+    rule = (
+        pl.when(handed).then(pl.lit("wrong_result_delivered"))
+        .when(dropped).then(pl.lit("foreign_response_dropped"))
+        .otherwise(pl.lit("foreign_response_on_resume"))
+    )
+    severity = (
+        pl.when(handed).then(pl.lit(catalog.finding_severity("wrong_result_delivered", "critical")))
+        .when(dropped & pl.col("own_later")).then(pl.lit(catalog.finding_severity("foreign_response_dropped", "warning")))
+        .when(dropped).then(pl.lit(catalog.finding_severity("foreign_response_dropped", "error")))
+        .otherwise(pl.lit(catalog.finding_severity("foreign_response_on_resume", "error")))
+    )
+    # the call the application saw hurt, and how (the report's "Calls hit")
+    hit_call = pl.when(pl.col("_outcome") == "handed_other").then(pl.col("p_call")).otherwise(pl.col("v_call"))
+    hit = (
+        pl.when(pl.col("_outcome").is_in(["handed", "handed_other"])).then(pl.lit("another_result"))
+        .when(pl.col("own_later")).then(pl.lit("own_result"))
+        .when(pl.col("_outcome") == "dropped").then(pl.lit("never_completed"))
+        .otherwise(pl.lit("another_result_or_never_completed"))
     )
     answer_ref = pl.struct("source", "location")
     refs = pl.concat_list(
         pl.concat_list(pl.col("v_ref")),
         pl.concat_list(answer_ref),
+        pl.when(pl.col("_outcome") == "handed_other").then(pl.concat_list(pl.col("p_ref")))
+        .otherwise(pl.lit([], dtype=pl.List(pl.Struct({"source": pl.String, "location": pl.String})))),
         pl.when(foreign_call & pl.col("o_ref").is_not_null()).then(pl.concat_list(pl.col("o_ref")))
         .when(foreign_call).then(pl.concat_list(pl.col("o_event")))
         .when(pl.col("s_ref").is_not_null()).then(pl.concat_list(pl.col("s_ref")))
         .otherwise(pl.lit([], dtype=pl.List(pl.Struct({"source": pl.String, "location": pl.String})))),
     ).list.unique(maintain_order=True)
     return cand.select(
-        "gx", wr_message=msg, wr_call=pl.col("v_call"), wr_got=got, wr_preview=preview, wr_refs=refs,
+        "gx", wr_message=msg, wr_call=hit_call, wr_got=got, wr_preview=preview, wr_refs=refs, wr_rule=rule, wr_severity=severity,
+        wr_client="client", wr_outcome=hit, wr_resumed_call=pl.col("v_call"), wr_resumed_id=pl.col("v_id"),
     ).collect()

@@ -1,0 +1,61 @@
+"""Losses that only the call's own progress shows (issue [3/5] item 2): behind opaque ids, a store that skips an event
+on replay, evicts the cursor or lets it expire loses events that appear on no wire.  When the call's progress keeps
+one fixed step before and after the reconnect and jumps at it by a whole number of steps (1, 2, 3 | 5, 6, 7), that is
+a ``gap`` with evidence ``progress_skipped``, the skipped steps counted as lost and the call named.  Uneven progress
+(1, 2, 5, 6, 10) proves nothing; a call with no progress stays ``unverifiable``, never ``continuous``."""
+from __future__ import annotations
+
+import pytest
+
+from test_progress_proof import boundary, log, progress, result, resumed
+
+
+def test_one_step_skipped_at_the_reconnect_is_a_gap_naming_the_call(capture, analyze):
+    doc = analyze(resumed(capture, [progress(5), progress(6), progress(7), result()], before=[progress(1), progress(2), progress(3)]))
+    b = boundary(doc)
+    assert (b["verdict"], b["rule_id"], b["evidence"]) == ("gap", "progress_skipped", "progress_skipped")
+    assert b["lost_count"] == 1 and b["lost_event_ids"] == []
+    assert "went 1, 2, 3 by 1 before the cursor and 5, 6, 7 by 1 after the reconnect" in b["reason"], b["reason"]
+    assert "1 progress notification(s) in between (4) never arrived: tools/call slow_count (id 2) lost them" in b["reason"]
+    (f,) = [f for f in doc["findings"] if f["boundary"] == b["boundary_id"]]
+    assert f["rule"] == "gap" and f["severity"] in ("critical", "error")
+
+
+def test_two_steps_skipped_count_two(capture, analyze):
+    b = boundary(analyze(resumed(capture, [progress(6), progress(7), progress(8), result()], before=[progress(1), progress(2), progress(3)])))
+    assert (b["verdict"], b["evidence"], b["lost_count"]) == ("gap", "progress_skipped", 2)
+    assert "(4, 5) never arrived" in b["reason"]
+
+
+def test_fractional_steps(capture, analyze):
+    b = boundary(analyze(resumed(capture, [progress(0.75), progress(1.0), result()], before=[progress(0.0), progress(0.25)])))
+    assert (b["verdict"], b["lost_count"]) == ("gap", 1)
+    assert "went 0, 0.25 by 0.25 before the cursor and 0.75, 1 by 0.25 after" in b["reason"] and "(0.5) never arrived" in b["reason"], b["reason"]
+
+
+@pytest.mark.parametrize(
+    "before, after, why",
+    [
+        ([progress(1), progress(2)], [progress(5), progress(6), progress(10), result()], "uneven after the reconnect: 1, 2, 5, 6, 10"),
+        ([progress(1), progress(3), progress(4)], [progress(6), progress(7), result()], "uneven before the cursor"),
+        ([progress(1)], [progress(3), progress(4), progress(5), result()], "one value before: its step is not shown"),
+        ([progress(1), progress(2)], [progress(4), result()], "one value after: its step is not shown"),
+        ([progress(1), progress(2)], [progress(5), progress(7), result()], "a step after that is not the step before"),
+        ([progress(1), progress(3)], [progress(6), progress(8), result()], "a jump that is not a whole number of steps"),
+        ([progress(1), progress(2)], [progress(4, token=9), progress(5, token=9), result()], "another token"),
+    ],
+)
+def test_no_gap_without_a_regular_step_on_both_sides(capture, analyze, before, after, why):
+    b = boundary(analyze(resumed(capture, after, before=before)))
+    assert b["verdict"] != "gap" and b["evidence"] != "progress_skipped", why
+    assert b["verdict"] != "continuous" or b["evidence"] == "progress_and_response", why
+
+
+def test_a_healthy_regular_resume_is_no_gap(capture, analyze):
+    b = boundary(analyze(resumed(capture, [progress(4), progress(5), progress(6), result()], before=[progress(1), progress(2), progress(3)])))
+    assert (b["verdict"], b["evidence"]) == ("continuous", "progress_and_response")
+
+
+def test_a_call_without_progress_stays_unverifiable(capture, analyze):
+    b = boundary(analyze(resumed(capture, [log(3), log(4), result()], before=[log(1), log(2)])))
+    assert (b["verdict"], b["evidence"]) == ("unverifiable", "none")
