@@ -366,3 +366,39 @@ class _SessionLogView(EventStore):
               f"sent={[(e.event_id, e.stream_id) for e in replay]} "
               f"{[_dump(e.message)[:100] for e in replay]}", flush=True)
         return stream_id
+
+
+class DenseSkipSecondReplayEventStore(DensePerStreamEventStore):
+    """BUGGY on purpose (scenario ts-client-cut-twice of ts/record_ts.py): the dense per-stream ids of
+    `DensePerStreamEventStore` ("1", "2", ... per stream, so a gap is provable from the ids). The
+    **first** replay of the process is correct; the **second** silently leaves out the first event
+    stored after the cursor, then replays the rest (the live stream goes on). Every stored event and
+    every replay is printed (`STORE` / `REPLAY #n ... sent=[...] SKIPPED=[...]`): the ground truth."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.replays = 0
+
+    async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
+        event_id = await super().store_event(stream_id, message)
+        print(f"STORE id={event_id} stream={stream_id} {_kind(message)}", flush=True)
+        return event_id
+
+    async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
+        self.replays += 1
+        lossy = self.replays == 2
+        sent: list[str] = []
+        skipped: list[str] = []
+
+        async def send(event: EventMessage) -> None:
+            what = f"{event.event_id} {_kind(event.message)}"
+            if lossy and not sent and not skipped:
+                skipped.append(what)
+                return
+            sent.append(what)
+            await send_callback(event)
+
+        stream_id = await super().replay_events_after(last_event_id, send)
+        print(f"REPLAY #{self.replays} after={last_event_id} stream={stream_id} sent={sent} SKIPPED={skipped}",
+              flush=True)
+        return stream_id

@@ -28,6 +28,9 @@ replayed event of the uuid stores: the ground truth of what the server emitted),
 `--log-every-step` (slow_count logs at every step, not only the first and last) and
 `--close-after-progress` (close the stream right after the step's progress notification has
 gone out, before that step's log; `--close-pause` seconds in between).
+The TypeScript-client scenarios of ts/record_ts.py (ts-client-*) run this server too; they add
+`--store dense-skip-second` (dense per-stream ids; the second replay of the process leaves out
+the first event after the cursor, the first replay is correct; event_stores.py).
 
 Only 127.0.0.1 is ever bound.
 """
@@ -44,6 +47,7 @@ from mcp.server.mcpserver import Context, MCPServer
 
 from event_stores import (
     DensePerStreamEventStore,
+    DenseSkipSecondReplayEventStore,
     SendBufferEventStore,
     SessionCounterEventStore,
     SessionLogEventStore,
@@ -62,6 +66,7 @@ STORES = {
     "session-log": SessionLogEventStore,  # buggy: per-session log, an unknown id replays the whole session
     "uuid-skip-first": UuidSkipFirstEventStore,  # buggy: uuid4; a replay leaves out the first event after the cursor
     "uuid-drop-log": UuidDropLogEventStore,  # buggy: uuid4; a replay leaves out the logs before the next progress
+    "dense-skip-second": DenseSkipSecondReplayEventStore,  # buggy: dense ids; the 2nd replay leaves out one event
 }
 UUID_STORES = ("uuid", "uuid-skip-first", "uuid-drop-log")
 EXTRA_TOOLS = ("add", "slow_side")

@@ -19,6 +19,14 @@ package-lock.json to TS_REC_DIR (default /work/ts-rec) and runs `npm ci` there; 
 client.cjs are CommonJS and run from this folder with NODE_PATH=TS_REC_DIR/node_modules.
 Environment: TS_REC_DIR, NODE (default node), NPM (default npm), MITMDUMP
 (default /work/mitm-venv/bin/mitmdump), TCPDUMP (default /usr/bin/tcpdump).
+
+The client-* scenarios run the TypeScript CLIENT against the PYTHON recording server
+(../server.py, mcp 2.3.0; interpreter REC_PYTHON, default /work/rec-venv/bin/python):
+`Scenario.py_server` holds its options. With `replicas=2` two server.py processes share
+session validity through a directory and keep their own event stores, behind ../rr_proxy.py
+(round-robin per request), as in record.py's replica-failover; B's upstream is then the proxy
+and tcpdump captures the B -> proxy leg. Their client output is also kept in the repo, in
+client-logs/<scenario>.log (what the application received, per call).
 Everything listens on 127.0.0.1 only; every wait has a deadline. Standard library only.
 """
 
@@ -62,6 +70,10 @@ class Scenario:
     store: str = "per-session"
     restart_after_event: int | None = None  # SIGKILL the server after this `EVENT n` line, restart on the same port
     client_timeout_s: int = 30
+    # client-* scenarios (defaults keep the five above exactly as they were):
+    py_server: tuple[str, ...] | None = None  # run ../server.py (python SDK) with these options, not server.cjs
+    replicas: int = 1  # > 1 (py_server only): that many server.py processes behind ../rr_proxy.py
+    keep_client_log: bool = False  # also write the client's output to client-logs/<scenario>.log
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -96,6 +108,47 @@ SCENARIOS: dict[str, Scenario] = {
         retry_ms=2000, keepalive_ms=1000, restart_after_event=2,
         client_args=["server-restart", "--steps", "6", "--interval-ms", "300", "--call-timeout-ms", "6500"],
     ),
+    # ---- The TypeScript CLIENT against the python recording server (../server.py, mcp 2.3.0) ----
+    # Two replicas (own in-memory "start over" stores, shared session validity) behind the round-robin
+    # proxy, as record.py's replica-failover. Requests: initialize -> 1, initialized -> 2, standalone
+    # GET -> 1, add -> 2, tools/list -> 1, ping -> 2, slow_count -> 1 (cut after step 2), the
+    # transport's own resume GET -> 2, which "starts over" and replays add's and ping's results
+    # (foreign ids): the TS client drops them ("unknown message ID") and the call times out (6 s).
+    "client-replica-failover": Scenario(
+        retry_ms=500, replicas=2, keep_client_log=True,
+        py_server=("--store", "session-log", "--retry-ms", "500", "--close-at", "2", "--interval", "0.4",
+                   "--log-calls", "--extra-tools", "add"),
+        client_args=["replica-failover", "--steps", "5", "--call-timeout-ms", "6000"],
+    ),
+    # The same requests; the transport does not resume by itself (maxRetries 0): the APPLICATION resumes
+    # the cut call with its last resumption token, the GET lands on replica 2, and the TS client rewrites
+    # the foreign response's id to the resumed request's id: the resumed call "succeeds" with add's result.
+    "client-resumption-token": Scenario(
+        retry_ms=500, replicas=2, keep_client_log=True,
+        py_server=("--store", "session-log", "--retry-ms", "500", "--close-at", "2", "--interval", "0.4",
+                   "--log-calls", "--extra-tools", "add"),
+        client_args=["resumption-token", "--steps", "5", "--call-timeout-ms", "5000", "--gap-ms", "500",
+                     "--resume-timeout-ms", "5000"],
+    ),
+    # One server, one store keyed by stream (= JSON-RPC request id) without the session (record.py's
+    # shared-store-concurrent). Two TS sessions at once: A calls slow_side (3 steps), B calls slow_count
+    # 0.5 s later; both calls are JSON-RPC id 1. B's stream is cut after step 2; its resume (retry 1000 ms,
+    # after A's result was stored) gets A's events and A's result, with B's own id.
+    "client-foreign-same-id": Scenario(
+        retry_ms=1000, keep_client_log=True,
+        py_server=("--store", "shared-stream", "--retry-ms", "1000", "--close-at", "2", "--interval", "0.4",
+                   "--log-calls", "--extra-tools", "slow_side"),
+        client_args=["pair", "--pair-tool", "slow_side", "--pair-steps", "3", "--steps", "6",
+                     "--stagger-ms", "500", "--linger-ms", "3000", "--call-timeout-ms", "15000"],
+    ),
+    # One call cut twice (after steps 2 and 4: POST -> GET -> GET), dense per-stream ids; the store's first
+    # replay is correct, its second leaves out the first event after the cursor.
+    "client-cut-twice": Scenario(
+        retry_ms=500, keep_client_log=True,
+        py_server=("--store", "dense-skip-second", "--retry-ms", "500", "--close-at", "2,4", "--interval", "0.4",
+                   "--log-calls"),
+        client_args=["cut-twice", "--steps", "6", "--call-timeout-ms", "15000"],
+    ),
 }
 
 
@@ -128,6 +181,36 @@ def server_cmd(sc: Scenario, port: int) -> list[str]:
             "--keepalive-ms", str(sc.keepalive_ms), "--store", sc.store]
 
 
+def py_server_cmd(sc: Scenario, port: int, extra: tuple[str, ...] = ()) -> list[str]:
+    assert sc.py_server is not None
+    return [_shared.REC_PYTHON, "-u", str(RECORDING / "server.py"), "--port", str(port), *sc.py_server, *extra]
+
+
+def start_py_servers(name: str, sc: Scenario, port: int, log_dir: Path, procs: list[subprocess.Popen]) -> str:
+    """client-*: one server.py on `port`, or `sc.replicas` of them behind rr_proxy.py listening on `port`."""
+    if sc.replicas <= 1:
+        procs.append(_shared.start(py_server_cmd(sc, port), log_dir / f"ts-{name}.server.log", cwd=RECORDING))
+        wait_port(port, procs[-1])
+        return f"python server :{port}"
+    sessions = log_dir / f"ts-{name}.sessions"
+    if sessions.exists():
+        shutil.rmtree(sessions)
+    sessions.mkdir(parents=True)
+    ports = [free_port() for _ in range(sc.replicas)]
+    for i, p in enumerate(ports, 1):
+        procs.append(_shared.start(
+            py_server_cmd(sc, p, ("--replica-name", f"replica-{i}", "--shared-sessions", str(sessions))),
+            log_dir / f"ts-{name}.server-{i}.log", cwd=RECORDING))
+        wait_port(p, procs[-1])
+    cmd = [sys.executable, "-u", str(RECORDING / "rr_proxy.py"), "--listen", str(port),
+           "--deadline", str(sc.client_timeout_s + 60)]
+    for p in ports:
+        cmd += ["--upstream", str(p)]
+    procs.append(_shared.start(cmd, log_dir / f"ts-{name}.rr-proxy.log", cwd=RECORDING))
+    wait_port(port, procs[-1])
+    return " ".join(f"python replica-{i} :{p}" for i, p in enumerate(ports, 1)) + f" <- rr proxy :{port}"
+
+
 def watch_and_restart(sc: Scenario, server: list[subprocess.Popen], port: int, log: Path,
                       stop_event: threading.Event) -> None:
     """Scenario unknown-id: SIGKILL the server 0.15 s after `EVENT n`, start a fresh one on the same port."""
@@ -146,6 +229,7 @@ def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path) -> None:
     jsonl, har, pcap = (out_dir / f"{stem}.{ext}" for ext in ("jsonl", "har", "pcap"))
     s_port, b_port, a_port = free_port(), free_port(), free_port()
     s_log, b_log, a_log, t_log = (log_dir / f"ts-{name}.{p}.log" for p in ("server", "mitm-har", "mitm-jsonl", "tcpdump"))
+    upstream_desc = f"server :{s_port}"
     b_extra = ["--set", f"hardump={har}", "-s", str(RECORDING / "har_keep_stream.py")]
     a_extra = ["-s", str(REPO / "analyzer" / "mitm_addon.py"), "--set", f"mcp_jsonl={jsonl}"]
 
@@ -157,8 +241,12 @@ def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path) -> None:
         procs.append(start([TCPDUMP, "-i", "lo", "-n", "-s", "0", "-U", "-Z", "root", "-w", str(pcap),
                             f"tcp port {s_port}"], t_log))
         wait_text(t_log, "listening on", procs[-1])
-        server.append(start(server_cmd(sc, s_port), s_log, node_env()))
-        wait_port(s_port, server[0])
+        if sc.py_server is not None:  # client-*: python server(s); with replicas, s_port is the rr proxy's
+            upstream_desc = start_py_servers(name, sc, s_port, log_dir, server)
+            server.reverse()  # stopped in this order: the rr proxy first, then the replicas
+        else:
+            server.append(start(server_cmd(sc, s_port), s_log, node_env()))
+            wait_port(s_port, server[0])
         procs.append(start(mitm_cmd(b_port, s_port, b_extra), b_log))
         wait_port(b_port, procs[-1])
         procs.append(start(mitm_cmd(a_port, b_port, a_extra), a_log))
@@ -170,13 +258,16 @@ def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path) -> None:
         if sc.restart_after_event is not None:
             watcher = threading.Thread(target=watch_and_restart, args=(sc, server, s_port, s_log, stop_event))
             watcher.start()
-        print(f"[ts-{name}] server :{s_port} <- HAR proxy :{b_port} <- JSONL proxy :{a_port} <- client "
+        print(f"[ts-{name}] {upstream_desc} <- HAR proxy :{b_port} <- JSONL proxy :{a_port} <- client "
               f"(tcpdump on tcp port {s_port})", flush=True)
         client = subprocess.run(
             [NODE, "client.cjs", f"http://{HOST}:{a_port}/mcp", *sc.client_args, "--timeout", str(sc.client_timeout_s)],
             cwd=HERE, capture_output=True, text=True, timeout=sc.client_timeout_s + 15, env=node_env(),
         )
         (log_dir / f"ts-{name}.client.log").write_text(client.stdout + client.stderr)
+        if sc.keep_client_log:
+            (HERE / "client-logs").mkdir(exist_ok=True)
+            (HERE / "client-logs" / f"{name}.log").write_text(client.stdout + client.stderr)
         print(client.stdout + client.stderr, end="", flush=True)
         print(f"[ts-{name}] client exit code {client.returncode}", flush=True)
         time.sleep(0.5)  # let the proxies see the last connection closes
