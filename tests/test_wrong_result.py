@@ -224,3 +224,31 @@ def test_an_unknown_client_gets_both_outcomes_and_no_critical(capture, analyze):
     assert "not known here" in f["message"] and "took it as tools/call slow_count (id 4)'s result" in f["message"] and "dropped it" in f["message"]
     assert doc["boundaries"][0]["wrong_result"]["outcome"] == "another_result_or_never_completed"
     assert doc["sessions"][0]["client"]["family"] == "unknown"
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "har", "pcap"])
+@pytest.mark.parametrize("name, rule, outcome, call", [
+    # the client log: add said "sum=5"; slow_count (id 4) got "unknown message ID" errors, then timed out
+    ("real-ts-client-replica-failover", "foreign_response_dropped", "never_completed", "tools/call slow_count (id 4)"),
+    # the client log: B's slow_count (id 1) returned A's "slow_side done"
+    ("real-ts-client-foreign-same-id", "wrong_result_delivered", "another_result", "tools/call slow_count (id 1)"),
+    # the client log: the application's resume (id 5, resumptionToken 7) returned "sum=5"; slow_count (id 4) timed out
+    ("real-ts-client-resumption-token", "wrong_result_delivered", "another_result",
+     "the application's resume of tools/call slow_count (id 4), as id 5 (not on the wire)"),
+])
+def test_real_typescript_client_recordings(fmt, name, rule, outcome, call, monkeypatch):
+    """The TypeScript SDK client (1.32.2) on the wire: what each finding claims is what its client log shows the
+    application got (sample_logs/recording/ts/client-logs/)."""
+    monkeypatch.chdir(ROOT)
+    doc = pipeline.run([f"sample_logs/{name}.{fmt}"]).document
+    (f,) = rules(doc, "wrong_result_delivered", "foreign_response_dropped", "foreign_response_on_resume")
+    assert f["rule"] == rule
+    (b,) = [b for b in doc["boundaries"] if b["boundary_id"] == f["boundary"]]
+    assert (b["wrong_result"]["client"], b["wrong_result"]["outcome"], b["wrong_result"]["call"]) == ("typescript", outcome, call)
+    unanswered = [u["message"] for u in rules(doc, "request_unanswered")]
+    if name == "real-ts-client-foreign-same-id":
+        assert not any("slow_count (id 1)" in m for m in unanswered)  # it completed (with A's result)
+    elif name == "real-ts-client-replica-failover":
+        assert unanswered == []  # its story is the drop finding's: "never completed"
+    else:
+        assert any("tools/call slow_count (id 4) never got a response" in m for m in unanswered)  # it timed out

@@ -368,8 +368,24 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame) -> pl.DataF
         .group_by("gx").agg(read_after=pl.len())
     )
     ended = f.exchanges.lazy().select("gx", "end_by", "end_reason")
+    # the TypeScript client rewrites the answer's id only for a resume the application made itself (send() with a
+    # resumptionToken): that request takes the next id of the client's numbering but never reaches the wire (its
+    # resume is the GET).  The trace: the ids the client sent before the reconnect end at n, the next one after it is
+    # n + 2 or more (real-ts-client-resumption-token: 4, then 6; id 5 was the application's resume)
+    num = pl.col("rpc_id").cast(pl.Int64, strict=False)
+    numbered = c.select("session", "pos", n=num).filter(pl.col("n").is_not_null())
+    app_resume = (
+        cand.select("gx", "session", "b_pos")
+        .join(numbered, on="session")
+        .group_by("gx")
+        .agg(n_before=pl.col("n").filter(pl.col("pos") < pl.col("b_pos")).max(),
+             n_after=pl.col("n").filter(pl.col("pos") > pl.col("b_pos")).min())
+        .filter(pl.col("n_after") - pl.col("n_before") >= 2)
+        .select("gx", app_id=(pl.col("n_before") + 1).cast(pl.String))
+    )
     cand = (
         cand.join(fam, on="session", how="left")
+        .join(app_resume, on="gx", how="left")
         .join(waiting, on="gx", how="left")
         .join(own_later, on="gx", how="left")
         .join(read_on, on="gx", how="left")
@@ -402,8 +418,10 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame) -> pl.DataF
     #   none    -- a client that keeps ids, and the answer is a waiting request's own (on another stream: the verdict says so).
     python, ts = pl.col("client") == clients.PYTHON, pl.col("client") == clients.TYPESCRIPT
     same_id = pl.col("a_id") == pl.col("v_id")
+    app = ts & pl.col("app_id").is_not_null() & (pl.col("a_kind") != "error")  # (it rewrites results only, not errors)
     outcome = (
         pl.when(python | (ts & same_id)).then(pl.lit("handed"))
+        .when(app).then(pl.lit("handed_app"))
         .when(ts & pl.col("p_call").is_not_null() & foreign_call).then(pl.lit("handed_other"))
         .when(ts & pl.col("p_call").is_not_null()).then(pl.lit("none"))
         .when(ts).then(pl.lit("dropped"))
@@ -429,6 +447,12 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame) -> pl.DataF
             .otherwise(pl.lit("a response to the pending request with its id")),
             then_,
         ))
+        .when(pl.col("_outcome") == "handed_app").then(pl.format(
+            "the application's own resume of {} (id {}) was handed {}: the client's request ids skip {} at this reconnect, so "
+            "the application resumed with a resumptionToken (that request never reaches the wire; its resume is this GET), "
+            "and the TypeScript client{} rewrites the first result on such a resume to it{}; {} itself waits on",
+            pl.col("v_call"), pl.col("app_id"), answer, pl.col("app_id"), agent, then_, pl.col("v_call"),
+        ))
         .when(pl.col("_outcome") == "handed_other").then(pl.format(
             "{} was handed {}, which arrived on the resumed stream of {}: the TypeScript client{} gives a response to the "
             "pending request with its id{}", pl.col("p_call"), answer, pl.col("v_call"), agent, then_,
@@ -449,7 +473,7 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame) -> pl.DataF
             then_, later,
         ))
     )
-    handed, dropped = pl.col("_outcome").is_in(["handed", "handed_other"]), pl.col("_outcome") == "dropped"
+    handed, dropped = pl.col("_outcome").is_in(["handed", "handed_other", "handed_app"]), pl.col("_outcome") == "dropped"
     rule = (
         pl.when(handed).then(pl.lit("wrong_result_delivered"))
         .when(dropped).then(pl.lit("foreign_response_dropped"))
@@ -462,9 +486,13 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame) -> pl.DataF
         .otherwise(pl.lit(catalog.finding_severity("foreign_response_on_resume", "error")))
     )
     # the call the application saw hurt, and how (the report's "Calls hit")
-    hit_call = pl.when(pl.col("_outcome") == "handed_other").then(pl.col("p_call")).otherwise(pl.col("v_call"))
+    hit_call = (
+        pl.when(pl.col("_outcome") == "handed_other").then(pl.col("p_call"))
+        .when(pl.col("_outcome") == "handed_app").then(pl.format("the application's resume of {}, as id {} (not on the wire)", pl.col("v_call"), pl.col("app_id")))
+        .otherwise(pl.col("v_call"))
+    )
     hit = (
-        pl.when(pl.col("_outcome").is_in(["handed", "handed_other"])).then(pl.lit("another_result"))
+        pl.when(handed).then(pl.lit("another_result"))
         .when(pl.col("own_later")).then(pl.lit("own_result"))
         .when(pl.col("_outcome") == "dropped").then(pl.lit("never_completed"))
         .otherwise(pl.lit("another_result_or_never_completed"))
