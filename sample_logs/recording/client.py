@@ -20,6 +20,13 @@ Options of replica-failover and shared-store-concurrent (off by default):
 concurrently: session A calls TOOL with `{"steps": --pair-steps}`, session B calls
 slow_count `--stagger` s after A sent its call; both stay open until both calls are over).
 Every result the application gets is printed, with its text content and structured content.
+
+`--app-log` (the uuid-skip-*, uuid-evicted-buffer, uuid-ttl-expired, uuid-healthy-*,
+uuid-no-progress and stale-cursor scenarios): what the application received for the call, in
+order, each line prefixed `APP`: `APP call slow_count {...} start`, `APP progress #k value=…
+total=… message=…` (every progress callback, duplicates included), `APP log #k level=… data=…`,
+and at the end `APP result …` or `APP error …`, then one `APP summary` line: the progress
+values and log data in the order the application got them, and the outcome.
 """
 
 from __future__ import annotations
@@ -43,25 +50,49 @@ async def run(url: str, steps: int, timeout: float, opts: argparse.Namespace | N
     tag = getattr(opts, "tag", None)
     call_timeout = getattr(opts, "call_timeout", None)
 
+    app_log = bool(getattr(opts, "app_log", False))
+    got_progress: list[float] = []
+    got_logs: list[str] = []
+
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         print(f"{stamp()} progress {progress}/{total} {message}", flush=True)
+        if app_log:
+            got_progress.append(progress)
+            print(f"{stamp()} APP progress #{len(got_progress)} value={progress:g} total={total} "
+                  f"message={message!r}", flush=True)
 
     async def on_log(params) -> None:  # noqa: ANN001 - mcp_types.LoggingMessageNotificationParams
         print(f"{stamp()} log {params.level}: {params.data}", flush=True)
+        if app_log:
+            got_logs.append(str(params.data))
+            print(f"{stamp()} APP log #{len(got_logs)} level={params.level} data={params.data!r}", flush=True)
+
+    def app_summary(outcome: str) -> None:
+        if app_log:
+            print(f"{stamp()} APP summary: progress={[f'{v:g}' for v in got_progress]} logs={got_logs} "
+                  f"outcome={outcome}", flush=True)
 
     arguments: dict = {"steps": steps}
     if tag:
         arguments["tag"] = tag
 
     async def call(client: Client, what: str) -> bool:
+        if app_log:
+            print(f"{stamp()} APP call slow_count {json.dumps(arguments)} start", flush=True)
         try:
             result = await client.call_tool("slow_count", arguments, read_timeout_seconds=call_timeout,
                                             progress_callback=on_progress)
         except Exception as exc:  # report what the SDK surfaced
             print(f"{stamp()} {what} failed: {type(exc).__name__}: {exc}", flush=True)
+            if app_log:
+                print(f"{stamp()} APP error {type(exc).__name__}: {exc}", flush=True)
+                app_summary(f"error {type(exc).__name__}: {exc}")
             return False
         texts = [getattr(c, "text", repr(c)) for c in result.content]
         print(f"{stamp()} {what} result: isError={result.is_error} {texts}", flush=True)
+        if app_log:
+            print(f"{stamp()} APP result {describe(result)}", flush=True)
+            app_summary(f"result isError={result.is_error} {texts}")
         return True
 
     with anyio.fail_after(timeout):
@@ -184,6 +215,8 @@ def main() -> int:
     parser.add_argument("--follow-up", action="store_true",
                         help="if the call fails, go on with tools/list and another tools/call in the same session")
     parser.add_argument("--follow-up-pause", type=float, default=0.0, help="seconds to wait before the follow-ups")
+    parser.add_argument("--app-log", action="store_true",
+                        help="print what the application received for the call (APP lines and a summary)")
     parser.add_argument("--pre", action="append", default=[], metavar="STEP",
                         help="after initialize, before the slow_count call: sleep:S | ping | call:TOOL:JSON")
     parser.add_argument("--pair", default=None, metavar="TOOL",

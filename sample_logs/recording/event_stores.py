@@ -6,6 +6,10 @@ The first two are used by the original scenarios; the next three by the newer on
 event) by uuid-lossy-replay / uuid-drops-log; see the README section of each scenario.
 `UuidEventStore(log_events=True)` (server.py `--log-events`, off by default) prints a `STORE`
 line per stored event and a `REPLAY` line per replay (`sent=[…] SKIPPED=[…]`, ids and kinds).
+The uuid-skip-*, uuid-evicted-buffer and uuid-ttl-expired scenarios add `UuidSkipTwoEventStore`,
+`UuidRingEventStore` (a bounded per-stream buffer) and `UuidTtlEventStore` (events expire); the
+stale-cursor scenario uses `DensePerStreamEventStore(log_events=True)` (the same ids and replay as
+before, plus `STORE`/`REPLAY` lines).
 
 * `UuidEventStore` -- the idea of the SDK example
   `examples/servers/simple-streamablehttp/mcp_simple_streamablehttp/event_store.py`
@@ -35,6 +39,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 from collections import deque
 from dataclasses import dataclass
 from uuid import uuid4
@@ -88,6 +93,7 @@ class UuidEventStore(EventStore):
         # server.py --log-events (newer scenarios only): print a STORE line per stored event and a
         # REPLAY line per replay (ids and kinds), the ground truth of what the server emitted.
         self.log_events = log_events
+        self.skip_label = "SKIPPED"  # what the REPLAY line calls the events a replay leaves out
 
     async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
         event_id = str(uuid4())
@@ -126,7 +132,8 @@ class UuidEventStore(EventStore):
         if self.log_events:
             sent = [f"{e.event_id} {_kind(e.message)}" for e in after if e.event_id not in skip]
             skipped = [f"{e.event_id} {_kind(e.message)}" for e in after if e.event_id in skip]
-            print(f"REPLAY after={last_event_id} stream={last.stream_id} sent={sent} SKIPPED={skipped}", flush=True)
+            print(f"REPLAY after={last_event_id} stream={last.stream_id} sent={sent} {self.skip_label}={skipped}",
+                  flush=True)
         return last.stream_id
 
 
@@ -155,14 +162,74 @@ class UuidDropLogEventStore(UuidEventStore):
         return skip
 
 
+class UuidSkipTwoEventStore(UuidEventStore):
+    """BUGGY on purpose (scenario uuid-skip-two): `UuidSkipFirstEventStore`, but a replay after a
+    known id leaves out the **first two** events stored after the cursor on that stream."""
+
+    def _skip(self, after: list[_Entry]) -> set[EventId]:
+        return {entry.event_id for entry in after[:2]}
+
+
+class UuidRingEventStore(UuidEventStore):
+    """LOSSY by design (scenario uuid-evicted-buffer): a bounded per-stream buffer that serves only
+    the last `ring` events of each stream (priming events count), like a capped Redis stream.
+
+    It still knows which stream an evicted id was on (its id index outlives the payload), so a
+    `Last-Event-ID` that has been evicted is not refused: the replay sends what the buffer still
+    holds of that stream after the cursor, returns the stream (the live stream goes on), and the
+    events evicted in between are silently gone. A cursor still in the buffer replays exactly
+    (correct). The events themselves are kept here only to print what was lost (`EVICTED=[…]`).
+    """
+
+    def __init__(self, ring: int = 2, log_events: bool = False) -> None:
+        super().__init__(log_events=log_events)
+        self.ring = ring
+        self.skip_label = "EVICTED"
+
+    def _skip(self, after: list[_Entry]) -> set[EventId]:
+        if not after:
+            return set()
+        held = {entry.event_id for entry in list(self.streams[after[0].stream_id])[-self.ring:]}
+        return {entry.event_id for entry in after if entry.event_id not in held}
+
+
+class UuidTtlEventStore(UuidEventStore):
+    """LOSSY by design (scenario uuid-ttl-expired): every event's payload expires `ttl` seconds
+    after it was stored (like per-entry TTLs in a cache); the id index (id -> stream, order)
+    does not expire. A replay sends the same-stream events after the cursor that have not expired
+    yet and returns the stream (the live stream goes on); the expired ones are silently gone
+    (`EXPIRED=[…]`, with their age at the replay, in the REPLAY line)."""
+
+    def __init__(self, ttl: float = 0.5, log_events: bool = False) -> None:
+        super().__init__(log_events=log_events)
+        self.ttl = ttl
+        self.stored_at: dict[EventId, float] = {}
+        self.skip_label = "EXPIRED"
+
+    async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
+        event_id = await super().store_event(stream_id, message)
+        self.stored_at[event_id] = time.monotonic()
+        return event_id
+
+    def _skip(self, after: list[_Entry]) -> set[EventId]:
+        now = time.monotonic()
+        ages = {entry.event_id: now - self.stored_at[entry.event_id] for entry in after}
+        if self.log_events:
+            print("REPLAY ages " + ", ".join(f"{event_id[:8]}={age:.3f}s" for event_id, age in ages.items())
+                  + f" (ttl {self.ttl:g}s)", flush=True)
+        return {event_id for event_id, age in ages.items() if age > self.ttl}
+
+
 class DensePerStreamEventStore(EventStore):
     """Ids "1", "2", ... per stream; see the module docstring for the ambiguity."""
 
-    def __init__(self) -> None:
+    def __init__(self, log_events: bool = False) -> None:
         self.streams: dict[StreamId, list[JSONRPCMessage | None]] = {}
         self.answered: set[StreamId] = set()
         self.last_write: dict[StreamId, int] = {}
         self._clock = itertools.count(1)
+        # server.py --log-events (stale-cursor only): STORE/REPLAY lines; ids and replay unchanged.
+        self.log_events = log_events
 
     async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
         events = self.streams.setdefault(stream_id, [])
@@ -170,6 +237,8 @@ class DensePerStreamEventStore(EventStore):
         self.last_write[stream_id] = next(self._clock)
         if isinstance(message, JSONRPCResponse | JSONRPCError):
             self.answered.add(stream_id)
+        if self.log_events:
+            print(f"STORE id={len(events)} stream={stream_id} {_kind(message)}", flush=True)
         return str(len(events))
 
     async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
@@ -185,10 +254,14 @@ class DensePerStreamEventStore(EventStore):
         candidates.sort(key=lambda sid: (sid not in self.answered, self.last_write[sid]), reverse=True)
         stream_id = candidates[0]
         events = self.streams[stream_id]
+        sent = []
         for index in range(cursor, len(events)):
             message = events[index]
             if message is not None:
                 await send_callback(EventMessage(message, str(index + 1)))
+                sent.append(f"{index + 1} {_kind(message)}")
+        if self.log_events:
+            print(f"REPLAY after={last_event_id} stream={stream_id} sent={sent}", flush=True)
         return stream_id
 
 

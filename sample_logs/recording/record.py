@@ -41,6 +41,16 @@ at the resume (buggy uuid stores; a restart whose new process accepts the old se
 a session directory, `Scenario.shared_sessions`: `<log dir>/<scenario>.sessions/`). Their
 server logs (`--log-events`) list every stored and replayed event id with its kind.
 
+uuid-skip-one, uuid-skip-two, uuid-evicted-buffer, uuid-ttl-expired, uuid-healthy-regular,
+uuid-healthy-uneven and uuid-no-progress (uuid4 ids, a fixed progress step or none, one cut
+mid-call; lossy stores and correct ones), stale-cursor and stale-cursor-uuid (a correct store;
+the first resumed GET is dropped mid-stream and the python client resumes again with the
+Last-Event-ID of its first resume) keep what the client application received
+(`client.py --app-log`) in `recording/client-logs/<scenario>.txt` and the server's log
+(`STORE`/`REPLAY`/`BREAK` lines) in `recording/server-logs/<scenario>.txt`, under --out-dir
+(`Scenario.keep_logs`; `.txt`, not `.log`: the analyzer reads `.log` files as captures when it
+walks sample_logs/).
+
 `--har-mode` (default keep): `stream` = B streams SSE without the helper (HAR
 bodies stay empty), `buffer` = plain `hardump` (mitmproxy buffers SSE; shows
 the deadlock); both write `real-python-<scenario>.mitm-{streamed,buffered}.*`.
@@ -87,6 +97,7 @@ class Scenario:
     relay: tuple[str, ...] | None = None  # run partition_relay.py between client and A with these options
     replicas: int = 1  # > 1: that many server.py processes behind rr_proxy.py (shared session directory)
     shared_sessions: bool = False  # one server.py (and its restart) with --shared-sessions <log dir>/<scenario>.sessions
+    keep_logs: bool = False  # copy the client and server logs to <out dir>/recording/{client,server}-logs/<scenario>.txt
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -153,6 +164,61 @@ SCENARIOS: dict[str, Scenario] = {
     "uuid-drops-log": Scenario(
         store="uuid-drop-log", retry_ms=500, close_at="2",
         server_args=("--log-calls", "--log-events", "--log-every-step", "--close-after-progress")),
+    # --- Progress behind opaque ids: uuid4 ids, steps 0.4 s apart, one cut (the stream closed right after a
+    # step's progress notification has gone out, so the client's Last-Event-ID is that progress event), the
+    # client resumes after the priming retry. Timings: the close at C, progress k+1 stored at C+0.4, k+2 at
+    # C+0.8, ...; the resume GET arrives at C + retry + a few ms, between two steps.
+    # (1) replay leaves out the first event after the cursor (progress 4): 1,2,3 | 5,6,7 + result.
+    "uuid-skip-one": Scenario(
+        store="uuid-skip-first", retry_ms=1000, close_at="3", steps=7, interval=0.4,
+        server_args=("--log-calls", "--log-events", "--close-after-progress"),
+        client_args=("--app-log",), keep_logs=True),
+    # (2) replay leaves out the first two events after the cursor (progress 4, 5): 1,2,3 | 6,7,8 + result.
+    "uuid-skip-two": Scenario(
+        store="uuid-skip-two", retry_ms=1000, close_at="3", steps=8, interval=0.4,
+        server_args=("--log-calls", "--log-events", "--close-after-progress"),
+        client_args=("--app-log",), keep_logs=True),
+    # (3) a buffer of the last 2 events per stream; the resume comes 2.2 s after the cut, when progress 4-8
+    # are stored: the cursor (progress 3) and progress 4-6 are evicted; it replays 7, 8 and goes on live.
+    "uuid-evicted-buffer": Scenario(
+        store="uuid-ring", retry_ms=2200, close_at="3", steps=10, interval=0.4,
+        server_args=("--log-calls", "--log-events", "--close-after-progress", "--ring-size", "2"),
+        client_args=("--app-log",), keep_logs=True),
+    # (4) events expire 0.5 s after they were stored; the resume comes 1.5 s after the cut: progress 4 and 5
+    # have expired, 6 (0.3 s old) is replayed, then live.
+    "uuid-ttl-expired": Scenario(
+        store="uuid-ttl", retry_ms=1500, close_at="3", steps=9, interval=0.4,
+        server_args=("--log-calls", "--log-events", "--close-after-progress", "--ttl", "0.5"),
+        client_args=("--app-log",), keep_logs=True),
+    # (5) a correct store, progress 1..7, cut after progress 3: no loss.
+    "uuid-healthy-regular": Scenario(
+        store="uuid", retry_ms=1000, close_at="3", steps=7, interval=0.4,
+        server_args=("--log-calls", "--log-events", "--close-after-progress"),
+        client_args=("--app-log",), keep_logs=True),
+    # (6) a correct store, uneven progress 1, 2, 5, 6, 10 (total 10), cut after the value 2: no loss.
+    "uuid-healthy-uneven": Scenario(
+        store="uuid", retry_ms=1000, close_at="2", steps=5, interval=0.4,
+        server_args=("--log-calls", "--log-events", "--close-after-progress", "--progress-values", "1,2,5,6,10"),
+        client_args=("--app-log",), keep_logs=True),
+    # (7) a correct store, no progress at all, a log at every step, cut after log 3: no loss.
+    "uuid-no-progress": Scenario(
+        store="uuid", retry_ms=1000, close_at="3", steps=7, interval=0.4,
+        server_args=("--log-calls", "--log-events", "--no-progress", "--log-every-step", "--close-after-log"),
+        client_args=("--app-log",), keep_logs=True),
+    # --- The python client's stale cursor: a correct store (dense per-stream ids), cut after progress 3; the
+    # first resumed GET (Last-Event-ID = progress 3) gets progress 4, 5 (replayed), a priming event and live
+    # progress 6, then the server drops its TCP connection (server.py --break-resume-after 4). mcp 2.3.0 takes
+    # the `except Exception` branch of _handle_reconnection and resumes with the SAME Last-Event-ID: progress
+    # 4, 5, 6 come again (twice to the application), then 7..10 and the result.
+    "stale-cursor": Scenario(
+        store="dense", retry_ms=1000, close_at="3", steps=10, interval=0.4,
+        server_args=("--log-calls", "--log-events", "--close-after-progress", "--break-resume-after", "4"),
+        client_args=("--app-log",), keep_logs=True),
+    # The same with uuid4 ids (the correct UuidEventStore).
+    "stale-cursor-uuid": Scenario(
+        store="uuid", retry_ms=1000, close_at="3", steps=10, interval=0.4,
+        server_args=("--log-calls", "--log-events", "--close-after-progress", "--break-resume-after", "4"),
+        client_args=("--app-log",), keep_logs=True),
 }
 
 
@@ -365,6 +431,10 @@ def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path, har_mode: str,
             cwd=HERE, capture_output=True, text=True, timeout=sc.client_timeout + 30,
         )
         (log_dir / f"{name}.client.log").write_text(client.stdout + client.stderr)
+        if sc.keep_logs:  # newer scenarios: what the application received, next to the capture
+            kept = out_dir / "recording" / "client-logs"
+            kept.mkdir(parents=True, exist_ok=True)
+            (kept / f"{name}.txt").write_text(client.stdout + client.stderr)
         print(client.stdout, end="", flush=True)
         print(f"[{name}] client exit code {client.returncode}", flush=True)
         if watcher is not None:
@@ -383,6 +453,10 @@ def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path, har_mode: str,
             # Last, so B's closing FINs are in the file; SIGINT makes tcpdump flush and report its counts.
             time.sleep(0.3)
             stop(capture, grace_s=5.0)
+    if sc.keep_logs and s_log.exists():  # the server's STORE/REPLAY/BREAK lines: the ground truth
+        kept = out_dir / "recording" / "server-logs"
+        kept.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(s_log, kept / f"{name}.txt")
     written = (jsonl, har, pcap_file) if pcap else (jsonl, har)
     sizes = ", ".join(f"{p.name} ({p.stat().st_size if p.exists() else 'missing'} B)" for p in written)
     print(f"[{name}] wrote {sizes}; logs in {log_dir}", flush=True)

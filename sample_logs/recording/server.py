@@ -31,6 +31,13 @@ gone out, before that step's log; `--close-pause` seconds in between).
 The TypeScript-client scenarios of ts/record_ts.py (ts-client-*) run this server too; they add
 `--store dense-skip-second` (dense per-stream ids; the second replay of the process leaves out
 the first event after the cursor, the first replay is correct; event_stores.py).
+The uuid-skip-two / uuid-evicted-buffer / uuid-ttl-expired / uuid-healthy-* / uuid-no-progress /
+stale-cursor scenarios add `--store uuid-skip-two|uuid-ring|uuid-ttl` (`--ring-size`, `--ttl`),
+`--log-events` for the dense store too, `--progress-values` (uneven progress values),
+`--no-progress` (slow_count sends only log notifications), `--close-after-log` (close right
+after the step's log has gone out) and `--break-resume-after N` (an ASGI wrapper that drops the
+TCP connection of the first resumed GET after its N-th SSE event: no terminating chunk, the
+client sees an incomplete chunked body).
 
 Only 127.0.0.1 is ever bound.
 """
@@ -54,7 +61,10 @@ from event_stores import (
     StreamKeyedSharedEventStore,
     UuidDropLogEventStore,
     UuidEventStore,
+    UuidRingEventStore,
     UuidSkipFirstEventStore,
+    UuidSkipTwoEventStore,
+    UuidTtlEventStore,
 )
 
 STORES = {
@@ -67,8 +77,11 @@ STORES = {
     "uuid-skip-first": UuidSkipFirstEventStore,  # buggy: uuid4; a replay leaves out the first event after the cursor
     "uuid-drop-log": UuidDropLogEventStore,  # buggy: uuid4; a replay leaves out the logs before the next progress
     "dense-skip-second": DenseSkipSecondReplayEventStore,  # buggy: dense ids; the 2nd replay leaves out one event
+    "uuid-skip-two": UuidSkipTwoEventStore,  # buggy: uuid4; a replay leaves out the first two events after the cursor
+    "uuid-ring": UuidRingEventStore,  # lossy: uuid4; serves only the last --ring-size events per stream
+    "uuid-ttl": UuidTtlEventStore,  # lossy: uuid4; events expire --ttl seconds after they were stored
 }
-UUID_STORES = ("uuid", "uuid-skip-first", "uuid-drop-log")
+UUID_STORES = ("uuid", "uuid-skip-first", "uuid-drop-log", "uuid-skip-two", "uuid-ring", "uuid-ttl")
 EXTRA_TOOLS = ("add", "slow_side")
 
 # ctx.log is deprecated by the 2026-07-28 revision; this server speaks 2025-11-25 on purpose.
@@ -78,6 +91,7 @@ warnings.filterwarnings("ignore", message="The logging capability is deprecated"
 def build(args: argparse.Namespace) -> MCPServer:
     mcp = MCPServer("sse-audit-recorder")
     close_at = {int(s) for s in args.close_at.split(",") if s.strip()}
+    progress_values = [int(v) for v in args.progress_values.split(",") if v.strip()]
 
     calls = 0
 
@@ -89,8 +103,12 @@ def build(args: argparse.Namespace) -> MCPServer:
         closing = close_at if (call_no == 1 or not args.close_first_only) else set()
         if args.log_calls:
             print(f"TOOL START call={call_no} request_id={ctx.request_id} steps={steps} tag={tag!r}", flush=True)
+        values = progress_values or list(range(1, steps + 1))
+        if progress_values:  # newer scenario uuid-healthy-uneven: these values, total = the last one
+            steps = len(values)
         for step in range(1, steps + 1):
-            await ctx.report_progress(step, steps, f"step {step}/{steps}{suffix}")
+            if not args.no_progress:
+                await ctx.report_progress(values[step - 1], values[-1], f"step {step}/{steps}{suffix}")
             if args.close_after_progress and step in closing:
                 # Newer scenario uuid-drops-log: let the progress notification reach the wire (an event
                 # emitted just before close_sse_stream() would otherwise only come with the replay), then
@@ -100,8 +118,13 @@ def build(args: argparse.Namespace) -> MCPServer:
                 await ctx.close_sse_stream()
             if step in (1, steps) or args.log_every_step:
                 await ctx.log("info", f"slow_count step {step}{suffix}")
+            if args.close_after_log and step in closing:
+                # Newer scenario uuid-no-progress: the step's log reaches the wire, then the close.
+                await anyio.sleep(args.close_pause)
+                print(f"CLOSE {step} (after log)", flush=True)
+                await ctx.close_sse_stream()
             print(f"EVENT {step}", flush=True)
-            if step in closing and not args.close_after_progress:
+            if step in closing and not args.close_after_progress and not args.close_after_log:
                 print(f"CLOSE {step}", flush=True)
                 await ctx.close_sse_stream()
             await anyio.sleep(args.interval)
@@ -171,6 +194,19 @@ def main() -> int:
                              "(after --close-pause s), before the step's log (default: after the step)")
     parser.add_argument("--close-pause", type=float, default=0.1,
                         help="with --close-after-progress: seconds between the progress notification and the close")
+    parser.add_argument("--close-after-log", action="store_true",
+                        help="close at the --close-at steps right after the step's log notification "
+                             "(after --close-pause s); with --no-progress --log-every-step")
+    parser.add_argument("--progress-values", default="",
+                        help="comma-separated progress values slow_count reports, one per step (total = the "
+                             "last); replaces 1..steps")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="slow_count sends no progress notifications (only its log notifications)")
+    parser.add_argument("--ring-size", type=int, default=2, help="--store uuid-ring: events kept per stream")
+    parser.add_argument("--ttl", type=float, default=0.5, help="--store uuid-ttl: seconds an event is kept")
+    parser.add_argument("--break-resume-after", type=int, default=0, metavar="N",
+                        help="drop the TCP connection of the first resumed GET (Last-Event-ID) after its N-th "
+                             "SSE event (0 = never)")
     parser.add_argument("--resurrect-unknown-sessions", action="store_true",
                         help="BUGGY: serve an unknown Mcp-Session-Id with a fresh, uninitialized session "
                              "under the same id instead of 404 (session_managers.py)")
@@ -188,8 +224,14 @@ def main() -> int:
 
     if args.store == "session-log":
         store = SessionLogEventStore(args.replica_name)
+    elif args.store == "uuid-ring":
+        store = UuidRingEventStore(ring=args.ring_size, log_events=args.log_events)
+    elif args.store == "uuid-ttl":
+        store = UuidTtlEventStore(ttl=args.ttl, log_events=args.log_events)
     elif args.store in UUID_STORES and args.log_events:
         store = STORES[args.store](log_events=True)
+    elif args.store == "dense" and args.log_events:
+        store = DensePerStreamEventStore(log_events=True)
     else:
         store = STORES[args.store]()
     shared_view = args.store in ("shared-stream", "session-log")
@@ -208,7 +250,16 @@ def main() -> int:
           + (f" shared-sessions={args.shared_sessions}" if args.shared_sessions else "")
           + (" log-events" if args.log_events else "")
           + (" log-every-step" if args.log_every_step else "")
-          + (f" close-after-progress(pause={args.close_pause:g})" if args.close_after_progress else ""), flush=True)
+          + (f" close-after-progress(pause={args.close_pause:g})" if args.close_after_progress else "")
+          + (f" close-after-log(pause={args.close_pause:g})" if args.close_after_log else "")
+          + (f" progress-values={args.progress_values}" if args.progress_values else "")
+          + (" no-progress" if args.no_progress else "")
+          + (f" ring-size={args.ring_size}" if args.store == "uuid-ring" else "")
+          + (f" ttl={args.ttl:g}" if args.store == "uuid-ttl" else "")
+          + (f" break-resume-after={args.break_resume_after}" if args.break_resume_after else ""), flush=True)
+    if args.break_resume_after:
+        run_breaking(mcp, store, args)
+        return 0
     mcp.run(
         transport="streamable-http",
         host="127.0.0.1",
@@ -217,6 +268,67 @@ def main() -> int:
         retry_interval=args.retry_ms,
     )
     return 0
+
+
+class _Break(Exception):
+    """Raised into the SDK's SSE writer by `BreakResumedStream` (the SDK logs and swallows it)."""
+
+
+class BreakResumedStream:
+    """ASGI wrapper (scenario stale-cursor): the first resumed GET (one with `Last-Event-ID`) gets its
+    first `after_events` SSE events, then its TCP connection is dropped without the terminating chunk.
+
+    After the N-th event has been handed to uvicorn, the wrapper makes every further `send` raise
+    (the SDK's replay response fails and is logged), then raises itself once the app returns:
+    uvicorn, whose response has started, closes the transport (`Exception in ASGI application`),
+    which flushes the bytes already written and sends a FIN in the middle of the chunked body. Every
+    other request passes through untouched. Prints `BREAK ...` lines.
+    """
+
+    def __init__(self, app, after_events: int, count: int = 1) -> None:  # noqa: ANN001 - an ASGI app
+        self.app = app
+        self.after_events = after_events
+        self.count = count
+        self.broken = 0
+
+    async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001 - ASGI
+        headers = dict(scope.get("headers") or ()) if scope["type"] == "http" else {}
+        last_event_id = headers.get(b"last-event-id")
+        if scope["type"] != "http" or scope["method"] != "GET" or last_event_id is None or self.broken >= self.count:
+            await self.app(scope, receive, send)
+            return
+        self.broken += 1
+        label = f"resumed GET #{self.broken} last-event-id={last_event_id.decode(errors='replace')}"
+        ids: list[str] = []
+        state = {"broke": False}
+
+        async def breaking_send(message) -> None:  # noqa: ANN001
+            if state["broke"]:
+                raise _Break(label)
+            await send(message)
+            body = (message.get("body") or b"") if message["type"] == "http.response.body" else b""
+            if body.strip() and not body.lstrip().startswith(b":"):  # an SSE event, not a comment
+                event_id = next((ln[3:].strip().decode() for ln in body.splitlines() if ln.startswith(b"id:")), "")
+                ids.append(event_id or "<no id>")
+                if len(ids) >= self.after_events:
+                    state["broke"] = True
+                    print(f"BREAK {label}: dropping the connection after {len(ids)} events, ids {ids}", flush=True)
+                    raise _Break(label)
+
+        await self.app(scope, receive, breaking_send)
+        if state["broke"]:
+            raise RuntimeError(f"recording: drop the connection of the {label} (after events {ids})")
+        print(f"BREAK {label}: ended after {len(ids)} events {ids}, before the break point", flush=True)
+
+
+def run_breaking(mcp: MCPServer, store, args: argparse.Namespace) -> None:  # noqa: ANN001 - an EventStore
+    """`mcp.run(transport="streamable-http", ...)` with `BreakResumedStream` around the app (same uvicorn config)."""
+    import uvicorn
+
+    app = mcp.streamable_http_app(event_store=store, retry_interval=args.retry_ms, host="127.0.0.1")
+    config = uvicorn.Config(BreakResumedStream(app, args.break_resume_after), host="127.0.0.1", port=args.port,
+                            log_level=mcp.settings.log_level.lower())
+    anyio.run(uvicorn.Server(config).serve)
 
 
 if __name__ == "__main__":
