@@ -59,3 +59,47 @@ def test_a_healthy_regular_resume_is_no_gap(capture, analyze):
 def test_a_call_without_progress_stays_unverifiable(capture, analyze):
     b = boundary(analyze(resumed(capture, [log(3), log(4), result()], before=[log(1), log(2)])))
     assert (b["verdict"], b["evidence"]) == ("unverifiable", "none")
+
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "har", "pcap"])
+@pytest.mark.parametrize("name, verdict, evidence, lost", [
+    # python SDK 2.3.0, uuid ids; the client logs (sample_logs/recording/client-logs/) show what the application got
+    ("real-python-uuid-skip-one", "gap", "progress_skipped", 1),      # 1, 2, 3 | 5, 6, 7
+    ("real-python-uuid-skip-two", "gap", "progress_skipped", 2),      # 1, 2, 3 | 6, 7, 8
+    ("real-python-uuid-evicted-buffer", "gap", "progress_skipped", 3),  # 1, 2, 3 | 7, 8, 9, 10
+    ("real-python-uuid-ttl-expired", "gap", "progress_skipped", 2),   # 1, 2, 3 | 6, 7, 8, 9
+    ("real-python-uuid-healthy-regular", "continuous", "progress_and_response", 0),  # 1 .. 7, nothing lost
+    ("real-python-uuid-healthy-uneven", "unverifiable", "none", 0),   # 1, 2 | 5, 6, 10: nothing lost, nothing proven
+    ("real-python-uuid-no-progress", "unverifiable", "none", 0),      # logs only
+])
+def test_real_progress_recordings(fmt, name, verdict, evidence, lost, monkeypatch):
+    from analyzer import pipeline
+
+    monkeypatch.chdir(ROOT)
+    (b,) = pipeline.run([f"sample_logs/{name}.{fmt}"]).document["boundaries"]
+    assert (b["verdict"], b["evidence"], b["lost_count"]) == (verdict, evidence, lost), b["reason"]
+    if name == "real-python-uuid-healthy-uneven":
+        assert "likely lost" not in b["reason"]  # uneven progress is the tool's own counting, no hint of a loss
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "har", "pcap"])
+@pytest.mark.parametrize("name, again", [("real-python-stale-cursor", ["6", "7", "9"]), ("real-python-stale-cursor-uuid", None)])
+def test_real_python_stale_cursor(fmt, name, again, monkeypatch):
+    """The python client resumed a resumed stream that broke again with its previous resume's Last-Event-ID; a correct
+    store replayed from it, and the application got 3 events twice (client log).  Each reconnect is judged on its own:
+    the first continuous, the second stale_last_event_id -- never a gap (nothing was lost)."""
+    from analyzer import pipeline
+
+    monkeypatch.chdir(ROOT)
+    doc = pipeline.run([f"sample_logs/{name}.{fmt}"]).document
+    first, second = doc["boundaries"]
+    assert first["last_event_id"] == second["last_event_id"]
+    assert first["verdict"] == "continuous"
+    assert (second["verdict"], second["rule_id"], second["duplicated_count"], second["lost_count"]) == ("replay_reset", "stale_last_event_id", 3, 0)
+    if again:
+        assert second["duplicated_event_ids"] == again
+    assert "tools/call slow_count (id 2) processed them twice" in second["reason"]
+    assert not [f for f in doc["findings"] if f["rule"] == "gap"]

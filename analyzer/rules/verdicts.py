@@ -87,6 +87,16 @@ def decision_chain() -> list[Branch]:
                     "earlier (first: {}): another session's stream was replayed here",
                     pl.col("xs_n"), pl.col("xs_other"), pl.col("xs_ids").list.first()),
           "events with the id *and* payload another session was delivered earlier (a store keyed without the session), any id scheme"),
+        B("stale_last_event_id", "replay_reset", pl.col("sc_n").fill_null(0) > 0,
+          pl.format(
+              "the python client resumed with Last-Event-ID {}, the cursor of its previous resume of this stream ({}), although "
+              "that resume had delivered events after it: the python client (2.3.0) reuses its previous resume's cursor when "
+              "a resumed stream breaks again, and the store replayed from it, so the application got {} event(s) twice ({}){}",
+              pl.col("header"), pl.col("sc_prev").struct.field("location"), pl.col("sc_n"), pl.col("sc_ids").list.head(5).list.join(", "),
+              pl.when(pl.col("sc_call").is_not_null()).then(pl.format(": {} processed them twice", pl.col("sc_call"))).otherwise(pl.lit("")),
+          ),
+          "a python-client session resumes a stream with the previous resume's Last-Event-ID after that resume delivered "
+          "events: the client had them, and they came again (the python client's stale cursor)"),
         B("ids_went_back", "replay_reset", contiguous & (pl.col("first_break") == "replay_reset"),
           pl.format("event id {} came after {}: ids went back, {} event(s) already processed were delivered again",
                     pl.col("break_id"), pl.col("break_prev"), pl.col("dup_count")),
@@ -175,7 +185,7 @@ FALLBACK = ("opaque_unproven", "unverifiable", "opaque ids and nothing proves wh
 EVIDENCE = {
     "no_response": "none", "refused": "http", "other_session_id": "http", "forgotten_session": "jsonrpc",
     "epoch_changed": "http", "not_an_event_stream": "http", "body_not_recorded": "none", "other_sessions_events": "content",
-    "ids_went_back": "ids", "opaque_redelivered": "ids", "foreign_stream_ids": "ids", "response_of_other_stream": "jsonrpc",
+    "stale_last_event_id": "ids", "ids_went_back": "ids", "opaque_redelivered": "ids", "foreign_stream_ids": "ids", "response_of_other_stream": "jsonrpc",
     "ids_jumped": "ids", "lost_after_capture_point": "second_view", "lost_in_history": "second_view",
     "progress_skipped": "progress_skipped", "owed_nothing_replayed": "jsonrpc", "no_event_after": "none", "no_cursor": "none", "resumed_undecrypted": "none", "ids_continue": "ids",
     "successor_proven": "second_view", "progress_continues": "progress_and_response", "opaque_unproven": "none",
@@ -211,7 +221,7 @@ def judge(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
         .then(pl.format("{} (the server first re-sent event {} unchanged: the client must drop that duplicate)", pl.col("_vr").struct.field("r"), pl.col("cursor_str")))
         .otherwise(pl.col("_vr").struct.field("r")),
     ).with_columns(
-        reason=pl.when(pl.col("resent_count").fill_null(0) > 0)
+        reason=pl.when((pl.col("resent_count").fill_null(0) > 0) & (pl.col("rule_id") != "stale_last_event_id"))
         .then(pl.format(
             "{}; {} event(s) sent again had already left the capture point after the client's Last-Event-ID {}: "
             "by that Last-Event-ID they never reached the client, and resending them is right; "
@@ -225,17 +235,18 @@ def judge(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
         (pl.col("verdict") == "gap") & pl.col("hist_lost_count").is_not_null() & ~(contiguous & (pl.col("first_break") == "gap")).fill_null(False)
     )
     b = b.with_columns(
-        lost_event_ids=pl.when(by_history).then(pl.col("hist_lost_ids")).when(is_int_verdict).then(pl.col("lost_ids")).otherwise(pl.lit([], dtype=pl.List(pl.String))),
-        lost_count=pl.when(by_history).then(pl.col("hist_lost_count")).when(is_int_verdict).then(pl.col("lost_count"))
+        lost_event_ids=pl.when(pl.col("rule_id") == "stale_last_event_id").then(pl.lit([], dtype=pl.List(pl.String))).when(by_history).then(pl.col("hist_lost_ids")).when(is_int_verdict).then(pl.col("lost_ids")).otherwise(pl.lit([], dtype=pl.List(pl.String))),
+        lost_count=pl.when(pl.col("rule_id") == "stale_last_event_id").then(0).when(by_history).then(pl.col("hist_lost_count")).when(is_int_verdict).then(pl.col("lost_count"))
         .when(pl.col("rule_id") == "progress_skipped").then(pl.col("ps_count")).otherwise(0),
         # the events the server sent twice past the capture point: definite duplicates (at or
         # before the client's cursor), then the ones resent after it (see ``_prior``)
-        duplicated_event_ids=pl.concat_list(
+        duplicated_event_ids=pl.when(pl.col("rule_id") == "stale_last_event_id").then(pl.col("sc_ids")).otherwise(pl.concat_list(
             pl.when(is_int_verdict).then(pl.col("dup_ids")).otherwise(pl.col("o_dup_ids")).fill_null(pl.lit([], dtype=pl.List(pl.String))),
             pl.col("resent_ids").fill_null(pl.lit([], dtype=pl.List(pl.String))),
-        ).list.unique(maintain_order=True).list.head(LIST_CAP),
-        duplicated_count=pl.when(is_int_verdict).then(pl.col("dup_count")).otherwise(pl.col("o_dup_count")).fill_null(0)
-        + pl.col("resent_count").fill_null(0),
+        ).list.unique(maintain_order=True).list.head(LIST_CAP)),
+        duplicated_count=pl.when(pl.col("rule_id") == "stale_last_event_id").then(pl.col("sc_n"))
+        .otherwise(pl.when(is_int_verdict).then(pl.col("dup_count")).otherwise(pl.col("o_dup_count")).fill_null(0)
+                   + pl.col("resent_count").fill_null(0)),
         handled_correctly=pl.when(pl.col("verdict") == "continuous").then(True)
         .when(pl.col("rule_id").is_in(list(CAPTURE_BLIND))).then(None)  # the client saw what the capture did not
         .otherwise(pl.col("handled")),

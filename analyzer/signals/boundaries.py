@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzer.signals import eras, idschemes, progress, rpc, views
+from analyzer.signals import clients, eras, idschemes, progress, rpc, views
 from analyzer.signals.streams import Frames, packet_no
 
 LIST_CAP = 1000  # ids listed per boundary; the counts stay exact
@@ -459,6 +459,46 @@ def facts(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
         .join(wrong, on="gx", how="left")
         .join(progress.proof(f, b, wrong), on="gx", how="left")
         .join(undecrypted_before(f, b), on="gx", how="left")
+        .join(stale_cursor(f, b, after), on="gx", how="left")
         .with_columns(pl.col("n_after").fill_null(0), pl.col("overlap").fill_null(False))
     )
     return b
+
+
+def stale_cursor(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.DataFrame:
+    """The python client's stale cursor (shared/reference/mcp-transport-facts.md point 3): when a *resumed* stream
+    breaks again, it resumes with the cursor of its previous resume, not the last id it received
+    (``_handle_reconnection``'s ``except`` branch).  A reconnect of a python-client session whose Last-Event-ID is
+    the previous reconnect's of the same stream, after that reconnect's connection delivered events with ids: the
+    client had those events, and a correct store sends them again (real-python-stale-cursor*: the client log shows
+    them twice).  Per such boundary: ``sc_prev`` (the previous reconnect's request), ``sc_ids`` / ``sc_n`` (the events
+    delivered again, their ids), ``sc_call`` (the call that opened the stream)."""
+    python = clients.sessions(f).filter(pl.col("client") == clients.PYTHON).select("session")
+    keys = (
+        b.lazy().filter(pl.col("header").is_not_null() & (pl.col("header") != ""))
+        .join(python.lazy(), on="session", how="semi")
+        .select("gx", "pos", "session", "stream", "header")
+        .sort("pos")
+        .with_columns(p_gx=pl.col("gx").shift(1).over("session", "stream"), p_header=pl.col("header").shift(1).over("session", "stream"))
+        .filter(pl.col("p_gx").is_not_null() & (pl.col("p_header") == pl.col("header")))
+    )
+    # what the previous reconnect's connection delivered (ids, visible, with data), and which of them came again
+    had = (
+        f.events.lazy().filter(pl.col("visible") & pl.col("has_id") & (pl.col("data") != ""))
+        .select(pl.col("gx").alias("p_gx"), "id", "digest")
+        .join(keys.select("p_gx", "gx"), on="p_gx")
+    )
+    again = (
+        after.lazy().filter(~pl.col("overlap")).select("gx", "id", "ordinal")
+        .join(had.select("gx", "id").unique(), on=["gx", "id"], how="semi")
+        .sort("gx", "ordinal")
+        .group_by("gx")
+        .agg(sc_ids=pl.col("id").unique(maintain_order=True).head(LIST_CAP), sc_n=pl.col("id").n_unique())
+    )
+    x = f.exchanges.lazy().select(pl.col("gx").alias("p_gx"), pl.struct("source", "location").alias("sc_prev"))
+    opener = rpc.openers(f).select("session", "stream", sc_call="v_call")
+    return (
+        keys.join(again, on="gx").join(x, on="p_gx", how="left").join(opener, on=["session", "stream"], how="left")
+        .select("gx", "sc_prev", "sc_ids", "sc_n", "sc_call")
+        .collect()
+    )

@@ -448,7 +448,7 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame) -> pl.DataF
             then_,
         ))
         .when(pl.col("_outcome") == "handed_app").then(pl.format(
-            "the application's own resume of {} (id {}) was handed {}: the client's request ids skip {} at this reconnect, so "
+            "the application's own resume of {}, as id {}, was handed {}: the client's request ids skip {} at this reconnect, so "
             "the application resumed with a resumptionToken (that request never reaches the wire; its resume is this GET), "
             "and the TypeScript client{} rewrites the first result on such a resume to it{}; {} itself waits on",
             pl.col("v_call"), pl.col("app_id"), answer, pl.col("app_id"), agent, then_, pl.col("v_call"),
