@@ -14,6 +14,7 @@ import sys
 import time
 from typing import Callable
 
+from analyzer.document import calls_hit
 from analyzer.document.facts import baseline_headline, inputs_line, plural
 from analyzer.ingest.reading import Meter
 
@@ -121,6 +122,7 @@ def session_name(rec: dict) -> str:
 
 
 SHOWN_FINDINGS = 10  # finding lines in the terminal summary; the rest are counted and pointed to
+SHOWN_CALLS = 5  # calls-hit lines in the terminal summary (the JSON and the report have them all)
 
 
 def width() -> int | None:
@@ -155,6 +157,17 @@ def summary_text(doc: dict, outputs: tuple[str, ...] = (), width: int | None = N
     ]
     if s["boundaries"]:
         lines.append("reconnect verdicts: " + ", ".join(f"{v} {n}" for v, n in s["verdicts"].items() if n))
+    hit = doc.get("calls_hit") or []
+    if hit:  # one story per call first: the same list, in the same order, as the JSON's calls_hit and the report's "Calls hit"
+        counts: dict[str, int] = {}
+        for c in hit:
+            counts[c["outcome"]] = counts.get(c["outcome"], 0) + 1
+        lines.append(f"calls hit: {len(hit)} (" + ", ".join(f"{o} {n}" for o, n in counts.items()) + ")")
+        for c in hit[:SHOWN_CALLS]:
+            at = c.get("reconnect") or f"session {c['session']}"  # (a reconnect's name starts with its session's)
+            lines.append(_fit(safe(f"  {c['call']} at {at}: {c['said']}; {c['detail']}"), width))
+        if len(hit) > SHOWN_CALLS:
+            lines.append(f"  … {len(hit) - SHOWN_CALLS} more {pointer}")
     every = ", ".join(f"{n} {k}" for k, n in s["findings_by_severity"].items())
     shown = doc["findings"]
     if base is None:
@@ -167,13 +180,14 @@ def summary_text(doc: dict, outputs: tuple[str, ...] = (), width: int | None = N
                      + "; only the new count for --fail-on")
         lines.append(f"  all findings of this run: {every}")
         shown = [f for f in shown if f.get("baseline") == "new"]
-    for f in shown[:SHOWN_FINDINGS]:
+    first = calls_hit.headline(shown, SHOWN_FINDINGS)  # (the report's "Critical findings first": the same list and order)
+    for f in first:
         where = f["evidence"][0]
         seen = f" (seen in {len(f['seen_in'])} captures)" if f.get("seen_in") else ""
         lines.append(_fit(safe(f"  [{f['severity']}] {f['rule']}, {session_name(f)}, at {where['source']} {where['location']}{seen}"), width))
         lines.append(_fit(safe(f"      {f['message']}"), width))
-    if len(shown) > SHOWN_FINDINGS:
-        lines.append(f"  … {len(shown) - SHOWN_FINDINGS} more{' new' if base is not None else ''} {pointer}")
+    if len(shown) > len(first):
+        lines.append(f"  … {len(shown) - len(first)} more{' new' if base is not None else ''} {pointer}")
     if base is not None and base["known"]:
         lines.append(f"  {plural(base['known'], 'known finding')} (in the baseline) not listed here: marked known {pointer}")
     if s["anomalies"]:

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 
 from analyzer import __version__, catalog
+from analyzer.document import calls_hit
 from analyzer.document import names
 from analyzer.errors import AuditError, InputError
 
@@ -162,6 +163,7 @@ def assemble(
         "skipped": skipped,
         **body,
         "anomalies": anomaly_rows,
+        "calls_hit": calls_hit.of(body),
     }
 
 

@@ -16,7 +16,7 @@ from analyzer import catalog
 from analyzer.document import names
 from analyzer.document.assemble import finding_key, fingerprint
 from analyzer.document.records import Records
-from analyzer.signals import clients
+from analyzer.signals import clients, rpc
 from analyzer.signals.streams import Frames
 from analyzer.tables import digest_expr
 from analyzer.catalog import VERDICT_ORDER
@@ -188,6 +188,18 @@ def _boundary_rows(f: Frames, b: pl.DataFrame, key: dict, keep_pos: bool = False
     b = b.with_columns(boundary_id=pl.Series(bnames, dtype=pl.String), _identity=pl.Series(idents, dtype=pl.String))
     _hidden_stream = (pl.col("rule_id") == "resumed_undecrypted") & ~pl.col("id_found").fill_null(False)
     stream_ids = f.exchanges.select("gx", "stream")
+    # the call that opened the resumed stream, and whether its own answer ever came (the document's calls_hit)
+    answered = (
+        f.messages.lazy()
+        .filter((pl.col("direction") == "server_to_client") & pl.col("kind").is_in(["response", "error"]) & pl.col("rpc_id").is_not_null())
+        .select("session", v_id="rpc_id").unique().with_columns(_answered=pl.lit(True))
+    )
+    opened = (
+        rpc.openers(f).join(answered, on=["session", "v_id"], how="left")
+        .select("session", "stream", _call="v_call", _answered=pl.col("_answered").fill_null(False))
+        .collect()
+    )
+    b = b.join(opened, on=["session", "stream"], how="left", maintain_order="left")
     rows = b.join(stream_ids.rename({"stream": "_s"}), on="gx", how="left", maintain_order="left").select(
         "boundary_id",
         "session",
@@ -221,6 +233,8 @@ def _boundary_rows(f: Frames, b: pl.DataFrame, key: dict, keep_pos: bool = False
         # the requests the resumed stream still owed a response (signals/rpc.py): the report shows their findings here
         pl.col("owed_pos").list.eval(pl.format("x{}", pl.element() + 1)).fill_null(pl.lit([], dtype=pl.List(pl.String))).alias("owed_requests"),
         # another call's answer handed to the call that opened the resumed stream (signals/rpc.wrong_results)
+        pl.col("_call").alias("call"),
+        pl.when(pl.col("_call").is_not_null()).then(pl.col("_answered")).alias("call_answered"),
         pl.when(pl.col("wr_message").is_not_null())
         .then(pl.struct(call="wr_call", got="wr_got", preview="wr_preview", client="wr_client", outcome="wr_outcome",
                         resumed_call="wr_resumed_call"))

@@ -6,7 +6,7 @@ from collections import Counter, defaultdict
 
 from analyzer import catalog
 from analyzer.catalog import VERDICT
-from analyzer.document import facts
+from analyzer.document import calls_hit, facts
 from analyzer.document.ci import later_attempts
 
 from .common import (
@@ -16,6 +16,8 @@ from .common import (
     _sev_token, _verdict_class, _verdict_token, natural_key, reconnect_anchor, session_anchor, session_token,
 )
 from .timeline import _overview, _timeline
+
+CALL_ROWS = 50  # calls-hit rows at the top of the report (the findings JSON has them all)
 from .trend import trend_view
 
 
@@ -87,18 +89,8 @@ def _nothing_read(doc: dict) -> bool:
 
 
 def _top_findings(major: list[dict]) -> list[dict]:
-    """The summary's "critical findings first": every critical rule at least once (its worst-placed
-    finding first in the findings' order), then the others in order, up to SUMMARY_ROWS in all (more
-    only when there are more critical rules than that); in the findings' order."""
-    chosen: dict[int, dict] = {}
-    for f in major:
-        if f.get("severity") == "critical" and not any(c.get("rule") == f.get("rule") for c in chosen.values()):
-            chosen[id(f)] = f
-    for f in major:
-        if len(chosen) >= SUMMARY_ROWS:
-            break
-        chosen.setdefault(id(f), f)
-    return [f for f in major if id(f) in chosen]  # (in the order given: with a baseline, the new ones first)
+    """The summary's "critical findings first": the terminal's list, in its order (calls_hit.headline)."""
+    return calls_hit.headline(major, SUMMARY_ROWS)
 
 
 def _headline(doc: dict) -> str:
@@ -298,6 +290,11 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
             "ok" if b.get("verdict") == "continuous" else {True: "ok", False: "bad", None: "unknown"}.get(b.get("handled_correctly"), "unknown")
         )
         pb["_findings"] = f_by_boundary.get(b.get("boundary_id"), [])
+        # the reconnect's severity where it is listed alone (Where?): the worst of its verdict's and its findings' -- a
+        # wrong result handed over at a replay_reset is critical, whatever the verdict's own severity
+        worst = min((x for x in [b.get("severity"), *(f.get("severity") for f in pb["_findings"])] if x is not None),
+                    key=lambda x: SEV_RANK.get(x, len(SEVERITIES)), default=None)
+        pb["_worst"], pb["_worst_cls"] = worst, _sev_class(worst)
         about = pb["_findings"] or ([retry_of[b["boundary_id"]]] if b.get("boundary_id") in retry_of else [])
         pb["_new"] = any(not f["_known"] for f in about)  # with a baseline: a new finding is about this reconnect
         pb["_known"] = bool(about) and not pb["_new"]
@@ -437,7 +434,9 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
     major = [f for f in prepared_findings if f.get("severity") in ("critical", "error")]
     # the summary's lists lead with what is new against a baseline (the known ones follow, muted); without one,
     # nothing is known and the order is the findings'
-    top = _top_findings([f for f in major if not f["_known"]] + [f for f in major if f["_known"]])
+    # (in the document's order, the terminal's: worst first, wrong results first among the critical ones)
+    in_doc = [prepared_of[id(f)] for f in findings if f.get("severity") in ("critical", "error")]
+    top = _top_findings([f for f in in_doc if not f["_known"]] + [f for f in in_doc if f["_known"]])
     first_of: dict[tuple, dict] = {}
     for f in prepared_findings:
         first_of.setdefault((f.get("rule"), f.get("severity"), f.get("boundary") is not None), f)
@@ -445,6 +444,12 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
     minor_rows = min(max_rows, MINOR_ROWS)
     for f in major[:max_rows] + minor[:minor_rows]:  # rows on the page: links to the others would dangle
         f["_shown"] = True
+
+    # Summary: the calls hit, one story each, in the document's order (the terminal's and the JSON's: calls_hit.py)
+    all_calls = doc.get("calls_hit") or []
+    calls = [c | {"link": card_anchor.get(c.get("reconnect")) or s_anchor.get(c.get("session")),
+                  "session_link": s_anchor.get(c.get("session"))} for c in all_calls[:CALL_ROWS]]
+    calls_more = len(all_calls) - len(calls)
 
     # Summary: where it diverged (the worst reconnects, most harmful first) and what the inputs cost.
     with_baseline = "baseline" in summary
@@ -485,6 +490,8 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         "verdict_badges": [(v, verdict_counts.get(v, 0), _verdict_class(v)) for v in VERDICTS],
         "severity_badges": [(s, by_sev.get(s, 0), _sev_class(s)) for s in SEVERITIES],
         "top_findings": top,
+        "calls_hit": calls,
+        "calls_more": calls_more,
         "top_more": len(major) - len(top),
         "where": where,
         "where_more": max(len(worst_b) - SUMMARY_ROWS, 0),

@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 from analyzer import document, pipeline
 from analyzer.anomalies import occurrences
 from analyzer.document import hosts, trend as trends
+from analyzer.document import calls_hit
 from analyzer.document.build import ndjson_line
 from analyzer.scale import store as store_mod
 from analyzer.scale.partitions import analyze_group, global_positions, plan
@@ -149,6 +150,7 @@ def write(
         host_of: list[str] = []  # with trend: the host of exchange x<n> at n - 1 (the same few strings, shared)
         interned: dict[str, str] = {}
         reconnects: list[dict] = []  # with trend: one row per boundary
+        hits = calls_hit.Hits()  # the document's calls_hit, from the boundaries and findings as they go by
 
         def exchanges() -> Iterator[dict]:
             for _, e in merged("exchange", lambda part, i, e: int(e["exchange_id"][1:]), num.exchange):
@@ -164,6 +166,7 @@ def write(
                 if trend:
                     x = int(b["request_exchange"][1:]) - 1
                     reconnects.append(trends.reconnect(b, host_of[x] if x < len(host_of) else ""))
+                hits.add_boundary(b)
                 yield b
 
         def findings() -> Iterator[dict]:
@@ -171,6 +174,7 @@ def write(
             for f in document.number_findings(f for _, f in got):
                 if baseline is not None:
                     f["baseline"] = baseline.status(f)
+                hits.add_finding(f)
                 yield f
 
         sections = [
@@ -189,7 +193,7 @@ def write(
         if baseline is not None:
             summary["baseline"] = baseline.summary()  # (after the window, as the command applies it to a whole document)
         _emit(document.head(), summary, sections, jsonl_out, json_out,
-              (lambda: {"trend": trends.per_day(reconnects)}) if trend else dict, skipped)
+              (lambda: {"calls_hit": hits.rows()} | ({"trend": trends.per_day(reconnects)} if trend else {})), skipped)
     return Written(summary, sum(1 for r in rows if r["error"] is None), encrypted)
 
 

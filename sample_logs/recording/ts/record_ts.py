@@ -26,7 +26,7 @@ The client-* scenarios run the TypeScript CLIENT against the PYTHON recording se
 session validity through a directory and keep their own event stores, behind ../rr_proxy.py
 (round-robin per request), as in record.py's replica-failover; B's upstream is then the proxy
 and tcpdump captures the B -> proxy leg. Their client output is also kept in the repo, in
-client-logs/<scenario>.log (what the application received, per call).
+client-logs/<scenario>.txt (.txt, not .log: the analyzer reads .log files as captures) (what the application received, per call).
 Everything listens on 127.0.0.1 only; every wait has a deadline. Standard library only.
 """
 
@@ -73,7 +73,7 @@ class Scenario:
     # client-* scenarios (defaults keep the five above exactly as they were):
     py_server: tuple[str, ...] | None = None  # run ../server.py (python SDK) with these options, not server.cjs
     replicas: int = 1  # > 1 (py_server only): that many server.py processes behind ../rr_proxy.py
-    keep_client_log: bool = False  # also write the client's output to client-logs/<scenario>.log
+    keep_client_log: bool = False  # also write the client's output to client-logs/<scenario>.txt (.txt, not .log: the analyzer reads .log files as captures)
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -267,7 +267,7 @@ def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path) -> None:
         (log_dir / f"ts-{name}.client.log").write_text(client.stdout + client.stderr)
         if sc.keep_client_log:
             (HERE / "client-logs").mkdir(exist_ok=True)
-            (HERE / "client-logs" / f"{name}.log").write_text(client.stdout + client.stderr)
+            (HERE / "client-logs" / f"{name}.txt").write_text(client.stdout + client.stderr)
         print(client.stdout + client.stderr, end="", flush=True)
         print(f"[ts-{name}] client exit code {client.returncode}", flush=True)
         time.sleep(0.5)  # let the proxies see the last connection closes
