@@ -154,7 +154,9 @@ FINDING_RULES: tuple[FindingRule, ...] = (
     FindingRule('stale_last_event_id', ('warning',), 'rules.cursors.cursor_claims',
                 'a Last-Event-ID older than what the client had already received',
                 'The client resumed from an older point than it had reached: already-processed events are replayed to it.',
-                'Client: send the id of the last event it processed; check that its cursor is updated per event, not per batch or per request.'),
+                'Client: send the id of the last event it processed; check that its cursor is updated per event, not per batch or per request.',
+                clients="any client, both readings given (events lost after the capture point, or an old cursor); the python SDK client's "
+                        "reuse of its previous resume's cursor is judged at the reconnect itself (replay_reset, branch stale_last_event_id)"),
     FindingRule('unknown_last_event_id', ('warning',), 'rules.cursors.cursor_claims',
                 'a Last-Event-ID no capture shows being delivered',
                 'The resume names an event no capture shows being delivered: which stream it resumes cannot be proven.',
@@ -181,8 +183,10 @@ FINDING_RULES: tuple[FindingRule, ...] = (
                 'Server: the response was lost with the stream (not stored for replay). Client: time out and re-send or cancel (notifications/cancelled) instead of waiting forever.'),
     FindingRule('duplicate_response', ('error',), 'rules.calls.findings',
                 'one request answered twice',
-                'Duplicate side effects: a response processed twice (a tool result acted on twice).',
-                "Client: act on one response per request id. Server: the replay should start after the client's Last-Event-ID, not before."),
+                'The same response came twice. The python and TypeScript SDK clients drop the second one (its request is already '
+                'answered: an unknown id); a client that does not track request ids acts on a tool result twice.',
+                "Client: act on one response per request id. Server: the replay should start after the client's Last-Event-ID, not before.",
+                clients="clients that do not drop a response to an answered request (the python and TypeScript SDK clients drop it: no damage to them)"),
     FindingRule('duplicate_side_effect', ('critical',), 'rules.calls.findings',
                 'a server request (sampling, elicitation, roots) delivered and answered twice',
                 'Duplicate side effects: a server request (sampling, elicitation, roots) was delivered and answered twice.',

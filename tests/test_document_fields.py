@@ -35,9 +35,14 @@ def test_owed_requests_are_unanswered_requests_of_the_resumed_stream(doc):
             assert (x["session"], x["stream"]) == (b["session"], b["stream"])
             assert int(ref[1:]) < int(b["request_exchange"][1:]), "owed by a request made before the reconnect"
             assert x["content_type"] == "text/event-stream"
-    # the cross-stream replay of the synthetic set: its stream owed tools/call id 6, reported unanswered
+    # the cross-stream replay of the synthetic set: its stream owed tools/call id 6; a foreign answer came on it and the
+    # client is not known, so the finding at the reconnect tells that call's story (both outcomes), not request_unanswered
     b = next(b for b in doc["boundaries"] if b["verdict"] == "cross_stream_replay")
-    assert set(b["owed_requests"]) & unanswered
+    assert b["owed_requests"] and not set(b["owed_requests"]) & unanswered
+    (told,) = [f for f in doc["findings"] if f["rule"] == "foreign_response_on_resume" and f["boundary"] == b["boundary_id"]]
+    assert "tools/call other (id 6) never completed" in told["message"]
+    other = [x for x in doc["boundaries"] if x["owed_requests"] and set(x["owed_requests"]) & unanswered]
+    assert all(x["verdict"] != "continuous" for x in other)
 
 
 def test_event_offsets_are_the_events_times(doc):

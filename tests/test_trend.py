@@ -81,7 +81,7 @@ def test_per_day_adds_plain_rows_up_by_day_and_host():
 
 
 def test_the_samples_store_has_its_trend_per_day_and_host(samples_store, tmp_path):
-    """The sample logs span 2026-11-13 .. 2026-12-04: every reconnect of the store's document counted once, on the
+    """The sample logs span 2026-11-13 .. 2026-12-05: every reconnect of the store's document counted once, on the
     UTC day of its request and under the host of its request's URL, diverged as the summary counts it."""
     out = tmp_path / "f.json"
     r = CliRunner().invoke(main, ["analyze", "--store", str(samples_store), "--json", str(out), "-q"], env=EPOCH)
@@ -93,7 +93,7 @@ def test_the_samples_store_has_its_trend_per_day_and_host(samples_store, tmp_pat
     assert sum(d["judged"] for d in got) == s["boundaries"] > 20
     assert sum(d["diverged"] for d in got) == sum(s["verdicts"][v] for v in catalog.DIVERGED) > 0
     assert sum(d["events_lost"] for d in got) == sum(b["lost_count"] for b in doc["boundaries"]) > 0
-    assert {d["day"] for d in got} == {"2026-11-13", "2026-12-02", "2026-12-03", "2026-12-04"}
+    assert {d["day"] for d in got} == {"2026-11-13", "2026-12-02", "2026-12-03", "2026-12-04", "2026-12-05"}
     # the same counts made another way: the request's URL split by urllib
     from urllib.parse import urlsplit
 
