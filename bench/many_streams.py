@@ -4,6 +4,7 @@
     python bench/many_streams.py --h2 sse 5000 10000 20000 60000    # HTTP/2: one TLS 1.3 connection, N streams
     python bench/many_streams.py --h2 restart 5000 10000 20000      # ... each stream's ids starting again at 1
     python bench/many_streams.py --h2 rst 12500 25000 50000         # HTTP/2: N HEADERS each followed by RST_STREAM
+    python bench/many_streams.py --h2 calls 1000 2000 4000          # HTTP/2: N tools/call POST streams, every id 1
 
 For each N, writes the input to a temporary folder and runs ``python -m analyzer analyze INPUT -q --json /dev/null``
 as a process, printing its peak resident size (the child's ``ru_maxrss``) and time; then the growth from each N to
@@ -17,7 +18,8 @@ opens K streams per round trip (the capture gets smaller per stream, as the issu
 ``--h2 restart``: the same, but the server numbers each stream's events 1, 2 (a counter per stream), so every
 resume names "2" and every stream delivered it.  ``--h2 rst``: the same connection carrying N client HEADERS (a
 GET with the session id, END_STREAM) each followed by RST_STREAM and no response, written in 16 KiB TLS records
-(about 30 bytes per stream, as in the issue).
+(about 30 bytes per stream, as in the issue).  ``--h2 calls``: N ``tools/call`` POST streams of the session, every
+request numbered 1 (a client that numbers each call from 1), each answered on its own event stream.
 
 Every run is bounded: ``--timeout`` seconds (default 900) and ``--limit-gib`` of address space (``RLIMIT_AS``,
 default 8), so a quadratic run fails instead of taking the machine; its row then says so.
@@ -112,7 +114,19 @@ def write_h2(n: int, path: Path, kind: str, batch: int = 1) -> list[str]:
     sess.send(False, headers(False, 1, [(":status", "200"), ("content-type", "application/json"), ("mcp-session-id", SID)])
               + DataFrame(1, result, flags=["END_STREAM"]).serialize())
     flush()
-    if kind == "rst":
+    if kind == "calls":
+        post = post + [("mcp-session-id", SID)]
+        call = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "t", "arguments": {}}},
+                          separators=(",", ":")).encode()
+        answer = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"content": []}}, separators=(",", ":"))
+        for i in range(n):  # bounded: n streams
+            s = 3 + 2 * i
+            sess.send(True, headers(True, s, post) + DataFrame(s, call, flags=["END_STREAM"]).serialize())
+            flush()
+            sess.send(False, headers(False, s, sse_200) + DataFrame(s, f"id: {i + 1}\ndata: {answer}\n\n".encode(),
+                                                                     flags=["END_STREAM"]).serialize())
+            flush()
+    elif kind == "rst":
         buf = bytearray()
         for i in range(n):  # bounded: n streams
             s = 3 + 2 * i
@@ -194,7 +208,7 @@ def measure(cmd: list[str], timeout: float, gib: float) -> tuple[float, float, s
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    ap.add_argument("--h2", choices=("sse", "restart", "rst"), help="HTTP/2 in one TLS connection instead of the HTTP/1 proxy log")
+    ap.add_argument("--h2", choices=("sse", "restart", "rst", "calls"), help="HTTP/2 in one TLS connection instead of the HTTP/1 proxy log")
     ap.add_argument("--batch", type=int, default=1, help="--h2 sse/restart: streams opened per round trip (default 1)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per analysis (default 900)")
     ap.add_argument("--limit-gib", type=float, default=8, help="address space per analysis, GiB (default 8)")
