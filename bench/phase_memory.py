@@ -1,6 +1,7 @@
 """Where the analysis memory goes, phase by phase: resident memory at rest after each phase and its peak during it.
 
     python bench/phase_memory.py bench/out/tiny-160mb.jsonl
+    python bench/phase_memory.py capture.pcap keys.log                                  # a TLS capture and its key log
     _RJEM_MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0 python bench/phase_memory.py FILE   # freed pages returned at once
 
 Runs the single pass the CLI runs (``pipeline.run``'s steps, the canonical events let go once the frames
@@ -26,7 +27,7 @@ def _rss_mib() -> float:
 
 
 def main() -> int:
-    if len(sys.argv) != 2 or sys.argv[1] in ("-h", "--help"):
+    if len(sys.argv) not in (2, 3) or sys.argv[1] in ("-h", "--help"):
         print(__doc__.strip(), file=sys.stderr)
         return 0 if sys.argv[1:] in (["-h"], ["--help"]) else 2
     path = sys.argv[1]
@@ -54,6 +55,7 @@ def main() -> int:
     tune_allocator()  # as the command does, before Polars loads
     from analyzer import pipeline
     from analyzer.outputs import document_json
+    from analyzer.decode.tls_keys import KeyLog
     from analyzer.document import assemble
     from analyzer.document import build as findings
     from analyzer.ingest import inputs
@@ -62,7 +64,11 @@ def main() -> int:
     from analyzer.signals import eras, streams
 
     mark("imports")
-    got = pipeline.read_inputs([path], Reading(compact=True))  # as pipeline.run reads
+    keys = KeyLog()
+    if len(sys.argv) == 3:  # as --tls-keylog reads it
+        with open(sys.argv[2], "rb") as f:
+            keys.add_text(f.read())
+    got = pipeline.read_inputs([path], Reading(compact=True, keys=keys))  # as pipeline.run reads
     mark("read (canonical tables)")
     tables = inputs.concat(got.parts)
     got.parts = []

@@ -73,3 +73,40 @@ def test_a_capture_with_foreign_lines_before_its_records_is_still_read(tmp_path)
     assert (row["records"], row["rejected"]) == (77, 5)
     assert [a["location"] for a in doc["anomalies"]] == [f"line {i}" for i in range(1, 6)]
     assert len(doc["boundaries"]) == 2
+
+
+class _Counted(str):
+    """A capture's name that counts how often it is compared with an equal one (each finding holds its own copy,
+    so a set or dict that finds it compares it)."""
+
+    looks = 0
+
+    def __eq__(self, other) -> bool:
+        _Counted.looks += 1
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+def _groupings(n: int) -> int:
+    """Comparisons of one capture's name made to merge ``n`` findings of one rule about one thing in one
+    capture (the same Last-Event-ID, never delivered, named by n reconnects of one session)."""
+    import polars as pl
+
+    from analyzer.document.build import _once_per_incident
+
+    recs = [{"pos": i, "session": "v\x1fs", "session_id": "s", "boundary": None, "rule": "unknown_last_event_id", "severity": "warning",
+             "message": f"Last-Event-ID 7 names an event that no capture shows being delivered (packet {i})",
+             "evidence": [{"source": _Counted("h2.pcap"), "location": f"packet {i}"}]} for i in range(n)]
+    _Counted.looks = 0
+    out = _once_per_incident(recs, pl.DataFrame({"session": ["v\x1fs"], "incident": ["v\x1fs"]}))
+    assert len(out) == n  # n occurrences in one capture stay n findings
+    return _Counted.looks
+
+
+def test_one_captures_findings_of_one_kind_are_merged_in_time_linear_in_their_number():
+    """Each capture's n-th finding of a kind joins the kind's n-th group: looked for among the groups its capture
+    has not filled yet, not through all of them (the code before: 1,000 -> 2,000 findings, 499,500 -> 1,999,000
+    comparisons; 20,000 reconnects naming one unknown id spent 17 s here)."""
+    small, large = _groupings(1000), _groupings(2000)
+    assert large <= 2.2 * small, f"{small} comparisons for 1,000 findings, {large} for 2,000"

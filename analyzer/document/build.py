@@ -411,6 +411,10 @@ def _once_per_incident(findings: list[dict], x: pl.DataFrame) -> list[dict]:
     fingerprints: their findings already come once.)"""
     incident = dict(x.select("session", "incident").unique("session").iter_rows())
     kept: dict[tuple, list[tuple[set, dict]]] = {}
+    # per key and source: how many of the key's first groups all hold that source (none of them can take a
+    # finding of it), so the search starts past them: one capture's n findings of one key are n groups, and
+    # looking through all the earlier ones for each would be quadratic in n
+    full: dict[tuple, dict[str, int]] = {}
     out = []
     for rec in sorted(findings, key=lambda r: (r["pos"] if r["pos"] is not None else -1, json.dumps(r, sort_keys=True, default=str))):
         inc = incident.get(rec["session"])
@@ -423,15 +427,23 @@ def _once_per_incident(findings: list[dict], x: pl.DataFrame) -> list[dict]:
         key = (inc, rec["session_id"], rec["rule"], rec["severity"], said)
         sources = {e["source"] for e in rec["evidence"]}
         # the same finding twice in one capture is two occurrences: each capture's n-th joins the n-th group
-        group = next((g for g in kept.get(key, []) if not (g[0] & sources)), None)
-        if group is None:
-            kept.setdefault(key, []).append((sources, rec))
+        groups = kept.setdefault(key, [])
+        held = full.setdefault(key, {})
+        at = max((held.get(s, 0) for s in sources), default=0)
+        at = next((i for i in range(at, len(groups)) if not (groups[i][0] & sources)), len(groups))
+        if at == len(groups):
+            groups.append((sources, rec))
             out.append(rec)
-            continue
-        have, first = group
-        seen = {(e["source"], e["location"]) for e in first["evidence"]}
-        first["evidence"] = first["evidence"] + [e for e in rec["evidence"] if (e["source"], e["location"]) not in seen]
-        have |= sources
+        else:
+            have, first = groups[at]
+            seen = {(e["source"], e["location"]) for e in first["evidence"]}
+            first["evidence"] = first["evidence"] + [e for e in rec["evidence"] if (e["source"], e["location"]) not in seen]
+            have |= sources
+        for s in sources:
+            n = held.get(s, 0)
+            while n < len(groups) and s in groups[n][0]:  # bounded: a count of groups, only ever moved forward
+                n += 1
+            held[s] = n
     return out
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from analyzer.rules.shape import either, finding_frame, subject
-from analyzer.signals.rpc import _tagged, named
+from analyzer.signals.rpc import _tagged, named, sent_elsewhere
 from analyzer.signals.streams import SSE, Frames, packet_no
 
 
@@ -39,14 +39,16 @@ def findings(f: Frames) -> pl.LazyFrame:
         | ((pl.col("end_reason") == "eof") & (pl.col("end_by") == "client"))
         | (pl.col("end_reason").is_in(["eof", "complete"]) & (pl.col("content_type") == SSE))
     ).select("gx")
-    has_boundary_after = f.exchanges.filter(pl.col("last_event_id").is_not_null()).select("session", pl.col("pos").alias("bpos"))
+    # a request has a boundary after it when its session's last boundary is (not a join of every request of a
+    # session with every boundary of it: quadratic in its streams)
+    last_boundary = f.exchanges.filter(pl.col("last_event_id").is_not_null()).group_by("session").agg(bpos=pl.col("pos").max())
 
     unanswered = (
         requests.filter(pl.col("status").is_between(200, 299))
         .join(responses.select("session", "rpc_id").unique(), on=["session", "rpc_id"], how="anti", maintain_order="left")
         .join(
             pl.concat([
-                has_boundary_after.join(requests.select("session", "pos", "gx"), on="session")
+                requests.select("session", "pos", "gx").join(last_boundary, on="session")
                 .filter(pl.col("bpos") > pl.col("pos"))
                 .select("gx")
                 .unique(),
@@ -103,12 +105,9 @@ def findings(f: Frames) -> pl.LazyFrame:
             subject=subject("rpc_id"),
         )
     )
-    req_stream = requests.select("session", "rpc_id", pl.col("stream").alias("req_stream"), pl.col("call").alias("req_call"), pl.col("ref").alias("req_ref"))
     boundary_gx = f.exchanges.filter(pl.col("last_event_id").is_not_null()).select("gx")
     cross = (
-        responses.filter(pl.col("origin") == "sse")
-        .join(req_stream, on=["session", "rpc_id"], maintain_order="left")
-        .filter(pl.col("req_stream") != pl.col("stream"))
+        sent_elsewhere(requests, responses.filter(pl.col("origin") == "sse"), "call", "ref")
         .join(boundary_gx, on="gx", how="anti", maintain_order="left")  # at a reconnect it is that boundary's verdict
         .with_columns(
             message=pl.format("the response to {} was delivered on another stream than the one its request opened", pl.col("req_call")),

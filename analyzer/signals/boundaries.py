@@ -120,20 +120,31 @@ def _prior(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.DataFrame:
     """
     delivered = f.events.lazy().with_row_index("r").filter(pl.col("visible") & pl.col("has_id")).select("stream", "pos", "r", "id")
     keys = b.lazy().select("gx", "stream", "cursor_str", pl.col("pos").alias("b_pos"))
+    # the cursor's last delivery on the stream before the boundary (an as-of join), and each id's first delivery
+    # on the stream (kept when it came before the boundary): a stream resumed k times, each connection
+    # delivering the same ids, is not joined k times with all of them (quadratic in its connections)
+    cursors = keys.filter(pl.col("cursor_str").is_not_null()).select("gx", "stream", "b_pos", id="cursor_str")
     claim = (
-        keys.join(delivered, left_on=["stream", "cursor_str"], right_on=["stream", "id"])
-        .filter(pl.col("pos") < pl.col("b_pos"))
-        .group_by("gx")
-        .agg(claim_r=pl.col("r").max())
+        cursors.sort("b_pos")
+        .join_asof(
+            delivered.join(cursors.select("stream", "id").unique(), on=["stream", "id"], how="semi")
+            .group_by("stream", "id", "pos").agg(claim_r=pl.col("r").max()).sort("pos"),
+            left_on="b_pos", right_on="pos", by=["stream", "id"], strategy="backward", allow_exact_matches=False, check_sortedness=False,
+        )
+        .select("gx", "claim_r")
+    )
+    # (rows are in delivery order, so an id's first row is also its least position)
+    first = (
+        delivered.join(after.lazy().join(keys.select("gx", "stream"), on="gx").select("stream", "id").unique(), on=["stream", "id"], how="semi")
+        .group_by("stream", "id")
+        .agg(first_r=pl.col("r").min(), first_pos=pl.col("pos").min())
     )
     return (
         after.lazy()
         .unique()
         .join(keys.select("gx", "stream", "b_pos"), on="gx")
-        .join(delivered, on=["stream", "id"])
-        .filter(pl.col("pos") < pl.col("b_pos"))
-        .group_by("gx", "id")
-        .agg(first_r=pl.col("r").min())
+        .join(first, on=["stream", "id"])
+        .filter(pl.col("first_pos") < pl.col("b_pos"))
         .join(claim, on="gx", how="left")
         .select(
             "gx",
@@ -175,21 +186,29 @@ def sequence_checks(f: Frames, after: pl.DataFrame) -> pl.DataFrame:
                "session", pl.col("stream").alias("o_stream"), pl.col("seq").alias("m"))
         .unique()
     )
+    # per id, how many streams of the session delivered it and the least of them: another stream than the
+    # row's delivered it when there are two, or the one is not the row's own (a join with every stream that
+    # delivered it would meet each of them at every gap)
+    by_m = elsewhere.group_by("session", "m").agg(n_streams=pl.len(), o_stream=pl.col("o_stream").min())
     taken = (
         missing.filter(pl.col("id_scheme") == "integer_shared")
-        .join(elsewhere, on=["session", "m"], how="inner")
-        .filter(pl.col("o_stream") != pl.col("stream"))
+        .join(by_m, on=["session", "m"], how="inner")
+        .filter((pl.col("n_streams") > 1) | (pl.col("o_stream") != pl.col("stream")))
         .select("rid", "m")
         .unique()
     )
     missing = missing.join(taken, on=["rid", "m"], how="anti")
-    # missing ids the capture point saw leave on this stream before the reconnect
+    # missing ids the capture point saw leave on this stream before the reconnect: each id's first delivery on
+    # the stream (with its prefix) before the boundary, not every delivery of it at every gap
     passed = (
         f.events.lazy()
         .filter(pl.col("visible") & pl.col("seq").is_not_null())
-        .select("stream", pl.col("seq").alias("m"), pl.col("pos").alias("d_pos"), pl.col("sprefix").alias("d_prefix"))
-        .join(missing.lazy().select("rid", "stream", "m", "b_pos", "sprefix"), on=["stream", "m"])
-        .filter((pl.col("d_pos") < pl.col("b_pos")) & pl.col("d_prefix").eq_missing(pl.col("sprefix")))
+        .select("stream", pl.col("seq").alias("m"), pl.col("pos").alias("d_pos"), pl.col("sprefix"))
+        .join(missing.lazy().select("stream", "m").unique(), on=["stream", "m"], how="semi")
+        .group_by("stream", "m", "sprefix")
+        .agg(pl.col("d_pos").min())
+        .join(missing.lazy().select("rid", "stream", "m", "b_pos", "sprefix"), on=["stream", "m", "sprefix"], nulls_equal=True)
+        .filter(pl.col("d_pos") < pl.col("b_pos"))
         .select("rid", "m")
         .unique()
         .group_by("rid")
@@ -251,15 +270,9 @@ def opaque_checks(f: Frames, after: pl.DataFrame) -> pl.DataFrame:
     with merging captures by session.  Until then an opaque resume without
     repeats is ``unverifiable``.
     """
-    delivered = f.pick(pl.col("visible") & pl.col("has_id"), "stream", "id", pl.col("pos").alias("d_pos"), pl.col("gx").alias("d_gx"),
-                       among=after.select("stream", "id"))
-    seen_before = (
-        after.filter(~pl.col("overlap") & (pl.col("prior") == "before_claim"))
-        .join(delivered, on=["stream", "id"], how="inner")
-        .filter(pl.col("d_pos") < pl.col("b_pos"))
-        .select("gx", "ordinal", "id")
-        .unique()
-    )
+    # ``prior`` is set only where the stream delivered the id before the boundary (_prior): no second look-up of
+    # those deliveries (a join with every one of them: quadratic in a stream that re-delivers its ids)
+    seen_before = after.filter(~pl.col("overlap") & (pl.col("prior") == "before_claim")).select("gx", "ordinal", "id").unique()
     repeated_here = after.filter(~pl.col("overlap") & pl.col("id").is_duplicated().over("gx")).select("gx", "ordinal", "id")
     dups = (
         pl.concat([seen_before, repeated_here])

@@ -88,6 +88,32 @@ def openers(f: Frames) -> pl.LazyFrame:
     )
 
 
+def sent_elsewhere(requests: pl.LazyFrame, responses: pl.LazyFrame, *cols: str) -> pl.LazyFrame:
+    """``responses`` (with ``session``, ``rpc_id``, ``stream``) whose id the session requested on another stream
+    than the response's own, each with the first such request's ``cols`` (by position) as ``req_<col>``.
+
+    One row per response, not one per (response, request) pair: a client that numbers every call 1 sends n
+    requests of one id, and n responses would each meet the n - 1 others (n = 1,000 POST streams: a million
+    findings, 2.8 GB).  Per id, its first request and its first request on another stream than that one are
+    enough: whichever stream the response came on, one of the two is not on it."""
+    first = requests.group_by("session", "rpc_id").agg(
+        pl.col("stream", *cols).sort_by("pos", "call").first().name.prefix("req_"))
+    second = (
+        requests.join(first.select("session", "rpc_id", "req_stream"), on=["session", "rpc_id"])
+        .filter(pl.col("stream") != pl.col("req_stream"))
+        .group_by("session", "rpc_id")
+        .agg(pl.col("stream", *cols).sort_by("pos", "call").first().name.prefix("alt_"))
+    )
+    on_first = pl.col("req_stream") == pl.col("stream")
+    return (
+        responses.join(first, on=["session", "rpc_id"], maintain_order="left")
+        .join(second, on=["session", "rpc_id"], how="left", maintain_order="left")
+        .filter(~on_first | pl.col("alt_stream").is_not_null())
+        .with_columns(pl.when(on_first).then(pl.col(f"alt_{c}")).otherwise(pl.col(f"req_{c}")).alias(f"req_{c}") for c in ("stream", *cols))
+        .drop(pl.selectors.starts_with("alt_"))
+    )
+
+
 def _tagged(f: Frames) -> pl.DataFrame:
     x = f.exchanges.select("gx", "stream", "status", "content_type", "method", pl.col("location").alias("x_location"))
     return f.messages.join(x.rename({"method": "http_method"}), on="gx", how="left", maintain_order="left")
@@ -127,12 +153,13 @@ def boundary_signals(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
         )
     )
     # responses on the reconnect whose request opened another stream
-    req_stream = requests.select("session", "rpc_id", pl.col("stream").alias("req_stream"), pl.col("call").alias("req_call"))
     cross = (
-        m.filter((pl.col("origin") == "sse") & (pl.col("direction") == "server_to_client") & pl.col("kind").is_in(["response", "error"]))
-        .join(keys.select("gx"), on="gx")
-        .join(req_stream, on=["session", "rpc_id"])
-        .filter(pl.col("req_stream") != pl.col("stream"))
+        sent_elsewhere(
+            requests,
+            m.filter((pl.col("origin") == "sse") & (pl.col("direction") == "server_to_client") & pl.col("kind").is_in(["response", "error"]))
+            .join(keys.select("gx"), on="gx"),
+            "call",
+        )
         .group_by("gx")
         .agg(
             rpc_cross=pl.format(
@@ -296,15 +323,18 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame) -> pl.DataF
         .group_by("gx")
         .agg(pl.all().first())
     )
-    answered_before = (
+    # each id's first answer in the session: answered before the reconnect when it came before it (a join with
+    # every answer of the id would meet each of them at every reconnect of a client that numbers its calls alike)
+    first_answer = (
         f.messages.lazy()
         .filter(s2c_answer)
-        .select("session", pl.col("rpc_id").alias("v_id"), pl.col("pos").alias("r_pos"))
+        .group_by("session", pl.col("rpc_id").alias("v_id"))
+        .agg(r_pos=pl.col("pos").min())
     )
     resumed = keys.join(opener, on=["session", "stream"])
     cand = (
         resumed.join(first, on="gx")
-        .join(answered_before.join(resumed.select("gx", "session", "v_id", "b_pos"), on=["session", "v_id"])
+        .join(resumed.select("gx", "session", "v_id", "b_pos").join(first_answer, on=["session", "v_id"])
               .filter(pl.col("r_pos") < pl.col("b_pos")).select("gx").unique(), on="gx", how="anti")
     )
     # the answer's own event: where it is, and what it said

@@ -65,12 +65,22 @@ def _resume_links(x: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
         (~pl.col("finished")).alias("unfinished"),
     )
     with_header = x.filter(pl.col("last_event_id").is_not_null() & (pl.col("last_event_id") != ""))
+    # the latest delivery before the boundary, an unfinished one first: two as-of joins (the latest unfinished
+    # one, the latest of all), not a join with every earlier delivery of the id (a session whose streams all
+    # name and re-deliver one id would meet each of them at every boundary: quadratic in its streams)
+    asked = with_header.select("gx", "pos", "session", "last_event_id").sort("pos")
+    by_pos = deliveries.sort("by_id_pos")
+
+    def latest(left: pl.DataFrame, d: pl.DataFrame, name: str) -> pl.DataFrame:
+        return left.join_asof(
+            d.select("session", "last_event_id", "by_id_pos", pl.col("by_id_gx").alias(name)), left_on="pos", right_on="by_id_pos",
+            by=["session", "last_event_id"], strategy="backward", allow_exact_matches=False, check_sortedness=False,
+        ).drop("by_id_pos")
+
     own = (
-        with_header.select("gx", "pos", "session", "last_event_id")
-        .join(deliveries, on=["session", "last_event_id"], how="inner")
-        .filter(pl.col("by_id_pos") < pl.col("pos"))
-        .group_by("gx")
-        .agg(pl.col("by_id_gx").sort_by(["unfinished", "by_id_pos"]).last())
+        latest(latest(asked, by_pos.filter("unfinished"), "_u"), by_pos, "_a")
+        .select("gx", by_id_gx=pl.coalesce("_u", "_a"))
+        .filter(pl.col("by_id_gx").is_not_null())
     )
     # The boundary's own capture never saw the id delivered (it started later, or the
     # resume went another way): another capture of the same incident may have.  Several

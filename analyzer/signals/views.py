@@ -173,27 +173,29 @@ def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.Data
     emitted = pl.concat([emitted_other, emitted_own])
     # delivered: on the reconnect or any later connection of the same stream, in this input.  Only the ids
     # some view emitted matter (``lost`` below is emitted minus delivered): a stream resumed k times would
-    # otherwise be joined k times with all its later events
+    # otherwise be joined k times with all its later events.  Each (id, digest)'s last delivery on the stream
+    # is enough: delivered at or after the boundary is delivered after it (a join of every boundary of the
+    # stream with every delivery would be quadratic in the stream's connections)
     asked = emitted.select("gx", "id").unique().join(keys.select("gx", "stream"), on="gx").select("stream", "id")
-    delivered = (
-        keys.join(
-            f.pick(pl.col("has_id") & pl.col("visible"), pl.col("stream"), pl.col("pos").alias("d_pos"), "id", "digest", among=asked),
-            on="stream",
-        )
-        .filter(pl.col("d_pos") >= pl.col("b_pos"))
-        .select("gx", "id", "digest")
-        .unique()
+    last = (
+        f.pick(pl.col("has_id") & pl.col("visible"), pl.col("stream"), pl.col("pos").alias("d_pos"), "id", "digest", among=asked)
+        .group_by("stream", "id", "digest")
+        .agg(d_pos=pl.col("d_pos").max())
     )
+    last_of_id = last.group_by("stream", "id").agg(pl.col("d_pos").max())
+    emitted = emitted.join(keys.select("gx", "stream", "b_pos"), on="gx", how="left", maintain_order="left")
     reused = after.select("gx", "id", pl.col("digest").alias("new_digest"))
     # a cut-off event holds only part of its data, so its digest never matches the full
     # event: it was delivered if its id was
+    undelivered = pl.col("d_pos").is_null() | (pl.col("d_pos") < pl.col("b_pos"))
     lost = (
         pl.concat(
             [
-                emitted.filter(pl.col("fate") != "cut_off").join(delivered, on=["gx", "id", "digest"], how="anti"),
-                emitted.filter(pl.col("fate") == "cut_off").join(delivered.select("gx", "id").unique(), on=["gx", "id"], how="anti"),
+                emitted.filter(pl.col("fate") != "cut_off").join(last, on=["stream", "id", "digest"], how="left").filter(undelivered).drop("d_pos"),
+                emitted.filter(pl.col("fate") == "cut_off").join(last_of_id, on=["stream", "id"], how="left").filter(undelivered).drop("d_pos"),
             ]
         )
+        .drop("stream", "b_pos")
         # joins keep no order: the kept row (which view showed it) must not depend on threads
         .sort(["gx", "id", "digest", "e_kind", "e_source", "ordinal"])
         .unique(["gx", "id", "digest"], keep="first", maintain_order=True)
