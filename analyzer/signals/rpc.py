@@ -376,19 +376,24 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame) -> pl.DataF
     # with the answer's id was still waiting at the reconnect (a client that keeps ids gives it that request), whether
     # the resumed call's own answer came later, and whether the client read on after it or closed the stream
     fam = clients.sessions(f).lazy().select("session", "client", "user_agent")
-    waiting = (
+    # (as-of joins: the latest request of the answer's id before the reconnect, not every request of that id -- a
+    # client that numbers every call alike would meet each reconnect with each of them)
+    asked = (
         c.select("session", pl.col("rpc_id").alias("a_id"), pl.col("pos").alias("p_pos"), pl.col("call").alias("p_call"),
                  pl.col("ref").alias("p_ref"))
-        .join(cand.select("gx", "session", "a_id", "b_pos"), on=["session", "a_id"])
-        .filter(pl.col("p_pos") < pl.col("b_pos"))
-        .join(answered_before.rename({"v_id": "a_id"}).join(cand.select("gx", "session", "a_id", "b_pos"), on=["session", "a_id"])
-              .filter(pl.col("r_pos") < pl.col("b_pos")).select("gx").unique(), on="gx", how="anti")
         .sort("p_pos")
-        .group_by("gx")
-        .agg(pl.col("p_call").last(), pl.col("p_ref").last())
+    )
+    waiting = (
+        cand.select("gx", "session", "a_id", "b_pos").sort("b_pos")
+        .join_asof(asked, left_on="b_pos", right_on="p_pos", by=["session", "a_id"], strategy="backward",
+                   allow_exact_matches=False, check_sortedness=False)
+        .filter(pl.col("p_pos").is_not_null())
+        .join(first_answer.rename({"v_id": "a_id"}), on=["session", "a_id"], how="left")
+        .filter(pl.col("r_pos").is_null() | (pl.col("r_pos") >= pl.col("b_pos")))  # (not answered before the reconnect)
+        .select("gx", "p_call", "p_ref")
     )
     own_later = (
-        answered_before.join(cand.select("gx", "session", "v_id", "b_pos"), on=["session", "v_id"])
+        first_answer.join(cand.select("gx", "session", "v_id", "b_pos"), on=["session", "v_id"])
         .filter(pl.col("r_pos") >= pl.col("b_pos")).select("gx").unique().with_columns(own_later=pl.lit(True))
     )
     read_on = (
@@ -403,13 +408,18 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame) -> pl.DataF
     # resume is the GET).  The trace: the ids the client sent before the reconnect end at n, the next one after it is
     # n + 2 or more (real-ts-client-resumption-token: 4, then 6; id 5 was the application's resume)
     num = pl.col("rpc_id").cast(pl.Int64, strict=False)
-    numbered = c.select("session", "pos", n=num).filter(pl.col("n").is_not_null())
+    numbered = (
+        c.select("session", "pos", n=num).filter(pl.col("n").is_not_null()).sort("pos")
+        # the highest id sent up to each request, and the lowest sent from it on (as-of joins below: one row per reconnect)
+        .with_columns(hi=pl.col("n").cum_max().over("session"), lo=pl.col("n").cum_min(reverse=True).over("session"))
+    )
+    at = cand.select("gx", "session", "b_pos").sort("b_pos")
     app_resume = (
-        cand.select("gx", "session", "b_pos")
-        .join(numbered, on="session")
-        .group_by("gx")
-        .agg(n_before=pl.col("n").filter(pl.col("pos") < pl.col("b_pos")).max(),
-             n_after=pl.col("n").filter(pl.col("pos") > pl.col("b_pos")).min())
+        at.join_asof(numbered.select("session", "pos", n_before="hi"), left_on="b_pos", right_on="pos", by="session",
+                     strategy="backward", allow_exact_matches=False, check_sortedness=False)
+        .drop("pos")
+        .join_asof(numbered.select("session", "pos", n_after="lo"), left_on="b_pos", right_on="pos", by="session",
+                   strategy="forward", allow_exact_matches=False, check_sortedness=False)
         .filter(pl.col("n_after") - pl.col("n_before") >= 2)
         .select("gx", app_id=(pl.col("n_before") + 1).cast(pl.String))
     )
