@@ -492,6 +492,7 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         "top_findings": top,
         "calls_hit": calls,
         "calls_more": calls_more,
+        "calls_first": SUMMARY_ROWS,
         "top_more": len(major) - len(top),
         "where": where,
         "where_more": max(len(worst_b) - SUMMARY_ROWS, 0),
