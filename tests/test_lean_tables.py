@@ -1,14 +1,19 @@
 """Memory properties of the single pass that can be checked without timing (issue #40, the 2M tiny JSON-RPC lines;
 bench/memory_faults.py rpc-post measures them): a log of many short exchanges holds its finished exchanges
-and its messages as Arrow chunks while it is read, not as Python rows."""
+and its messages as Arrow chunks while it is read, not as Python rows; the canonical tables are let go once
+the frames exist; the frames' coded message columns are Enums."""
 from __future__ import annotations
 
 import io
 import json
 
-from analyzer import tables as canonical
-from analyzer.ingest import jsonl as ingest_jsonl
+import polars as pl
+import pyarrow as pa
+
+from analyzer import pipeline, tables as canonical
+from analyzer.ingest import inputs, jsonl as ingest_jsonl
 from analyzer.ingest.reading import Reading
+from analyzer.signals import streams
 from test_fuzz import rows
 
 
@@ -72,3 +77,21 @@ def test_sealed_rows_give_the_same_tables(monkeypatch):
             for name in ("exchanges", "messages", "anomalies"):
                 assert rows(getattr(got, name)) == rows(getattr(whole, name)), name
             assert got.events_polars().equals(whole.events_polars())
+
+
+def test_the_canonical_tables_are_let_go_once_the_frames_exist():
+    got = _read(_log(5))
+    tables = inputs.concat([got])
+    pipeline.analyze_tables(tables, [], [], [], 1, consume=True)
+    assert tables["events"] is None and tables["exchanges"] is None and tables["messages"] is None
+    kept = inputs.concat([_read(_log(5))])
+    pipeline.analyze_tables(kept, [], [], [], 1)  # not handed over: the caller's tables stay
+    assert isinstance(kept["exchanges"], pa.Table) and isinstance(kept["messages"], pa.Table)
+
+
+def test_the_frames_code_a_message_s_origin_direction_and_kind():
+    frames, _ = streams.build(inputs.concat([_read(_log(5))]))
+    m = frames.messages
+    for name, values in streams.MESSAGE_CODES.items():
+        assert m.schema[name] == pl.Enum(values), name
+    assert set(m.get_column("kind").cast(pl.String)) == {"request", "notification", "response"}
