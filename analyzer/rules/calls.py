@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from analyzer.rules.shape import either, finding_frame, subject
-from analyzer.signals.rpc import _tagged, named
+from analyzer.signals.rpc import _tagged, call_label, named
 from analyzer.signals.streams import SSE, Frames, packet_no
 
 
@@ -27,9 +27,9 @@ def findings(f: Frames) -> pl.LazyFrame:
     s2c = pl.col("direction") == "server_to_client"
     c2s = pl.col("direction") == "client_to_server"
     answer = pl.col("kind").is_in(["response", "error"])
-    requests = named(m.filter(c2s & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null()), f)
-    # each (session, id) named by its first request: the calls a response answered, duplicated or crossed
-    by_id = requests.sort("pos").group_by("session", "rpc_id").agg(pl.col("call").first())
+    # the client's requests; each is named (rpc.named: its request body read) only where a finding shows it -- naming
+    # every request of history first cost 500k tiny POST exchanges +306 MiB and 6 s
+    requests = m.filter(c2s & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null())
     responses = m.filter(s2c & answer & pl.col("rpc_id").is_not_null())
     # a stream that broke, that the client closed before the server finished it, or that the server
     # ended without the response (2025-11-25 polling close: if the client never resumes, nothing else
@@ -41,7 +41,7 @@ def findings(f: Frames) -> pl.LazyFrame:
     ).select("gx")
     has_boundary_after = f.exchanges.filter(pl.col("last_event_id").is_not_null()).select("session", pl.col("pos").alias("bpos"))
 
-    unanswered = (
+    left_unanswered = (
         requests.filter(pl.col("status").is_between(200, 299))
         .join(responses.select("session", "rpc_id").unique(), on=["session", "rpc_id"], how="anti", maintain_order="left")
         .join(
@@ -54,6 +54,9 @@ def findings(f: Frames) -> pl.LazyFrame:
             ]),
             on="gx",
             how="semi", maintain_order="left")
+    )
+    unanswered = (
+        named(left_unanswered, f)
         .join(hidden_n, on="source", how="left", maintain_order="left")
         .with_columns(
             message=pl.format("{} never got a response, although its stream broke, ended or was resumed", pl.col("call"))
@@ -66,6 +69,14 @@ def findings(f: Frames) -> pl.LazyFrame:
         responses.group_by("session", "session_id", "rpc_id")
         .agg(n=pl.len(), pos=pl.col("pos").min(), evidence=pl.col("ref").head(6))
         .filter(pl.col("n") > 1)
+    )
+    # each (session, id) of those named by its first request
+    by_id = named(
+        requests.join(dup_resp.select("session", "rpc_id"), on=["session", "rpc_id"], how="semi")
+        .sort("pos").group_by("session", "rpc_id").agg(pl.col("gx", "method").first()), f
+    ).select("session", "rpc_id", "call")
+    dup_resp = (
+        dup_resp
         .join(by_id, on=["session", "rpc_id"], how="left", maintain_order="left")
         .with_columns(message=pl.format("the response to {} was delivered {} times",
                                         pl.col("call").fill_null(pl.format("request id {}", pl.col("rpc_id"))), pl.col("n")),
@@ -103,13 +114,17 @@ def findings(f: Frames) -> pl.LazyFrame:
             subject=subject("rpc_id"),
         )
     )
-    req_stream = requests.select("session", "rpc_id", pl.col("stream").alias("req_stream"), pl.col("call").alias("req_call"), pl.col("ref").alias("req_ref"))
+    req_stream = requests.select("session", "rpc_id", pl.col("stream").alias("req_stream"), pl.col("gx").alias("req_gx"),
+                                 pl.col("method").alias("req_method"), pl.col("ref").alias("req_ref"))
     boundary_gx = f.exchanges.filter(pl.col("last_event_id").is_not_null()).select("gx")
+    req_body = f.exchanges.select(pl.col("gx").alias("req_gx"), pl.col("request_body").alias("req_body"))
     cross = (
         responses.filter(pl.col("origin") == "sse")
         .join(req_stream, on=["session", "rpc_id"], maintain_order="left")
         .filter(pl.col("req_stream") != pl.col("stream"))
         .join(boundary_gx, on="gx", how="anti", maintain_order="left")  # at a reconnect it is that boundary's verdict
+        .join(req_body, on="req_gx", how="left", maintain_order="left")
+        .with_columns(req_call=call_label(pl.col("req_method"), pl.col("req_body"), pl.col("rpc_id")))
         .with_columns(
             message=pl.format("the response to {} was delivered on another stream than the one its request opened", pl.col("req_call")),
             evidence=pl.concat_list("req_ref", "ref"),
