@@ -17,20 +17,32 @@ def _hidden_note(n: pl.Expr, what: str) -> pl.Expr:
     ).otherwise(pl.lit(""))
 
 
+def repeated(rows: pl.LazyFrame, *keys: str) -> pl.LazyFrame:
+    """The rows whose ``keys`` occur on more than one row, in their order: what a rule about duplicates groups and
+    lists (grouping every row with its evidence first, to keep the few repeated: 500k answers, +100 MiB)."""
+    twice = rows.group_by(*keys).agg(pl.len()).filter(pl.col("len") > 1).select(*keys)
+    return rows.join(twice, on=list(keys), how="semi", maintain_order="left", nulls_equal=True)
+
+
 def findings(f: Frames) -> pl.LazyFrame:
     """JSON-RPC findings over the whole session history (frames in the rules/shape.FINDING_COLS shape)."""
 
     # a capture's TLS connections that no key decrypted: any of them may hold the missing half of a pair
     hidden_n = f.hidden.group_by("source").agg(n_hidden=pl.len())
 
-    m = _tagged(f).with_columns(ref=pl.struct("source", pl.col("x_location").alias("location")))
+    def tagged(messages: pl.LazyFrame) -> pl.LazyFrame:
+        """The messages a part reads, with their exchange's columns (rpc._tagged) and ``ref``: joined after the
+        filter, not to every message of history first."""
+        return _tagged(f, messages=messages).with_columns(ref=pl.struct("source", pl.col("x_location").alias("location")))
+
+    m = f.messages
     s2c = pl.col("direction") == "server_to_client"
     c2s = pl.col("direction") == "client_to_server"
     answer = pl.col("kind").is_in(["response", "error"])
     # the client's requests; each is named (rpc.named: its request body read) only where a finding shows it -- naming
     # every request of history first cost 500k tiny POST exchanges +306 MiB and 6 s
-    requests = m.filter(c2s & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null())
-    responses = m.filter(s2c & answer & pl.col("rpc_id").is_not_null())
+    requests = tagged(m.filter(c2s & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null()))
+    responses = tagged(m.filter(s2c & answer & pl.col("rpc_id").is_not_null()))
     # a stream that broke, that the client closed before the server finished it, or that the server
     # ended without the response (2025-11-25 polling close: if the client never resumes, nothing else
     # will ever bring the response; the python client with reconnection off re-issues instead)
@@ -65,11 +77,8 @@ def findings(f: Frames) -> pl.LazyFrame:
             subject=subject("call"),
         )
     )
-    dup_resp = (
-        responses.group_by("session", "session_id", "rpc_id")
-        .agg(n=pl.len(), pos=pl.col("pos").min(), evidence=pl.col("ref").head(6))
-        .filter(pl.col("n") > 1)
-    )
+    dup_resp = repeated(responses, "session", "session_id", "rpc_id").group_by("session", "session_id", "rpc_id").agg(
+        n=pl.len(), pos=pl.col("pos").min(), evidence=pl.col("ref").head(6))
     # each (session, id) of those named by its first request
     by_id = named(
         requests.join(dup_resp.select("session", "rpc_id"), on=["session", "rpc_id"], how="semi")
@@ -82,10 +91,10 @@ def findings(f: Frames) -> pl.LazyFrame:
                                         pl.col("call").fill_null(pl.format("request id {}", pl.col("rpc_id"))), pl.col("n")),
                       subject=subject("rpc_id", "call"))
     )
-    server_req = m.filter(s2c & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null())
+    server_req = tagged(m.filter(s2c & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null()))
     client_ans = m.filter(c2s & answer & pl.col("rpc_id").is_not_null()).group_by("session", "rpc_id").agg(answers=pl.len())
     dup_req = (
-        server_req.group_by("session", "session_id", "rpc_id")
+        repeated(server_req, "session", "session_id", "rpc_id").group_by("session", "session_id", "rpc_id")
         .agg(n=pl.len(), method=pl.col("method").first(), pos=pl.col("pos").min(), evidence=pl.col("ref").head(6))
         .filter(pl.col("n") > 1)
         .join(client_ans, on=["session", "rpc_id"], how="left", maintain_order="left")

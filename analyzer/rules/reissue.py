@@ -56,16 +56,19 @@ def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
     """``reissued_after_break`` findings (rules/shape.FINDING_COLS)."""
 
     x = f.exchanges
-    # every message with its stream; the calls alone get the rest of their exchange (every message with the request
-    # body, the time and the location beside it: 1M tiny messages, +240 MiB)
-    m = f.messages.join(x.select("gx", "stream"), on="gx", how="left", maintain_order="left")
+    m = f.messages
     s2c = pl.col("direction") == "server_to_client"
+
+    def tagged(messages: pl.LazyFrame, *names: str) -> pl.LazyFrame:
+        """The messages a part reads, each with its exchange's ``names``: joined after the filter, not to every
+        message of history first (1M tiny messages: +240 MiB)."""
+        return messages.join(x.select("gx", *names), on="gx", how="left", maintain_order="left")
+
     calls = (
-        m.filter(
+        tagged(m.filter(
             (pl.col("direction") == "client_to_server") & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null()
             & pl.col("method").is_not_null() & ~pl.col("method").is_in(READ_ONLY)
-        )
-        .join(x.select("gx", "started", "location", "request_body"), on="gx", how="left", maintain_order="left")
+        ), "stream", "started", "location", "request_body")
         .select(
             "session", "session_id", "gx", "pos", "stream", "rpc_id", "method", "source", "location", "started",
             # "" stands for "no params": the same call without arguments is still the same call
@@ -74,13 +77,14 @@ def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
             tool=pl.when(pl.col("method") == "tools/call").then(pl.col("request_body").str.json_path_match("$.params.name")),
         )
     )
-    answers = m.filter(s2c & pl.col("kind").is_in(["response", "error"]) & pl.col("rpc_id").is_not_null()).select(
-        "session", "rpc_id", "stream", "pos", "kind"
-    )
+    answers = tagged(m.filter(s2c & pl.col("kind").is_in(["response", "error"]) & pl.col("rpc_id").is_not_null())
+                     .select("session", "rpc_id", "gx", "pos", "kind"), "stream").select("session", "rpc_id", "stream", "pos", "kind")
+    pending = calls.join(answers.select("session", "rpc_id", "stream"), on=["session", "rpc_id", "stream"], how="anti", maintain_order="left")
 
-    # the first attempt's stream: how it ended, what it delivered
+    # the first attempt's stream: how it ended, what it delivered (only the streams of calls left unanswered on them)
     last_conn = (
-        f.exchanges.sort("pos")
+        f.exchanges.join(pending.select("stream").unique(), on="stream", how="semi")
+        .sort("pos")
         .group_by("stream")
         .agg(
             end_pos=pl.col("pos").last(),
@@ -92,12 +96,12 @@ def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
         )
     )
     progress = (
-        m.filter(s2c & (pl.col("origin") == "sse") & (pl.col("method") == "notifications/progress"))
+        tagged(m.filter(s2c & (pl.col("origin") == "sse") & (pl.col("method") == "notifications/progress")).select("gx"), "stream")
         .group_by("stream")
         .agg(n_progress=pl.len())
     )
     unanswered = (
-        calls.join(answers.select("session", "rpc_id", "stream"), on=["session", "rpc_id", "stream"], how="anti", maintain_order="left")
+        pending
         .join(last_conn, on="stream", maintain_order="left")
         .filter(~pl.col("end_reason").is_in(ENDED_OPEN))
     )

@@ -97,9 +97,11 @@ def openers(f: Frames, sessions: pl.LazyFrame | None = None) -> pl.LazyFrame:
     )
 
 
-def _tagged(f: Frames, sessions: pl.LazyFrame | None = None) -> pl.DataFrame:
+def _tagged(f: Frames, sessions: pl.LazyFrame | None = None, messages=None) -> pl.DataFrame:
+    """``messages`` (default: all of ``f``'s; ``sessions``: see :func:`in_sessions`) with their exchange's stream,
+    status, content type, method (``http_method``) and location (``x_location``)."""
     x = f.exchanges.select("gx", "stream", "status", "content_type", "method", pl.col("location").alias("x_location"))
-    return in_sessions(f.messages, sessions).join(x.rename({"method": "http_method"}), on="gx", how="left", maintain_order="left")
+    return in_sessions(f.messages if messages is None else messages, sessions).join(x.rename({"method": "http_method"}), on="gx", how="left", maintain_order="left")
 
 
 def boundary_signals(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
