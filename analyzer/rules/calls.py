@@ -6,6 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from analyzer.rules.shape import either, finding_frame, subject
+from analyzer.signals import keys
 from analyzer.signals.rpc import _tagged, call_label, named
 from analyzer.signals.streams import SSE, Frames, packet_no
 
@@ -15,13 +16,6 @@ def _hidden_note(n: pl.Expr, what: str) -> pl.Expr:
     return pl.when(n.fill_null(0) > 0).then(
         pl.format(f"; {what} may lie in one of the {{}} TLS connection(s) of this capture that the key log could not decrypt", n)
     ).otherwise(pl.lit(""))
-
-
-def repeated(rows: pl.LazyFrame, *keys: str) -> pl.LazyFrame:
-    """The rows whose ``keys`` occur on more than one row, in their order: what a rule about duplicates groups and
-    lists (grouping every row with its evidence first, to keep the few repeated: 500k answers, +100 MiB)."""
-    twice = rows.group_by(*keys).agg(pl.len()).filter(pl.col("len") > 1).select(*keys)
-    return rows.join(twice, on=list(keys), how="semi", maintain_order="left", nulls_equal=True)
 
 
 def findings(f: Frames) -> pl.LazyFrame:
@@ -42,7 +36,8 @@ def findings(f: Frames) -> pl.LazyFrame:
     # the client's requests; each is named (rpc.named: its request body read) only where a finding shows it -- naming
     # every request of history first cost 500k tiny POST exchanges +306 MiB and 6 s
     requests = tagged(m.filter(c2s & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null()))
-    responses = tagged(m.filter(s2c & answer & pl.col("rpc_id").is_not_null()))
+    response_rows = m.filter(s2c & answer & pl.col("rpc_id").is_not_null())
+    responses = tagged(response_rows)
     # a stream that broke, that the client closed before the server finished it, or that the server
     # ended without the response (2025-11-25 polling close: if the client never resumes, nothing else
     # will ever bring the response; the python client with reconnection off re-issues instead)
@@ -53,9 +48,11 @@ def findings(f: Frames) -> pl.LazyFrame:
     ).select("gx")
     has_boundary_after = f.exchanges.filter(pl.col("last_event_id").is_not_null()).select("session", pl.col("pos").alias("bpos"))
 
+    # (the answers' keys among the requests' alone: not every answer's of history hashed and made unique first)
+    answered = response_rows.select("session", "rpc_id").join(requests.select("session", "rpc_id"), on=["session", "rpc_id"], how="semi")
     left_unanswered = (
         requests.filter(pl.col("status").is_between(200, 299))
-        .join(responses.select("session", "rpc_id").unique(), on=["session", "rpc_id"], how="anti", maintain_order="left")
+        .join(answered.unique(), on=["session", "rpc_id"], how="anti", maintain_order="left")
         .join(
             pl.concat([
                 has_boundary_after.join(requests.select("session", "pos", "gx"), on="session")
@@ -77,8 +74,12 @@ def findings(f: Frames) -> pl.LazyFrame:
             subject=subject("call"),
         )
     )
-    dup_resp = repeated(responses, "session", "session_id", "rpc_id").group_by("session", "session_id", "rpc_id").agg(
-        n=pl.len(), pos=pl.col("pos").min(), evidence=pl.col("ref").head(6))
+    dup_resp = (
+        responses.filter(keys.repeated(response_rows, ["session", "session_id", "rpc_id"]))
+        .group_by("session", "session_id", "rpc_id")
+        .agg(n=pl.len(), pos=pl.col("pos").min(), evidence=pl.col("ref").head(6))
+        .filter(pl.col("n") > 1)
+    )
     # each (session, id) of those named by its first request
     by_id = named(
         requests.join(dup_resp.select("session", "rpc_id"), on=["session", "rpc_id"], how="semi")
@@ -91,10 +92,11 @@ def findings(f: Frames) -> pl.LazyFrame:
                                         pl.col("call").fill_null(pl.format("request id {}", pl.col("rpc_id"))), pl.col("n")),
                       subject=subject("rpc_id", "call"))
     )
-    server_req = tagged(m.filter(s2c & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null()))
+    server_rows = m.filter(s2c & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null())
+    server_req = tagged(server_rows)
     client_ans = m.filter(c2s & answer & pl.col("rpc_id").is_not_null()).group_by("session", "rpc_id").agg(answers=pl.len())
     dup_req = (
-        repeated(server_req, "session", "session_id", "rpc_id").group_by("session", "session_id", "rpc_id")
+        server_req.filter(keys.repeated(server_rows, ["session", "session_id", "rpc_id"])).group_by("session", "session_id", "rpc_id")
         .agg(n=pl.len(), method=pl.col("method").first(), pos=pl.col("pos").min(), evidence=pl.col("ref").head(6))
         .filter(pl.col("n") > 1)
         .join(client_ans, on=["session", "rpc_id"], how="left", maintain_order="left")
@@ -104,14 +106,18 @@ def findings(f: Frames) -> pl.LazyFrame:
             subject=subject("method", "rpc_id"),
         )
     )
-    orphan = (
-        responses.filter(pl.col("status").is_between(200, 299))  # an HTTP error's body answers the HTTP request
+    no_request = (
+        # a session without any recorded request (capture started late) proves nothing: those sessions' responses
+        # are left out first (2M responses of a log without requests were hashed by their ids for nothing)
+        responses.join(requests.select("session").unique(), on="session", how="semi", maintain_order="left")
+        .filter(pl.col("status").is_between(200, 299))  # an HTTP error's body answers the HTTP request
         .join(requests.select("session", "rpc_id").unique(), on=["session", "rpc_id"], how="anti", maintain_order="left")
-        # a session without any recorded request (capture started late) proves nothing
-        .join(requests.select("session").unique(), on="session", how="semi", maintain_order="left")
+    )
+    orphan = (
+        no_request
         .join(
             # the request may lie in a TLS connection no key decrypted, that began before this response's exchange
-            f.hidden.join(responses.select("source", "gx", "x_location").unique(), on="source")
+            f.hidden.join(no_request.select("source", "gx", "x_location").unique(), on="source")
             .filter(pl.col("packet") < packet_no(pl.col("x_location")))
             .group_by("gx")
             .agg(n_hidden=pl.len()),

@@ -77,8 +77,12 @@ def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
             tool=pl.when(pl.col("method") == "tools/call").then(pl.col("request_body").str.json_path_match("$.params.name")),
         )
     )
+    # the answers to those calls' ids: every use below joins them to the calls (or pairs of them) by session and id
+    # (2M answers of a log without calls were joined to their streams and grouped for nothing)
     answers = tagged(m.filter(s2c & pl.col("kind").is_in(["response", "error"]) & pl.col("rpc_id").is_not_null())
-                     .select("session", "rpc_id", "gx", "pos", "kind"), "stream").select("session", "rpc_id", "stream", "pos", "kind")
+                     .select("session", "rpc_id", "gx", "pos", "kind")
+                     .join(calls.select("session", "rpc_id").unique(), on=["session", "rpc_id"], how="semi", maintain_order="left"),
+                     "stream").select("session", "rpc_id", "stream", "pos", "kind")
     pending = calls.join(answers.select("session", "rpc_id", "stream"), on=["session", "rpc_id", "stream"], how="anti", maintain_order="left")
 
     # the first attempt's stream: how it ended, what it delivered (only the streams of calls left unanswered on them)

@@ -41,7 +41,12 @@ def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
         (pl.col("era") == "stateless") & (pl.col("direction") == "client_to_server") & (pl.col("kind") == "request")
         & ~pl.col("method").is_in(READ_ONLY) & pl.col("params_digest").is_not_null()
     ).join(f.exchanges.select("gx", "end_reason", "source", "location", "request_body"), on="gx", how="left", suffix="_x", maintain_order="left")
-    answered = f.messages.filter((pl.col("direction") == "server_to_client") & (pl.col("kind") == "response")).select("session", "rpc_id").unique()
+    # (the responses to those calls' ids alone: not every response of history made unique first)
+    answered = (
+        f.messages.filter((pl.col("direction") == "server_to_client") & (pl.col("kind") == "response")).select("session", "rpc_id")
+        .join(calls.select("session", "rpc_id"), on=["session", "rpc_id"], how="semi")
+        .unique()
+    )
     twice = (
         calls.join(answered, on=["session", "rpc_id"], how="semi", maintain_order="left")
         .group_by("session", "session_id", "method", "params_digest")
