@@ -61,9 +61,12 @@ def test_records_written_by_slices_are_the_same_text(rows, per_slice):
     records.SLICE_ROWS = per_slice
     try:
         sliced = Records(frame).json_bytes()
+        planned = Records(frame.lazy(), height=frame.height)  # (a plan: each slice made as it is written)
+        planned_bytes = planned.json_bytes()
     finally:
         records.SLICE_ROWS = old
-    assert sliced == whole == compact(frame.to_dicts()).encode("utf-8")
+    assert sliced == whole == planned_bytes == compact(frame.to_dicts()).encode("utf-8")
+    assert len(planned) == len(rows) and planned.rows() == frame.to_dicts()
 
 
 def test_floats_go_through_the_dicts():

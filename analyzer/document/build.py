@@ -259,8 +259,8 @@ def session_keys(f: Frames) -> dict[str, str]:
     return {k: named[sid or ""] for k, sid in pairs.iter_rows()}
 
 
-def _sessions_and_exchanges(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, key: dict, keep_pos: bool = False) -> tuple[list[dict], pl.DataFrame]:
-    """The document's sessions and exchanges (as the frame of its records); ``key``: every session's name
+def _sessions_and_exchanges(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, key: dict, keep_pos: bool = False) -> tuple[list[dict], pl.LazyFrame]:
+    """The document's sessions and exchanges (as a plan of its records' frame); ``key``: every session's name
     (:func:`session_keys`); ``keep_pos``: each session keeps its first exchange's place in history as ``_pos``."""
     x = f.exchanges
     sess = (
@@ -338,7 +338,8 @@ def _sessions_and_exchanges(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, key: 
     # every column of them twice: 500k exchanges, +230 MiB); the exchanges are in position order already
     needed = ["gx", "pos", "session", "session_id", "stream", "source", "location", "conn", "started", "ended", "method", "url",
               "status", "content_type", "last_event_id", "end_reason", "body_recorded", "n_events", "n_cut_off", "first_id", "last_id"]
-    exchanges = streams.attach(x.select(needed), times, "gx").pipe(streams.in_order, ["pos"]).select(
+    # (a plan over them: the records are made when the document is written, a slice at a time: records.Records)
+    exchanges = streams.attach(x.select(needed), times, "gx").pipe(streams.in_order, ["pos"]).lazy().select(
         pl.format("x{}", pl.col("pos") + 1).alias("exchange_id"),
         pl.col("session").replace_strict(key, return_dtype=pl.String).alias("session"),
         "session_id",
@@ -434,7 +435,7 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
         boundaries = rows.drop("next_use", "_hist_refs", "_wr_message", "_wr_refs", "_pos").with_columns(
             pl.col("session").replace_strict(key, default=None, return_dtype=pl.String))
         if not columnar:
-            boundaries, exchanges = boundaries.to_dicts(), exchanges.to_dicts()
+            boundaries, exchanges = boundaries.to_dicts(), exchanges.collect().to_dicts()
         per_reconnect, hist = job.result()
     findings = per_reconnect.to_dicts()
     for fnd in findings:  # the attempts are told only for a reconnect retried
@@ -465,7 +466,7 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
     for rec in findings:
         rec["session"] = key.get(rec["session"])
     if columnar:
-        boundaries, exchanges = Records(boundaries), Records(exchanges)
+        boundaries, exchanges = Records(boundaries), Records(exchanges, height=f.exchanges.height)
     return {"sessions": sessions, "exchanges": exchanges, "boundaries": boundaries, "findings": findings}
 
 
