@@ -430,7 +430,7 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
     # the rules' plans are Polars work, which releases the GIL: collected in a worker thread while this one
     # turns the boundary, session and exchange rows into Python objects
     with ThreadPoolExecutor(1, thread_name_prefix="findings") as pool:
-        job = pool.submit(pl.collect_all, [registry.reconnect_findings(rows.lazy()), registry.history_findings(lf, lb, lrev)])
+        job = pool.submit(lambda: pl.collect_all([registry.reconnect_findings(rows.lazy()), registry.history_findings(lf, lb, lrev)]))
         sessions, exchanges = _sessions_and_exchanges(f, b, rev, key, keep_pos)
         boundaries = rows.drop("next_use", "_hist_refs", "_wr_message", "_wr_refs", "_pos").with_columns(
             pl.col("session").replace_strict(key, default=None, return_dtype=pl.String))
