@@ -14,10 +14,10 @@ Inputs:
   bad-10mb       10 MB of the same (5,000,000 bad records)
   tiny-160mb     2,000,000 tiny valid `sse` records on one connection (161 MB)
   rpc-sse        2,000,000 tiny `sse` records on one connection, each a JSON-RPC response
-                 (`{"jsonrpc":"2.0","id":N,"result":{}}`) under SSE id N (~127 bytes a line, 254 MB)
+                 (`{"jsonrpc":"2.0","id":N,"result":{}}`) under SSE id N (129 bytes a line, 257.8 MB)
   rpc-post       2,000,000 lines of 500,000 tiny POST exchanges, each on its own connection: the request with a
-                 JSON-RPC `ping` body, a JSON response, its body record (the result), the close (~124 bytes a
-                 line, 249 MB): issue #40's "2M tiny JSON-RPC lines" as the per-line reader takes them
+                 JSON-RPC `ping` body, a JSON response, its body record (the result), the close (128 bytes a
+                 line, 256.3 MB): issue #40's "2M tiny JSON-RPC lines" as the per-line reader takes them
   gzip-bomb      a 9.8 MB `.jsonl.gz`: one good record, then 10 GB of spaces (stops at --max-gunzip-ratio)
   pcapng-corrupt a pcapng of an SSE stream with 1 MiB of short section headers in the middle (each was a
                  resync that rescanned the rest of the file: quadratic)
