@@ -9,6 +9,7 @@ report's (:mod:`analyzer.report`); this module only writes.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -35,6 +36,14 @@ def document_json(doc: dict) -> bytes:
     return records.document_json(doc, end=b"\n")
 
 
+def _document_json_to(doc: dict):
+    """:func:`document_json` as a writer of a binary file (:func:`emit`): a compact document is written as it is made,
+    never held whole (500k exchanges: 232 MiB of JSON, and Polars' copies of it)."""
+    if doc["summary"]["exchanges"] <= PRETTY_UP_TO:
+        return document_json(doc)
+    return lambda out: records.write_document_json(doc, out, end=b"\n")
+
+
 @dataclass(frozen=True)
 class Run:
     """What the metrics say of the run itself: when it started (seconds since 1970, ``time.time()``) and the exit
@@ -50,7 +59,7 @@ def write_all(doc: dict, outputs: Outputs, fail_on: str, progress: Callable[[str
     ``mcp_sse_audit_run_end_timestamp_seconds`` says so."""
     written = []
     run = run or Run(time.time())
-    for out, what, render in ((outputs.json, "findings JSON", lambda: document_json(doc)),
+    for out, what, render in ((outputs.json, "findings JSON", lambda: _document_json_to(doc)),
                               (outputs.json_lines, "JSON Lines", lambda: "".join(line + "\n" for line in findings.json_lines(records.plain(doc)))),
                               (outputs.html, "report", lambda: report.render(records.plain(doc))),
                               (outputs.junit, "JUnit XML", lambda: ci.junit_xml(records.plain(doc), fail_on)),
@@ -80,12 +89,17 @@ def _inert(data: bytes, what: str) -> bytes:
     return _LEADING.sub(rb"\1&#58;", data) if what == "JUnit XML" else data
 
 
-def emit(out: str, text: str | bytes, what: str = "") -> None:
+def emit(out: str, text: str | bytes | Callable, what: str = "") -> None:
     """``text`` (or its UTF-8 bytes) to the file ``out``, or to standard output for ``-`` (``what``: which output,
-    made inert for a CI log there)."""
+    made inert for a CI log there).  ``text`` may be a writer: a function that writes the bytes to a binary file."""
     if out != "-":
         write(out, text)
         return
+    if callable(text):  # (standard output is made inert as a whole: the text is made first)
+        buf = io.BytesIO()
+        text(buf)
+        text = buf.getvalue()
+        del buf
     try:
         data = text if isinstance(text, bytes) else text.encode(sys.stdout.encoding or "utf-8", sys.stdout.errors or "strict")
         data = _inert(data, what)
@@ -109,11 +123,12 @@ def emit(out: str, text: str | bytes, what: str = "") -> None:
         raise AuditError(f"cannot write to standard output: {describe(exc)}; the output is incomplete") from None
 
 
-def write(path: str, text: str | bytes) -> None:
-    """Whole or not at all: a temp file beside ``path``, renamed over it (a full disk leaves no truncated file)."""
+def write(path: str, text: str | bytes | Callable) -> None:
+    """Whole or not at all: a temp file beside ``path``, renamed over it (a full disk leaves no truncated file).
+    ``text`` may be a writer (see :func:`emit`)."""
     from analyzer.scale.store_commit import describe, write_file_atomically
 
     try:
-        write_file_atomically(path, text if isinstance(text, bytes) else text.encode("utf-8"))
+        write_file_atomically(path, text if isinstance(text, bytes) or callable(text) else text.encode("utf-8"))
     except OSError as exc:
         raise AuditError(f"cannot write {path}: {describe(exc)}; the file was left as it was") from None

@@ -237,17 +237,23 @@ def analyze_tables(
     """Canonical tables (from inputs or from a store) → the findings document.
 
     ``keep_pos``: findings keep their place in history as ``_pos`` (analyzer.scale.partitions merges by it).
-    ``consume``: the caller hands the tables over; the events table is let go once the frames are built
-    from it (the frames carry what the rules need), instead of staying beside them for the whole run.
+    ``consume``: the caller hands the tables over; the canonical tables are let go once the frames are built
+    from them (the frames carry what the rules need), instead of staying beside them for the whole run.
     ``columnar``: see :func:`run`."""
     n_events = len(tables["events"])
+    n_messages = int(tables["messages"].num_rows)
+    in_future = _in_future(tables["exchanges"])
     if consume:
         tables["events"] = streams.owned_events(tables)
     say = progress or (lambda _msg: None)
     say("rebuilding sessions, streams and reconnects")
-    frames, links = streams.build(tables)
+    frames, links = streams.build(tables, consume=consume)
     if consume:
-        tables["events"] = None
+        # the frames hold what the rules read: the canonical events, exchanges and messages beside them were
+        # a second copy through the whole analysis (500k tiny POST exchanges, 1M messages: 224 MiB of Arrow);
+        # build let the exchanges and messages go, and what PyArrow's pool kept of them goes back now
+        tables["events"] = tables["exchanges"] = tables["messages"] = None
+        release_freed()
     rev = eras.revisions(frames)
     say(f"judging the reconnects of {frames.exchanges.height:,} exchanges")
     b = verdicts.judge(frames, links, rev)
@@ -255,8 +261,8 @@ def analyze_tables(
     body = findings.build_document(frames, b, rev, keep_pos=keep_pos, columnar=columnar)
 
     anomalies = pl.from_arrow(tables["anomalies"]) if tables["anomalies"].num_rows else pl.from_arrow(ANOMALY_SCHEMA.empty_table())
-    anomalies = pl.concat([anomalies, _in_future(tables["exchanges"])])
-    doc = assemble(input_rows, errors, skipped, body, n_events, int(tables["messages"].num_rows), anomalies.to_dicts())
+    anomalies = pl.concat([anomalies, in_future])
+    doc = assemble(input_rows, errors, skipped, body, n_events, n_messages, anomalies.to_dicts())
     return Result(doc, readable, errors)
 
 

@@ -16,6 +16,7 @@ from datetime import datetime
 import polars as pl
 import polars_hash  # noqa: F401  (registers the .chash expression namespace: sha256 in Rust, column-wise)
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from analyzer.decode import jsonrpc
 from analyzer import redact
@@ -226,9 +227,15 @@ class Builder:
         self.redact = redact_secrets
         self.compact = compact  # digests as UInt64 only, no header objects: for the single pass (see above Builder)
         self.digest_key = digest_key  # a store's secret: the digests it keeps are keyed with it (keyed_digest_expr)
-        self.exchanges: list[dict] = []
-        # messages are kept as columns: one list append per field is several times cheaper than a dict per row
+        # the exchange rows by xid; a row a reader has sealed (:meth:`seal`: it will not change again) is None here,
+        # and waits in ``_sealed`` until VALUE_CHUNK of them go into one Arrow chunk of ``_exchange_chunks``
+        self.exchanges: list[dict | None] = []
+        self._sealed: list[dict] = []
+        self._exchange_chunks: list[pa.Table] = []
+        # messages are kept as columns: one list append per field is several times cheaper than a dict per row;
+        # every VALUE_CHUNK rows they go into an Arrow chunk of ``_message_chunks``
         self.messages: dict[str, list] = {name: [] for name in MESSAGES.names}
+        self._message_chunks: list[pa.Table] = []
         self.event_values: dict[str, list] = {name: [] for name in VALUE_SCHEMA}
         # ... flushed into Arrow-backed chunks (flush_values), so the Python objects of a long input never
         # outnumber one chunk: memory follows the table, not the records
@@ -275,6 +282,42 @@ class Builder:
         if request_body:
             self._messages(row["xid"], "request_body", None, "client_to_server", request_body, location)
         return row
+
+    def seal(self, row: dict) -> None:
+        """``row`` will not change again (its connection closed, or the next request on it began): it leaves
+        the Python rows, and every VALUE_CHUNK sealed rows become one Arrow chunk.  A log of many short
+        exchanges then holds its exchanges as Arrow columns, not as a dict of 21 Python objects each (500k tiny
+        POST exchanges: 1.2 KB a row as dicts, 220 bytes in Arrow).  Rows never sealed stay dicts until
+        :meth:`finish`; the table is the same either way (in xid order)."""
+        if self.exchanges[row["xid"]] is not row:
+            return
+        self.exchanges[row["xid"]] = None
+        self._sealed.append(row)
+        if len(self._sealed) >= VALUE_CHUNK:
+            self._flush_sealed()
+
+    def _flush_sealed(self) -> None:
+        if self._sealed:
+            self._exchange_chunks.append(pa.Table.from_pylist(self._sealed, schema=EXCHANGES))
+            self._sealed = []
+
+    def _exchange_table(self) -> pa.Table:
+        """Every exchange row, in xid order: the sealed chunks and the rows still open."""
+        self._flush_sealed()
+        open_rows = [r for r in self.exchanges if r is not None]
+        self.exchanges = []
+        chunks, self._exchange_chunks = self._exchange_chunks, []
+        if not chunks:
+            return pa.Table.from_pylist(open_rows, schema=EXCHANGES)
+        if open_rows:
+            chunks.append(pa.Table.from_pylist(open_rows, schema=EXCHANGES))
+        del open_rows
+        table = pa.concat_tables(chunks)
+        del chunks
+        xids = pl.from_arrow(table.column("xid"))
+        if not xids.is_sorted():  # (rows are sealed as their connections end, not in the order they began)
+            table = table.take(xids.arg_sort().to_arrow())
+        return table
 
     def response(self, row: dict, status: int | None, headers: dict[str, str]) -> None:
         row["status"] = status
@@ -333,9 +376,13 @@ class Builder:
         for rank, old in enumerate(order):
             new[old] = rank
         self.exchanges = [self.exchanges[old] for old in order]
-        for row in self.exchanges:
-            row["xid"] = new[row["xid"]]
+        for row in (*self.exchanges, *self._sealed):
+            if row is not None:
+                row["xid"] = new[row["xid"]]
         self.messages["xid"] = [new[x] for x in self.messages["xid"]]
+        renumbered = pa.array(new, pa.int64())
+        for chunks in (self._exchange_chunks, self._message_chunks):
+            chunks[:] = [c.set_column(c.schema.get_field_index("xid"), "xid", pc.take(renumbered, c.column("xid"))) for c in chunks]
         self.flush_values()
         mapping = pl.DataFrame({"xid": range(len(new)), "_new": new}, schema={"xid": pl.Int64, "_new": pl.Int64})
         self.event_frames = [
@@ -343,8 +390,9 @@ class Builder:
             for f in self.event_frames
         ]
 
-    def _events(self) -> pl.DataFrame:
-        """Every event added, in order, with ordinal, cursor and digest derived column-wise."""
+    def _events(self, exchanges: pa.Table) -> pl.DataFrame:
+        """Every event added, in order, with ordinal, cursor and digest derived column-wise (``exchanges``: the
+        exchange table, whose Last-Event-ID each stream's cursor starts from)."""
         self.flush_values()
         frames, self.event_frames = self.event_frames, []
         # compact: the fate and event type become their codes as the chunks are joined, not after the JSON-RPC
@@ -373,13 +421,14 @@ class Builder:
         if not frame.get_column("xid").is_sorted():
             frame = frame.sort("xid", maintain_order=True)
         # each exchange's Last-Event-ID, by xid (xids are 0..n-1): gathered per event, no join (a join copies every column)
-        assert all(r["xid"] == i for i, r in enumerate(self.exchanges)), "exchange rows are kept in xid order"
         if self.compact:
             # the single pass has no per-event cursor (the analysis takes each connection's last one from its
             # ids: streams.build); its retry is already the flag (above) and its digest comes below
             derived = {"digest": pl.lit(None, pl.UInt64)}
         else:
-            resumed = pl.Series("_lei", [r["last_event_id"] or "" for r in self.exchanges], dtype=pl.String)
+            assert pl.from_arrow(exchanges.column("xid")).equals(pl.int_range(exchanges.num_rows, dtype=pl.Int64, eager=True),
+                                                                 check_names=False), "exchange rows are kept in xid order"
+            resumed = pl.from_arrow(exchanges.column("last_event_id")).fill_null("").rename("_lei")
             # the client's last-event-ID buffer: what it resumed from until a block carries an id field (WHATWG: it persists)
             derived = {"cursor": pl.coalesce(pl.col("id").forward_fill().over("xid"), pl.lit(resumed).gather(pl.col("xid")), pl.lit("")),
                        "digest": digest_expr(pl.col("id"), pl.col("data"))}
@@ -415,6 +464,8 @@ class Builder:
             self.log.add("jsonrpc_invalid", location, str(exc))
             return
         cols = self.messages
+        if len(cols["xid"]) >= VALUE_CHUNK:
+            self._flush_messages()
         for m in found:
             cols["source"].append(self.source)
             cols["xid"].append(xid)
@@ -428,6 +479,14 @@ class Builder:
             cols["error_message"].append(m.error_message)
             cols["protocol_version"].append(m.protocol_version)
             cols["params_digest"].append(m.params_digest)
+
+    def _flush_messages(self) -> None:
+        """``messages`` into one Arrow chunk; the lists are emptied (1M tiny messages as Python lists: about 200 MB)."""
+        cols = self.messages
+        if cols["xid"]:
+            self._message_chunks.append(pa.Table.from_pydict(cols, schema=MESSAGES))
+            for column in cols.values():
+                column.clear()
 
     def flush_values(self) -> None:
         """``event_values`` into one compact frame; the lists are emptied in place (readers hold their appends)."""
@@ -447,13 +506,16 @@ class Builder:
         )
 
     def finish(self, fmt: str, records: int, notes: list[str] | None = None) -> Ingested:
-        events = self._events()
+        exchanges = self._exchange_table()
+        events = self._events(exchanges)
         # the events' JSON-RPC messages are Polars work (it releases the GIL) and the exchange and body rows
         # are Python objects turned into Arrow: the two at the same time, one in a worker thread
         with ThreadPoolExecutor(1, thread_name_prefix="sse-messages") as pool:
             job = pool.submit(jsonrpc.sse_messages, events)
-            exchanges = pa.Table.from_pylist(self.exchanges, schema=EXCHANGES)
-            bodies = pa.Table.from_pydict(self.messages, schema=MESSAGES)
+            self._flush_messages()
+            chunks, self._message_chunks = self._message_chunks, []
+            bodies = pa.concat_tables(chunks) if chunks else MESSAGES.empty_table()
+            del chunks
             # Digests (above, in _events) and JSON-RPC messages come from the raw data; the events' text is
             # redacted meanwhile, into a new column, which replaces the raw one only after the JSON-RPC pass:
             # the analysis is the same with and without --no-redact (see analyzer.redact)

@@ -1,6 +1,7 @@
 """Peak memory and time of a whole analysis on inputs made of damage: issue [2/6] item 2.
 
-    python bench/memory_faults.py            # ~2 minutes; writes bench/out/memory_faults.json, prints a table
+    python bench/memory_faults.py            # ~4 minutes; writes bench/out/memory_faults.json, prints a table
+    python bench/memory_faults.py rpc-post   # only the inputs named
 
 Each input is generated here (deterministic) under bench/out/, then analyzed by the CLI in a fresh
 subprocess (`os.wait4` gives that child's own peak RSS).  In the same session, as the baseline, a
@@ -12,6 +13,11 @@ Inputs:
   bad-4mb        4 MB of JSONL lines that are not JSON (2,000,000 bad records) between two good ones
   bad-10mb       10 MB of the same (5,000,000 bad records)
   tiny-160mb     2,000,000 tiny valid `sse` records on one connection (161 MB)
+  rpc-sse        2,000,000 tiny `sse` records on one connection, each a JSON-RPC response
+                 (`{"jsonrpc":"2.0","id":N,"result":{}}`) under SSE id N (129 bytes a line, 257.8 MB)
+  rpc-post       2,000,000 lines of 500,000 tiny POST exchanges, each on its own connection: the request with a
+                 JSON-RPC `ping` body, a JSON response, its body record (the result), the close (128 bytes a
+                 line, 256.3 MB): issue #40's "2M tiny JSON-RPC lines" as the per-line reader takes them
   gzip-bomb      a 9.8 MB `.jsonl.gz`: one good record, then 10 GB of spaces (stops at --max-gunzip-ratio)
   pcapng-corrupt a pcapng of an SSE stream with 1 MiB of short section headers in the middle (each was a
                  resync that rescanned the rest of the file: quadratic)
@@ -42,6 +48,24 @@ def _pcapgen():
     return mod
 
 
+def _rpc_lines(name: str):
+    """The lines of the two JSON-RPC inputs, in blocks (written as they are made, never held whole)."""
+    if name == "rpc-sse":
+        yield GOOD + RESP
+        for at in range(1, 2_000_001, 10_000):
+            yield "".join('{"kind":"sse","ts":"2026-01-01T00:00:01Z","conn":"c1","id":"%d","data":"{\\"jsonrpc\\":\\"2.0\\",'
+                          '\\"id\\":%d,\\"result\\":{}}"}\n' % (i, i) for i in range(at, at + 10_000))
+        return
+    for at in range(1, 500_001, 2_500):
+        yield "".join(
+            '{"kind":"request","ts":"2026-01-01T00:00:01Z","conn":"c%d","method":"POST","url":"http://x/mcp","headers":{},'
+            '"body":"{\\"jsonrpc\\":\\"2.0\\",\\"id\\":%d,\\"method\\":\\"ping\\"}"}\n'
+            '{"kind":"response","ts":"2026-01-01T00:00:01Z","conn":"c%d","status":200,"headers":{"content-type":"application/json"}}\n'
+            '{"kind":"body","ts":"2026-01-01T00:00:01Z","conn":"c%d","data":"{\\"jsonrpc\\":\\"2.0\\",\\"id\\":%d,\\"result\\":{}}"}\n'
+            '{"kind":"close","ts":"2026-01-01T00:00:01Z","conn":"c%d","reason":"eof","by":"server"}\n' % (i, i, i, i, i, i)
+            for i in range(at, at + 2_500))
+
+
 def make(name: str) -> Path:
     suffix = {"gzip-bomb": ".jsonl.gz", "pcapng-corrupt": ".pcapng"}.get(name, ".jsonl")
     path = OUT / f"{name}{suffix}"
@@ -67,7 +91,10 @@ def make(name: str) -> Path:
         path.write_bytes(g.shb() + g.idb(g.LINK_ETHERNET) + b"".join(blocks[:half]) + region + b"".join(blocks[half:]))
         return path
     with open(path, "w") as f:
-        if name.startswith("bad"):
+        if name.startswith("rpc-"):
+            for block in _rpc_lines(name):
+                f.write(block)
+        elif name.startswith("bad"):
             n = {"bad-4mb": 2_000_000, "bad-10mb": 5_000_000}[name]
             f.write(GOOD)
             f.write("x\n" * n)
@@ -96,9 +123,17 @@ def run(cmd: list[str], timeout: float = 900) -> dict:
             "exit": os.waitstatus_to_exitcode(status)}
 
 
+INPUTS = ("bad-4mb", "bad-10mb", "tiny-160mb", "rpc-sse", "rpc-post", "gzip-bomb", "pcapng-corrupt")
+
+
 def main() -> int:
+    names = sys.argv[1:] or INPUTS  # python bench/memory_faults.py rpc-sse rpc-post: only those
+    unknown = [n for n in names if n not in INPUTS]
+    if unknown:
+        print(f"unknown input(s) {', '.join(unknown)}; one of {', '.join(INPUTS)}", file=sys.stderr)
+        return 2
     rows = []
-    for name in ("bad-4mb", "bad-10mb", "tiny-160mb", "gzip-bomb", "pcapng-corrupt"):
+    for name in names:
         path = make(name)
         size_mib = path.stat().st_size / 2**20
         ours = run([sys.executable, "-c", "import sys; from analyzer.__main__ import main; sys.exit(main())", "analyze", str(path), "--json", str(OUT / f"{name}.findings.json"), "-q"])

@@ -72,10 +72,12 @@ def main() -> int:
     mark("read (canonical tables)")
     tables = inputs.concat(got.parts)
     got.parts = []
-    n_events = len(tables["events"])
+    pipeline.release_freed()  # as pipeline.run does
+    n_events, n_messages = len(tables["events"]), int(tables["messages"].num_rows)
     tables["events"] = streams.owned_events(tables)
-    frames, links = streams.build(tables)
-    tables["events"] = None
+    frames, links = streams.build(tables, consume=True)
+    tables["events"] = None  # as pipeline.analyze_tables(consume=True)
+    pipeline.release_freed()
     mark("streams.build (frames)")
     rev = eras.revisions(frames)
     b = verdicts.judge(frames, links, rev)
@@ -83,7 +85,7 @@ def main() -> int:
     body = findings.build_document(frames, b, rev, columnar=True)  # as `analyze` makes it
     del frames, links, b, rev  # as in the command: pipeline.analyze_tables returns the document alone
     mark("findings document")
-    doc = assemble(got.input_rows, got.errors, got.skipped, body, n_events, int(tables["messages"].num_rows), [])
+    doc = assemble(got.input_rows, got.errors, got.skipped, body, n_events, n_messages, [])
     text = document_json(doc)  # what --json writes (compact past outputs.PRETTY_UP_TO exchanges)
     mark("JSON text")
     done.set()

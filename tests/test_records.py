@@ -50,6 +50,25 @@ def test_polars_writes_what_json_dumps_writes(rows):
     assert got.json() == compact(frame.to_dicts())  # once made, from the dicts
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.lists(ROW, max_size=9), st.integers(1, 4))
+def test_records_written_by_slices_are_the_same_text(rows, per_slice):
+    """A large array is written a slice of records at a time (Polars holds the whole text of what it writes,
+    twice): the bytes are the whole array's."""
+    frame = pl.DataFrame(rows, schema=SCHEMA)
+    whole = Records(frame).json_bytes()
+    old = records.SLICE_ROWS
+    records.SLICE_ROWS = per_slice
+    try:
+        sliced = Records(frame).json_bytes()
+        planned = Records(frame.lazy(), height=frame.height)  # (a plan: each slice made as it is written)
+        planned_bytes = planned.json_bytes()
+    finally:
+        records.SLICE_ROWS = old
+    assert sliced == whole == planned_bytes == compact(frame.to_dicts()).encode("utf-8")
+    assert len(planned) == len(rows) and planned.rows() == frame.to_dicts()
+
+
 def test_floats_go_through_the_dicts():
     """json.dumps writes NaN and Infinity where Polars writes null: a frame with floats is written from its dicts."""
     frame = pl.DataFrame({"f": [1.5, float("nan"), float("inf"), None], "l": [[0.1], [], None, [float("-inf")]]})
@@ -67,7 +86,7 @@ def test_summary_counts_records_from_their_columns():
     assert a == b and b["verdicts"]["gap"] == 2 and b["exchanges"] == 2
 
 
-def test_the_sample_logs_document_is_the_same(monkeypatch, samples_run):
+def test_the_sample_logs_document_is_the_same(monkeypatch, samples_run, tmp_path):
     """`analyze`'s document (columnar) is the list path's, in both of --json's layouts and as dicts."""
     monkeypatch.setenv("SOURCE_DATE_EPOCH", EPOCH)  # the shared list-path document's
     fast = pipeline.run([str(SAMPLES)], columnar=True).document
@@ -78,4 +97,10 @@ def test_the_sample_logs_document_is_the_same(monkeypatch, samples_run):
         monkeypatch.setattr(outputs, "PRETTY_UP_TO", pretty)
         assert outputs.document_json(fast) == outputs.document_json(slow)
     assert outputs.document_json(slow) == (compact(slow) + "\n").encode("utf-8")
+    # --json to a file: the compact document written as it is made, by slices of records, never held whole
+    monkeypatch.setattr(records, "SLICE_ROWS", 100)
+    writer = outputs._document_json_to(fast)
+    assert callable(writer)
+    outputs.emit(str(tmp_path / "doc.json"), writer, "findings JSON")
+    assert (tmp_path / "doc.json").read_bytes() == outputs.document_json(slow)
     assert records.plain(fast) == slow

@@ -276,6 +276,8 @@ class _Reader:
                 req_headers=headers,
                 request_body=body,
             )
+            if prev is not None:  # (it is no longer any conn's current exchange: nothing changes it again)
+                b.seal(prev)
             if self.moves is not None:
                 self.moves.append((lineno, conn, current[conn]["xid"]))
             return
@@ -357,6 +359,7 @@ class _Reader:
                 detail = rec.get("decoding_detail")
                 log.add(code, where, f"{detail[:200] if isinstance(detail, str) else ''} (as the recorder decoded it)".lstrip())
             current.pop(conn, None)
+            b.seal(row)
             if self.moves is not None:
                 self.moves.append((lineno, conn, -1))
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import polars as pl
 
 from analyzer.rules.shape import either, finding_frame, subject
-from analyzer.signals.rpc import _tagged, named, sent_elsewhere
+from analyzer.signals import keys
+from analyzer.signals.rpc import _tagged, call_label, named, sent_elsewhere
 from analyzer.signals.streams import SSE, Frames, packet_no
 
 
@@ -23,14 +24,20 @@ def findings(f: Frames) -> pl.LazyFrame:
     # a capture's TLS connections that no key decrypted: any of them may hold the missing half of a pair
     hidden_n = f.hidden.group_by("source").agg(n_hidden=pl.len())
 
-    m = _tagged(f).with_columns(ref=pl.struct("source", pl.col("x_location").alias("location")))
+    def tagged(messages: pl.LazyFrame) -> pl.LazyFrame:
+        """The messages a part reads, with their exchange's columns (rpc._tagged) and ``ref``: joined after the
+        filter, not to every message of history first."""
+        return _tagged(f, messages=messages).with_columns(ref=pl.struct("source", pl.col("x_location").alias("location")))
+
+    m = f.messages
     s2c = pl.col("direction") == "server_to_client"
     c2s = pl.col("direction") == "client_to_server"
     answer = pl.col("kind").is_in(["response", "error"])
-    requests = named(m.filter(c2s & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null()), f)
-    # each (session, id) named by its first request: the calls a response answered, duplicated or crossed
-    by_id = requests.sort("pos").group_by("session", "rpc_id").agg(pl.col("call").first())
-    responses = m.filter(s2c & answer & pl.col("rpc_id").is_not_null())
+    # the client's requests; each is named (rpc.named: its request body read) only where a finding shows it -- naming
+    # every request of history first cost 500k tiny POST exchanges +306 MiB and 6 s
+    requests = tagged(m.filter(c2s & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null()))
+    response_rows = m.filter(s2c & answer & pl.col("rpc_id").is_not_null())
+    responses = tagged(response_rows)
     # a stream that broke, that the client closed before the server finished it, or that the server
     # ended without the response (2025-11-25 polling close: if the client never resumes, nothing else
     # will ever bring the response; the python client with reconnection off re-issues instead)
@@ -43,9 +50,11 @@ def findings(f: Frames) -> pl.LazyFrame:
     # session with every boundary of it: quadratic in its streams)
     last_boundary = f.exchanges.filter(pl.col("last_event_id").is_not_null()).group_by("session").agg(bpos=pl.col("pos").max())
 
-    unanswered = (
+    # (the answers' keys among the requests' alone: not every answer's of history hashed and made unique first)
+    answered = response_rows.select("session", "rpc_id").join(requests.select("session", "rpc_id"), on=["session", "rpc_id"], how="semi")
+    left_unanswered = (
         requests.filter(pl.col("status").is_between(200, 299))
-        .join(responses.select("session", "rpc_id").unique(), on=["session", "rpc_id"], how="anti", maintain_order="left")
+        .join(answered.unique(), on=["session", "rpc_id"], how="anti", maintain_order="left")
         .join(
             pl.concat([
                 requests.select("session", "pos", "gx").join(last_boundary, on="session")
@@ -56,6 +65,9 @@ def findings(f: Frames) -> pl.LazyFrame:
             ]),
             on="gx",
             how="semi", maintain_order="left")
+    )
+    unanswered = (
+        named(left_unanswered, f)
         .join(hidden_n, on="source", how="left", maintain_order="left")
         .with_columns(
             message=pl.format("{} never got a response, although its stream broke, ended or was resumed", pl.col("call"))
@@ -65,18 +77,28 @@ def findings(f: Frames) -> pl.LazyFrame:
         )
     )
     dup_resp = (
-        responses.group_by("session", "session_id", "rpc_id")
+        responses.filter(keys.repeated(response_rows, ["session", "session_id", "rpc_id"]))
+        .group_by("session", "session_id", "rpc_id")
         .agg(n=pl.len(), pos=pl.col("pos").min(), evidence=pl.col("ref").head(6))
         .filter(pl.col("n") > 1)
+    )
+    # each (session, id) of those named by its first request
+    by_id = named(
+        requests.join(dup_resp.select("session", "rpc_id"), on=["session", "rpc_id"], how="semi")
+        .sort("pos").group_by("session", "rpc_id").agg(pl.col("gx", "method").first()), f
+    ).select("session", "rpc_id", "call")
+    dup_resp = (
+        dup_resp
         .join(by_id, on=["session", "rpc_id"], how="left", maintain_order="left")
         .with_columns(message=pl.format("the response to {} was delivered {} times",
                                         pl.col("call").fill_null(pl.format("request id {}", pl.col("rpc_id"))), pl.col("n")),
                       subject=subject("rpc_id", "call"))
     )
-    server_req = m.filter(s2c & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null())
+    server_rows = m.filter(s2c & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null())
+    server_req = tagged(server_rows)
     client_ans = m.filter(c2s & answer & pl.col("rpc_id").is_not_null()).group_by("session", "rpc_id").agg(answers=pl.len())
     dup_req = (
-        server_req.group_by("session", "session_id", "rpc_id")
+        server_req.filter(keys.repeated(server_rows, ["session", "session_id", "rpc_id"])).group_by("session", "session_id", "rpc_id")
         .agg(n=pl.len(), method=pl.col("method").first(), pos=pl.col("pos").min(), evidence=pl.col("ref").head(6))
         .filter(pl.col("n") > 1)
         .join(client_ans, on=["session", "rpc_id"], how="left", maintain_order="left")
@@ -86,14 +108,18 @@ def findings(f: Frames) -> pl.LazyFrame:
             subject=subject("method", "rpc_id"),
         )
     )
-    orphan = (
-        responses.filter(pl.col("status").is_between(200, 299))  # an HTTP error's body answers the HTTP request
+    no_request = (
+        # a session without any recorded request (capture started late) proves nothing: those sessions' responses
+        # are left out first (2M responses of a log without requests were hashed by their ids for nothing)
+        responses.join(requests.select("session").unique(), on="session", how="semi", maintain_order="left")
+        .filter(pl.col("status").is_between(200, 299))  # an HTTP error's body answers the HTTP request
         .join(requests.select("session", "rpc_id").unique(), on=["session", "rpc_id"], how="anti", maintain_order="left")
-        # a session without any recorded request (capture started late) proves nothing
-        .join(requests.select("session").unique(), on="session", how="semi", maintain_order="left")
+    )
+    orphan = (
+        no_request
         .join(
             # the request may lie in a TLS connection no key decrypted, that began before this response's exchange
-            f.hidden.join(responses.select("source", "gx", "x_location").unique(), on="source")
+            f.hidden.join(no_request.select("source", "gx", "x_location").unique(), on="source")
             .filter(pl.col("packet") < packet_no(pl.col("x_location")))
             .group_by("gx")
             .agg(n_hidden=pl.len()),
@@ -106,9 +132,12 @@ def findings(f: Frames) -> pl.LazyFrame:
         )
     )
     boundary_gx = f.exchanges.filter(pl.col("last_event_id").is_not_null()).select("gx")
+    req_body = f.exchanges.select(pl.col("gx").alias("req_gx"), pl.col("request_body").alias("req_body"))
     cross = (
-        sent_elsewhere(requests, responses.filter(pl.col("origin") == "sse"), "call", "ref")
+        sent_elsewhere(requests, responses.filter(pl.col("origin") == "sse"), "gx", "method", "ref")
         .join(boundary_gx, on="gx", how="anti", maintain_order="left")  # at a reconnect it is that boundary's verdict
+        .join(req_body, on="req_gx", how="left", maintain_order="left")
+        .with_columns(req_call=call_label(pl.col("req_method"), pl.col("req_body"), pl.col("rpc_id")))
         .with_columns(
             message=pl.format("the response to {} was delivered on another stream than the one its request opened", pl.col("req_call")),
             evidence=pl.concat_list("req_ref", "ref"),

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import BinaryIO, Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -92,22 +92,25 @@ def _umask() -> int:
     return mask
 
 
-def write_file_atomically(path: str | Path, data: bytes) -> None:
+def write_file_atomically(path: str | Path, data: bytes | Callable[[BinaryIO], None]) -> None:
     """``data`` at ``path``, whole or not at all: a temp file beside it, fsync'd, renamed over it.
 
     A crash or a full disk leaves the previous file (or none), never a truncated one.  A path that
-    is not a regular file (``/dev/stdout``, a FIFO) is written directly: it cannot be replaced."""
+    is not a regular file (``/dev/stdout``, a FIFO) is written directly: it cannot be replaced.
+    ``data`` may be a writer: a function that writes the bytes to the binary file it is given (a
+    large output is then never held whole in memory)."""
+    write = data if callable(data) else (lambda fh: fh.write(data))
     path = Path(os.path.realpath(path))  # through a symlink: replace its target, keep the link
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists() and not path.is_file():
         with open(path, "wb") as fh:
-            fh.write(data)
+            write(fh)
         return
     mode = path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask()  # what open() would keep or give
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)  # not mkstemp's 0600

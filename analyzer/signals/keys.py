@@ -5,6 +5,19 @@ from __future__ import annotations
 import polars as pl
 
 
+def repeated(lf: pl.LazyFrame, keys: list[str]) -> pl.Expr:
+    """A filter of the rows whose ``keys`` may occur on more than one row of ``lf``: every such row, and now and then
+    one whose keys only share 32 bits of hash with another row's (the caller's exact grouping drops it).  For a rule
+    about duplicates, which groups the few repeated keys with their evidence: grouping all of them first (2M
+    answers, each id once) cost a hash table of every key's strings.  The hashes are found as in
+    :func:`where_varies`, from ``lf`` alone (collected here, a column of 4 bytes a row, sorted)."""
+    key = (pl.struct(*keys).hash() & 0xFFFFFFFF).cast(pl.UInt32)
+    hashes = lf.select(key.alias("_rp_key")).collect(engine="streaming").to_series().sort()
+    again = hashes.filter(hashes == hashes.shift(1)).unique()
+    del hashes
+    return key.is_in(again.implode())
+
+
 def where_varies(lf: pl.LazyFrame, keys: list[str], value: str) -> pl.LazyFrame:
     """The rows of ``lf`` whose group of ``keys`` may hold more than one ``value``: every row of such a
     group, and now and then the rows of a group that only shares the hash of its keys with one.  The

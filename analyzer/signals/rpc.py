@@ -58,12 +58,22 @@ def named(requests: pl.LazyFrame, f: Frames) -> pl.LazyFrame:
     )
 
 
-def calls(f: Frames) -> pl.LazyFrame:
+def in_sessions(messages: pl.LazyFrame, sessions: pl.LazyFrame | None) -> pl.LazyFrame:
+    """The messages of ``sessions`` (a frame with a ``session`` column) alone, in their order; all of them for None.
+    A signal about reconnects reads only the sessions that have one: 500k tiny POST exchanges without a
+    reconnect named every one of their 500k calls for nothing (+460 MiB)."""
+    if sessions is None:
+        return messages
+    return messages.filter(pl.col("session").is_in(sessions.select("session").unique().collect().to_series().implode()))
+
+
+def calls(f: Frames, sessions: pl.LazyFrame | None = None) -> pl.LazyFrame:
     """Every JSON-RPC request the client sent, named (:func:`call_label`): ``session``, ``session_id``,
-    ``rpc_id``, ``method``, ``call``, ``gx``, ``pos``, ``stream``, ``content_type`` and ``ref`` (its request record)."""
+    ``rpc_id``, ``method``, ``call``, ``gx``, ``pos``, ``stream``, ``content_type`` and ``ref`` (its request record).
+    ``sessions``: only those sessions' (:func:`in_sessions`)."""
     x = f.exchanges.lazy().select("gx", "stream", "content_type", "request_body", pl.col("location").alias("x_location"))
     return (
-        f.messages.lazy()
+        in_sessions(f.messages.lazy(), sessions)
         .filter((pl.col("direction") == "client_to_server") & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null())
         .select("session", "session_id", "source", "gx", "pos", "rpc_id", "method")
         .join(x, on="gx", how="left", maintain_order="left")
@@ -75,11 +85,12 @@ def calls(f: Frames) -> pl.LazyFrame:
     )
 
 
-def openers(f: Frames) -> pl.LazyFrame:
+def openers(f: Frames, sessions: pl.LazyFrame | None = None) -> pl.LazyFrame:
     """The request that opened each SSE stream, where one did (a batch's routing is the client's own):
-    ``session``, ``stream``, ``v_id`` (its id), ``v_call`` (:func:`call_label`) and ``v_ref``."""
+    ``session``, ``stream``, ``v_id`` (its id), ``v_call`` (:func:`call_label`) and ``v_ref``; ``sessions``: as
+    :func:`calls`."""
     return (
-        calls(f)
+        calls(f, sessions)
         .filter(pl.col("content_type") == SSE)
         .group_by("session", "stream")
         .agg(n=pl.len(), v_id=pl.col("rpc_id").first(), v_call=pl.col("call").first(), v_ref=pl.col("ref").first())
@@ -97,12 +108,12 @@ def sent_elsewhere(requests: pl.LazyFrame, responses: pl.LazyFrame, *cols: str) 
     findings, 2.8 GB).  Per id, its first request and its first request on another stream than that one are
     enough: whichever stream the response came on, one of the two is not on it."""
     first = requests.group_by("session", "rpc_id").agg(
-        pl.col("stream", *cols).sort_by("pos", "call").first().name.prefix("req_"))
+        pl.col("stream", *cols).sort_by("pos", "method").first().name.prefix("req_"))
     second = (
         requests.join(first.select("session", "rpc_id", "req_stream"), on=["session", "rpc_id"])
         .filter(pl.col("stream") != pl.col("req_stream"))
         .group_by("session", "rpc_id")
-        .agg(pl.col("stream", *cols).sort_by("pos", "call").first().name.prefix("alt_"))
+        .agg(pl.col("stream", *cols).sort_by("pos", "method").first().name.prefix("alt_"))
     )
     on_first = pl.col("req_stream") == pl.col("stream")
     return (
@@ -114,9 +125,11 @@ def sent_elsewhere(requests: pl.LazyFrame, responses: pl.LazyFrame, *cols: str) 
     )
 
 
-def _tagged(f: Frames) -> pl.DataFrame:
+def _tagged(f: Frames, sessions: pl.LazyFrame | None = None, messages=None) -> pl.DataFrame:
+    """``messages`` (default: all of ``f``'s; ``sessions``: see :func:`in_sessions`) with their exchange's stream,
+    status, content type, method (``http_method``) and location (``x_location``)."""
     x = f.exchanges.select("gx", "stream", "status", "content_type", "method", pl.col("location").alias("x_location"))
-    return f.messages.join(x.rename({"method": "http_method"}), on="gx", how="left", maintain_order="left")
+    return in_sessions(f.messages if messages is None else messages, sessions).join(x.rename({"method": "http_method"}), on="gx", how="left", maintain_order="left")
 
 
 def boundary_signals(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
@@ -125,8 +138,9 @@ def boundary_signals(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
 
     One lazy plan, collected at the end: the messages table is as long as the events table, and
     eager joins of it would copy every column of it several times over."""
-    m = _tagged(f.lazy())
     keys = b.lazy().select("gx", "pos", "session", "stream")
+    # every part below looks at the boundaries' own sessions alone (each joins the boundaries by session or gx)
+    m = _tagged(f.lazy(), keys)
     # the error text the server gave when it refused the reconnect
     refused = (
         m.filter(pl.col("kind") == "error")
@@ -311,8 +325,12 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame) -> pl.DataF
     Columns: ``gx``, ``wr_message``, ``wr_call``, ``wr_got``, ``wr_preview``, ``wr_refs`` (the request, the
     answer's event, and the request it really answered when known)."""
     keys = b.lazy().select("gx", pl.col("pos").alias("b_pos"), "session", "stream")
-    c = calls(f)
-    opener = openers(f)
+    # the calls of the boundaries' sessions (every use below joins them by session) and of the sessions that had
+    # been delivered an event a reconnect got (``foreign``: the other session's call is named from its opener)
+    others = foreign.lazy().select("o_pos").join(f.exchanges.lazy().select(pl.col("pos").alias("o_pos"), "session"), on="o_pos")
+    among = pl.concat([keys.select("session"), others.select("session")])
+    c = calls(f, among)
+    opener = openers(f, among)
     s2c_answer = (pl.col("direction") == "server_to_client") & pl.col("kind").is_in(["response", "error"]) & pl.col("rpc_id").is_not_null()
     first = (
         f.messages.lazy()

@@ -93,8 +93,10 @@ def hops(x: pl.DataFrame) -> pl.DataFrame:
 
 def fingerprint(x: pl.DataFrame) -> pl.DataFrame:
     """``fp``: the same HTTP exchange in two views gets the same value (sessionless traffic never matches)."""
+    from analyzer.signals.streams import in_order  # (streams imports this module)
+
     return (
-        x.sort("pos")
+        in_order(x, ["pos"])  # (the exchanges come in that order: no copy of them)
         .with_columns(_fpb=_base())
         .with_columns(_k=pl.int_range(pl.len()).over(["view", "_fpb"]))
         .with_columns(fp=pl.when(pl.col("session_id") != "").then(pl.format("{}#{}", pl.col("_fpb"), pl.col("_k"))))

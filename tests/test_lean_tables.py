@@ -1,0 +1,97 @@
+"""Memory properties of the single pass that can be checked without timing (issue #40, the 2M tiny JSON-RPC lines;
+bench/memory_faults.py rpc-post measures them): a log of many short exchanges holds its finished exchanges
+and its messages as Arrow chunks while it is read, not as Python rows; the canonical tables are let go once
+the frames exist; the frames' coded message columns are Enums."""
+from __future__ import annotations
+
+import io
+import json
+
+import polars as pl
+import pyarrow as pa
+
+from analyzer import pipeline, tables as canonical
+from analyzer.ingest import inputs, jsonl as ingest_jsonl
+from analyzer.ingest.reading import Reading
+from analyzer.signals import streams
+from test_fuzz import rows
+
+
+def _log(n: int) -> bytes:
+    """A GET stream kept open across ``n`` short POST exchanges (each closed), then one left open."""
+    def line(**rec) -> str:
+        return json.dumps(rec, separators=(",", ":")) + "\n"
+    ts = "2026-01-01T00:00:01Z"
+    out = [line(kind="request", ts=ts, conn="g", method="GET", url="http://x/mcp", headers={"mcp-session-id": "s"}),
+           line(kind="response", ts=ts, conn="g", status=200, headers={"content-type": "text/event-stream"})]
+    for i in range(n):
+        c = f"c{i}"
+        out.append(line(kind="request", ts=ts, conn=c, method="POST", url="http://x/mcp", headers={"mcp-session-id": "s"},
+                        body=json.dumps({"jsonrpc": "2.0", "id": i, "method": "ping"})))
+        out.append(line(kind="sse", ts=ts, conn="g", id=str(i), data=json.dumps({"jsonrpc": "2.0", "method": "notifications/progress"})))
+        out.append(line(kind="response", ts=ts, conn=c, status=200, headers={"content-type": "application/json"}))
+        out.append(line(kind="body", ts=ts, conn=c, data=json.dumps({"jsonrpc": "2.0", "id": i, "result": {}})))
+        if i % 3:  # the others end when the next request on the same connection begins (keep-alive)
+            out.append(line(kind="close", ts=ts, conn=c, reason="eof", by="server"))
+        else:
+            out.append(line(kind="request", ts=ts, conn=c, method="POST", url="http://x/mcp", headers={"mcp-session-id": "s"},
+                            body=json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled"})))
+    out.append(line(kind="request", ts=ts, conn="last", method="POST", url="http://x/mcp", headers={}, body=None))
+    return "".join(out).encode()
+
+
+def _read(data: bytes, columns: bool = True, reading: Reading = Reading(compact=True)):
+    return ingest_jsonl.read("x.jsonl", io.BytesIO(data), reading, columns=columns)
+
+
+def test_finished_exchanges_and_messages_leave_python_while_the_log_is_read(monkeypatch):
+    monkeypatch.setattr(canonical, "VALUE_CHUNK", 8)
+    held = []
+    finish = canonical.Builder.finish
+
+    def spy(self, *args, **kwargs):
+        held.append((sum(r is not None for r in self.exchanges), len(self._exchange_chunks), len(self.messages["xid"]),
+                     len(self._message_chunks)))
+        return finish(self, *args, **kwargs)
+
+    monkeypatch.setattr(canonical.Builder, "finish", spy)
+    got = _read(_log(40))
+    rows_held, exchange_chunks, messages_held, message_chunks = held[0]
+    # of 56 exchanges, the GET stream, the last request and the 14 keep-alive requests still open stay rows, with
+    # fewer than a chunk of sealed ones waiting (the 40 sealed ones: 5 chunks of 8); the 94 body messages in chunks
+    # of 8 (the 40 of the events come column-wise, after the read)
+    assert got.exchanges.num_rows == 56 and 16 <= rows_held < 16 + 8 and exchange_chunks == 5
+    assert got.messages.num_rows == 94 + 40 and messages_held < 8 and message_chunks == 11
+
+
+def test_sealed_rows_give_the_same_tables(monkeypatch):
+    data = _log(30)
+    for reading in (Reading(compact=True), Reading()):
+        monkeypatch.setattr(canonical, "VALUE_CHUNK", 4)
+        sealed = [_read(data, columns, reading) for columns in (True, False)]
+        monkeypatch.setattr(canonical.Builder, "seal", lambda self, row: None)  # every row a dict until finish
+        monkeypatch.setattr(canonical, "VALUE_CHUNK", 65_536)
+        whole = _read(data, True, reading)
+        monkeypatch.undo()
+        for got in sealed:
+            for name in ("exchanges", "messages", "anomalies"):
+                assert rows(getattr(got, name)) == rows(getattr(whole, name)), name
+            assert got.events_polars().equals(whole.events_polars())
+
+
+def test_the_canonical_tables_are_let_go_once_the_frames_exist():
+    got = _read(_log(5))
+    tables = inputs.concat([got])
+    pipeline.analyze_tables(tables, [], [], [], 1, consume=True)
+    assert tables["events"] is None and tables["exchanges"] is None and tables["messages"] is None
+    kept = inputs.concat([_read(_log(5))])
+    pipeline.analyze_tables(kept, [], [], [], 1)  # not handed over: the caller's tables stay
+    assert isinstance(kept["exchanges"], pa.Table) and isinstance(kept["messages"], pa.Table)
+
+
+def test_the_frames_code_a_message_s_origin_direction_and_kind():
+    frames, _ = streams.build(inputs.concat([_read(_log(5))]))
+    m = frames.messages
+    for name, values in streams.MESSAGE_CODES.items():
+        assert m.schema[name] == pl.Enum(values), name
+    assert set(m.get_column("kind").cast(pl.String)) == {"request", "notification", "response"}
