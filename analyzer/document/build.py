@@ -189,13 +189,15 @@ def _boundary_rows(f: Frames, b: pl.DataFrame, key: dict, keep_pos: bool = False
     _hidden_stream = (pl.col("rule_id") == "resumed_undecrypted") & ~pl.col("id_found").fill_null(False)
     stream_ids = f.exchanges.select("gx", "stream")
     # the call that opened the resumed stream, and whether its own answer ever came (the document's calls_hit)
+    # (the sessions with a reconnect alone: naming every request of history cost 500k tiny POST exchanges +300 MiB)
+    touched = b.select("session").unique().lazy()
     answered = (
-        f.messages.lazy()
+        rpc.in_sessions(f.messages.lazy(), touched)
         .filter((pl.col("direction") == "server_to_client") & pl.col("kind").is_in(["response", "error"]) & pl.col("rpc_id").is_not_null())
         .select("session", v_id="rpc_id").unique().with_columns(_answered=pl.lit(True))
     )
     opened = (
-        rpc.openers(f).join(answered, on=["session", "v_id"], how="left")
+        rpc.openers(f, touched).join(answered, on=["session", "v_id"], how="left")
         .select("session", "stream", _call="v_call", _answered=pl.col("_answered").fill_null(False))
         .collect()
     )

@@ -509,7 +509,7 @@ def stale_cursor(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.DataFram
         .agg(sc_ids=pl.col("id").unique(maintain_order=True).head(LIST_CAP), sc_n=pl.col("id").n_unique())
     )
     x = f.exchanges.lazy().select(pl.col("gx").alias("p_gx"), pl.struct("source", "location").alias("sc_prev"))
-    opener = rpc.openers(f).select("session", "stream", sc_call="v_call")
+    opener = rpc.openers(f, keys.select("session")).select("session", "stream", sc_call="v_call")
     return (
         keys.join(again, on="gx").join(x, on="p_gx", how="left").join(opener, on=["session", "stream"], how="left")
         .select("gx", "sc_prev", "sc_ids", "sc_n", "sc_call")

@@ -102,7 +102,7 @@ def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame) -> pl.DataFrame:
         .agg(values=pl.col("value"), tokens=pl.col("token").unique(), first_k=pl.col("_k").min())
     )
     # the call's own response after the reconnect, on the stream (this connection or a later one)
-    opener = rpc.openers(f).select("session", "stream", "v_call", call_id="v_id")
+    opener = rpc.openers(f, keys.select("session")).select("session", "stream", "v_call", call_id="v_id")
     answers = (
         f.messages.lazy()
         .filter((pl.col("direction") == "server_to_client") & pl.col("kind").is_in(["response", "error"]) & pl.col("rpc_id").is_not_null()
