@@ -48,3 +48,12 @@ def hidden(anomalies) -> pl.DataFrame:
         .filter(pl.col("packet").is_not_null())
         .cast(HIDDEN_SCHEMA)
     )
+
+
+def in_order(x: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """``x.sort(by, nulls_last=False)`` (stable), without the copy of every column when ``x`` is in that order
+    already (one log whose exchanges start in their own order: 500k exchanges, 117 MiB a copy)."""
+    order = x.select(pl.arg_sort_by(by, nulls_last=False, maintain_order=True)).to_series()
+    if order.equals(pl.int_range(x.height, dtype=order.dtype, eager=True), check_names=False):
+        return x
+    return x.sort(by, nulls_last=False, maintain_order=True)

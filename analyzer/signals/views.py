@@ -93,7 +93,7 @@ def hops(x: pl.DataFrame) -> pl.DataFrame:
 
 def fingerprint(x: pl.DataFrame) -> pl.DataFrame:
     """``fp``: the same HTTP exchange in two views gets the same value (sessionless traffic never matches)."""
-    from analyzer.signals.streams import in_order  # (streams imports this module)
+    from analyzer.signals.frames import in_order
 
     return (
         in_order(x, ["pos"])  # (the exchanges come in that order: no copy of them)
