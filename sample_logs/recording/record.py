@@ -100,6 +100,16 @@ class Scenario:
     keep_logs: bool = False  # copy the client and server logs to <out dir>/recording/{client,server}-logs/<scenario>.txt
 
 
+def _paced(store: str, *, retry_ms: int, close_at: str, steps: int, server_args: tuple[str, ...] = ()) -> Scenario:
+    """A scenario of the paced shape (steps 0.4 s apart, one cut, the client's application log kept): the
+    server closes the stream right after the step's progress notification unless ``server_args`` names
+    another cut (``--close-after-log``); ``--break-resume-after`` and the store options come in ``server_args``."""
+    cut = () if "--close-after-log" in server_args else ("--close-after-progress",)
+    return Scenario(store=store, retry_ms=retry_ms, close_at=close_at, steps=steps, interval=0.4,
+                    server_args=("--log-calls", "--log-events", *cut, *server_args),
+                    client_args=("--app-log",), keep_logs=True)
+
+
 SCENARIOS: dict[str, Scenario] = {
     # SDK server-initiated disconnect after step 2, uuid4 ids: one resume, ids opaque.
     "resume-uuid": Scenario(store="uuid", retry_ms=500, close_at="2"),
@@ -169,56 +179,32 @@ SCENARIOS: dict[str, Scenario] = {
     # client resumes after the priming retry. Timings: the close at C, progress k+1 stored at C+0.4, k+2 at
     # C+0.8, ...; the resume GET arrives at C + retry + a few ms, between two steps.
     # (1) replay leaves out the first event after the cursor (progress 4): 1,2,3 | 5,6,7 + result.
-    "uuid-skip-one": Scenario(
-        store="uuid-skip-first", retry_ms=1000, close_at="3", steps=7, interval=0.4,
-        server_args=("--log-calls", "--log-events", "--close-after-progress"),
-        client_args=("--app-log",), keep_logs=True),
+    "uuid-skip-one": _paced("uuid-skip-first", retry_ms=1000, close_at="3", steps=7),
     # (2) replay leaves out the first two events after the cursor (progress 4, 5): 1,2,3 | 6,7,8 + result.
-    "uuid-skip-two": Scenario(
-        store="uuid-skip-two", retry_ms=1000, close_at="3", steps=8, interval=0.4,
-        server_args=("--log-calls", "--log-events", "--close-after-progress"),
-        client_args=("--app-log",), keep_logs=True),
+    "uuid-skip-two": _paced("uuid-skip-two", retry_ms=1000, close_at="3", steps=8),
     # (3) a buffer of the last 2 events per stream; the resume comes 2.2 s after the cut, when progress 4-8
     # are stored: the cursor (progress 3) and progress 4-6 are evicted; it replays 7, 8 and goes on live.
-    "uuid-evicted-buffer": Scenario(
-        store="uuid-ring", retry_ms=2200, close_at="3", steps=10, interval=0.4,
-        server_args=("--log-calls", "--log-events", "--close-after-progress", "--ring-size", "2"),
-        client_args=("--app-log",), keep_logs=True),
+    "uuid-evicted-buffer": _paced("uuid-ring", retry_ms=2200, close_at="3", steps=10, server_args=("--ring-size", "2")),
     # (4) events expire 0.5 s after they were stored; the resume comes 1.5 s after the cut: progress 4 and 5
     # have expired, 6 (0.3 s old) is replayed, then live.
-    "uuid-ttl-expired": Scenario(
-        store="uuid-ttl", retry_ms=1500, close_at="3", steps=9, interval=0.4,
-        server_args=("--log-calls", "--log-events", "--close-after-progress", "--ttl", "0.5"),
-        client_args=("--app-log",), keep_logs=True),
+    "uuid-ttl-expired": _paced("uuid-ttl", retry_ms=1500, close_at="3", steps=9, server_args=("--ttl", "0.5")),
     # (5) a correct store, progress 1..7, cut after progress 3: no loss.
-    "uuid-healthy-regular": Scenario(
-        store="uuid", retry_ms=1000, close_at="3", steps=7, interval=0.4,
-        server_args=("--log-calls", "--log-events", "--close-after-progress"),
-        client_args=("--app-log",), keep_logs=True),
+    "uuid-healthy-regular": _paced("uuid", retry_ms=1000, close_at="3", steps=7),
     # (6) a correct store, uneven progress 1, 2, 5, 6, 10 (total 10), cut after the value 2: no loss.
-    "uuid-healthy-uneven": Scenario(
-        store="uuid", retry_ms=1000, close_at="2", steps=5, interval=0.4,
-        server_args=("--log-calls", "--log-events", "--close-after-progress", "--progress-values", "1,2,5,6,10"),
-        client_args=("--app-log",), keep_logs=True),
+    "uuid-healthy-uneven": _paced("uuid", retry_ms=1000, close_at="2", steps=5,
+                                  server_args=("--progress-values", "1,2,5,6,10")),
     # (7) a correct store, no progress at all, a log at every step, cut after log 3: no loss.
-    "uuid-no-progress": Scenario(
-        store="uuid", retry_ms=1000, close_at="3", steps=7, interval=0.4,
-        server_args=("--log-calls", "--log-events", "--no-progress", "--log-every-step", "--close-after-log"),
-        client_args=("--app-log",), keep_logs=True),
+    "uuid-no-progress": _paced("uuid", retry_ms=1000, close_at="3", steps=7,
+                               server_args=("--no-progress", "--log-every-step", "--close-after-log")),
     # --- The python client's stale cursor: a correct store (dense per-stream ids), cut after progress 3; the
     # first resumed GET (Last-Event-ID = progress 3) gets progress 4, 5 (replayed), a priming event and live
     # progress 6, then the server drops its TCP connection (server.py --break-resume-after 4). mcp 2.3.0 takes
     # the `except Exception` branch of _handle_reconnection and resumes with the SAME Last-Event-ID: progress
     # 4, 5, 6 come again (twice to the application), then 7..10 and the result.
-    "stale-cursor": Scenario(
-        store="dense", retry_ms=1000, close_at="3", steps=10, interval=0.4,
-        server_args=("--log-calls", "--log-events", "--close-after-progress", "--break-resume-after", "4"),
-        client_args=("--app-log",), keep_logs=True),
+    "stale-cursor": _paced("dense", retry_ms=1000, close_at="3", steps=10, server_args=("--break-resume-after", "4")),
     # The same with uuid4 ids (the correct UuidEventStore).
-    "stale-cursor-uuid": Scenario(
-        store="uuid", retry_ms=1000, close_at="3", steps=10, interval=0.4,
-        server_args=("--log-calls", "--log-events", "--close-after-progress", "--break-resume-after", "4"),
-        client_args=("--app-log",), keep_logs=True),
+    "stale-cursor-uuid": _paced("uuid", retry_ms=1000, close_at="3", steps=10,
+                                server_args=("--break-resume-after", "4")),
 }
 
 
@@ -343,24 +329,32 @@ def watch_and_restart(sc: Scenario, server: list[subprocess.Popen], port: int, l
                   lambda: start(server_cmd(sc, port, extra), log))
 
 
-def start_replicas(name: str, sc: Scenario, proxy_port: int, log_dir: Path, replicas: list[subprocess.Popen]) -> str:
-    """replica-failover: `sc.replicas` server.py processes sharing a session directory, then rr_proxy.py."""
-    sessions = log_dir / f"{name}.sessions"
+def start_behind_rr_proxy(n: int, server: Callable[[int, tuple[str, ...]], list[str]], proxy_port: int,
+                          log_stem: Path, deadline_s: float, procs: list[subprocess.Popen], cwd: Path = HERE,
+                          label: str = "") -> str:
+    """`n` server.py replicas sharing a session directory (<log_stem>.sessions), then rr_proxy.py on
+    `proxy_port`; `server(port, extra)` is the replica's command. Returns the line the harness prints."""
+    sessions = log_stem.with_name(f"{log_stem.name}.sessions")
     if sessions.exists():
         shutil.rmtree(sessions)
     sessions.mkdir(parents=True)
-    ports = [free_port() for _ in range(sc.replicas)]
+    ports = [free_port() for _ in range(n)]
     for i, port in enumerate(ports, 1):
-        replicas.append(start([*server_cmd(sc, port), "--replica-name", f"replica-{i}",
-                               "--shared-sessions", str(sessions)], log_dir / f"{name}.server-{i}.log"))
-        wait_port(port, replicas[-1])
-    cmd = [sys.executable, "-u", str(HERE / "rr_proxy.py"), "--listen", str(proxy_port),
-           "--deadline", f"{sc.client_timeout + 60:g}"]
+        procs.append(start(server(port, ("--replica-name", f"replica-{i}", "--shared-sessions", str(sessions))),
+                           log_stem.with_name(f"{log_stem.name}.server-{i}.log"), cwd=cwd))
+        wait_port(port, procs[-1])
+    cmd = [sys.executable, "-u", str(HERE / "rr_proxy.py"), "--listen", str(proxy_port), "--deadline", f"{deadline_s:g}"]
     for port in ports:
         cmd += ["--upstream", str(port)]
-    replicas.append(start(cmd, log_dir / f"{name}.rr-proxy.log"))  # stopped first (reversed order)
-    wait_port(proxy_port, replicas[-1])
-    return " ".join(f"replica-{i} :{p}" for i, p in enumerate(ports, 1)) + f" <- rr proxy :{proxy_port}"
+    procs.append(start(cmd, log_stem.with_name(f"{log_stem.name}.rr-proxy.log"), cwd=cwd))  # stopped first (reversed order)
+    wait_port(proxy_port, procs[-1])
+    return " ".join(f"{label}replica-{i} :{p}" for i, p in enumerate(ports, 1)) + f" <- rr proxy :{proxy_port}"
+
+
+def start_replicas(name: str, sc: Scenario, proxy_port: int, log_dir: Path, replicas: list[subprocess.Popen]) -> str:
+    """replica-failover: `sc.replicas` server.py processes sharing a session directory, then rr_proxy.py."""
+    return start_behind_rr_proxy(sc.replicas, lambda port, extra: [*server_cmd(sc, port), *extra], proxy_port,
+                                 log_dir / name, sc.client_timeout + 60, replicas)
 
 
 def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path, har_mode: str, pcap: bool = True) -> Path | None:

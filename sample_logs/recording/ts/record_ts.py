@@ -192,23 +192,9 @@ def start_py_servers(name: str, sc: Scenario, port: int, log_dir: Path, procs: l
         procs.append(_shared.start(py_server_cmd(sc, port), log_dir / f"ts-{name}.server.log", cwd=RECORDING))
         wait_port(port, procs[-1])
         return f"python server :{port}"
-    sessions = log_dir / f"ts-{name}.sessions"
-    if sessions.exists():
-        shutil.rmtree(sessions)
-    sessions.mkdir(parents=True)
-    ports = [free_port() for _ in range(sc.replicas)]
-    for i, p in enumerate(ports, 1):
-        procs.append(_shared.start(
-            py_server_cmd(sc, p, ("--replica-name", f"replica-{i}", "--shared-sessions", str(sessions))),
-            log_dir / f"ts-{name}.server-{i}.log", cwd=RECORDING))
-        wait_port(p, procs[-1])
-    cmd = [sys.executable, "-u", str(RECORDING / "rr_proxy.py"), "--listen", str(port),
-           "--deadline", str(sc.client_timeout_s + 60)]
-    for p in ports:
-        cmd += ["--upstream", str(p)]
-    procs.append(_shared.start(cmd, log_dir / f"ts-{name}.rr-proxy.log", cwd=RECORDING))
-    wait_port(port, procs[-1])
-    return " ".join(f"python replica-{i} :{p}" for i, p in enumerate(ports, 1)) + f" <- rr proxy :{port}"
+    return _shared.start_behind_rr_proxy(sc.replicas, lambda p, extra: py_server_cmd(sc, p, extra), port,
+                                         log_dir / f"ts-{name}", sc.client_timeout_s + 60, procs, cwd=RECORDING,
+                                         label="python ")
 
 
 def watch_and_restart(sc: Scenario, server: list[subprocess.Popen], port: int, log: Path,
