@@ -363,11 +363,16 @@ def start_replicas(name: str, sc: Scenario, proxy_port: int, log_dir: Path, repl
     return " ".join(f"replica-{i} :{p}" for i, p in enumerate(ports, 1)) + f" <- rr proxy :{proxy_port}"
 
 
-def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path, har_mode: str, pcap: bool = True) -> Path | None:
+def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path, har_mode: str, pcap: bool = True, *,
+           stem: str | None = None, client_cmd: Callable[[str], list[str]] | None = None,
+           client_log: Path | None = None) -> Path | None:
+    """One scenario, one run.  `record_peers.py` (the Go and Java SDK clients against server.py) passes
+    `stem` (the output file name without extension), `client_cmd` (the client's argv for an MCP URL, run in
+    place of client.py) and `client_log` (where to keep the client's output in the repo)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     for old in log_dir.glob(f"{name}.*.log"):
         old.unlink()
-    stem = f"real-python-{name}" + {"keep": "", "stream": ".mitm-streamed", "buffer": ".mitm-buffered"}[har_mode]
+    stem = (stem or f"real-python-{name}") + {"keep": "", "stream": ".mitm-streamed", "buffer": ".mitm-buffered"}[har_mode]
     out_dir.mkdir(parents=True, exist_ok=True)  # tcpdump cannot create it
     jsonl, har, pcap_file = out_dir / f"{stem}.jsonl", out_dir / f"{stem}.har", out_dir / f"{stem}.pcap"
     s_port, b_port, a_port = free_port(), free_port(), free_port()
@@ -425,12 +430,15 @@ def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path, har_mode: str,
         chain = f"HAR proxy :{b_port} <- JSONL proxy :{a_port}" + (
             f" <- partition relay :{client_port}" if client_port != a_port else "")
         print(f"[{name}] {upstream_desc} <- {chain} <- client", flush=True)
-        client = subprocess.run(
-            [REC_PYTHON, "-u", "client.py", f"http://{HOST}:{client_port}/mcp", "--steps", str(sc.steps),
-             "--timeout", f"{sc.client_timeout:g}", *sc.client_args],
-            cwd=HERE, capture_output=True, text=True, timeout=sc.client_timeout + 30,
-        )
+        url = f"http://{HOST}:{client_port}/mcp"
+        argv = client_cmd(url) if client_cmd is not None else [
+            REC_PYTHON, "-u", "client.py", url, "--steps", str(sc.steps), "--timeout", f"{sc.client_timeout:g}",
+            *sc.client_args]
+        client = subprocess.run(argv, cwd=HERE, capture_output=True, text=True, timeout=sc.client_timeout + 30)
         (log_dir / f"{name}.client.log").write_text(client.stdout + client.stderr)
+        if client_log is not None:  # record_peers.py: the client's own log, next to its module
+            client_log.parent.mkdir(parents=True, exist_ok=True)
+            client_log.write_text(client.stdout + client.stderr)
         if sc.keep_logs:  # newer scenarios: what the application received, next to the capture
             kept = out_dir / "recording" / "client-logs"
             kept.mkdir(parents=True, exist_ok=True)
