@@ -73,11 +73,14 @@ SCENARIOS: dict[str, Peer] = {
         store="dense", retry_ms=1000, close_at="3", steps=10, interval=0.4,
         server_args=(*_LOG, "--close-after-progress", "--break-resume-after", "4")),
         ("--steps", "10", "--call-timeout", "20s")),
-    # Server SIGKILLed after step 2 and restarted on the same port (no sessions): the resume GET gets 404;
-    # then the application pings and lists tools.
+    # Server SIGKILLed after step 2 and restarted on the same port (no sessions): the resume GET (after the
+    # priming retry, 3000 ms) gets 404; then the application pings and lists tools. The client opens no standalone
+    # GET stream (--no-standalone-sse): with one, the Go client reconnects that stream about 1-2 s after the kill,
+    # and its 404 (or, while the server is still down, the HAR proxy's 502) fails the session before the call's own
+    # resume is sent (two trial runs did that).
     "go-client-server-restart": Peer("go", _shared.Scenario(
         store="dense", retry_ms=3000, steps=6, interval=0.3, kill_after_step=2, server_args=("--log-calls",)),
-        ("--steps", "6", "--call-timeout", "15s", "--follow-up")),
+        ("--steps", "6", "--call-timeout", "15s", "--follow-up", "--no-standalone-sse")),
     # Two replicas (own in-memory "start over" stores, shared session validity) behind the round-robin proxy, as
     # record.py's replica-failover: the resume GET lands on the other replica, which replays ITS events of the
     # session: other calls' responses (foreign ids) on slow_count's resumed stream.
@@ -86,6 +89,14 @@ SCENARIOS: dict[str, Peer] = {
         server_args=("--log-calls", "--extra-tools", "add")),
         ("--pre", "sleep:0.5", "--pre", 'call:add:{"a":2,"b":3}', "--pre", "ping", "--steps", "5",
          "--call-timeout", "6s", "--follow-up")),
+    # One server, one store keyed by stream (= JSON-RPC request id) without the session (record.py's
+    # shared-store-concurrent, record_ts.py's client-foreign-same-id). Two Go sessions at once: A calls slow_side
+    # (3 steps), B calls slow_count 0.5 s later; both calls are JSON-RPC id 2. B's stream is cut after step 2; its
+    # resume (retry 1000 ms, after A's result was stored) gets A's events and A's result, with B's own id.
+    "go-client-foreign-same-id": Peer("go", _shared.Scenario(
+        store="shared-stream", retry_ms=1000, close_at="2", steps=6, interval=0.4,
+        server_args=("--log-calls", "--extra-tools", "slow_side")),
+        ("--pair", "slow_side", "--pair-steps", "3", "--steps", "6", "--stagger", "500ms", "--call-timeout", "15s")),
     # --- The Java SDK client (2.2.0) ---
     # The same healthy-resume server: the Java client does not resume (no GET with Last-Event-ID); the call
     # times out after the client's request timeout (8 s); the application then pings and lists tools.

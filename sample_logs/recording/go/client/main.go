@@ -29,21 +29,28 @@ import (
 
 var outMu sync.Mutex
 
-func logf(format string, args ...any) {
+// tagged prefixes a session's lines ("[A] ", "[B] " with --pair; nothing for one session).
+type tagged string
+
+func (t tagged) logf(format string, args ...any) {
 	outMu.Lock()
 	defer outMu.Unlock()
-	fmt.Printf("%s %s\n", time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), fmt.Sprintf(format, args...))
+	fmt.Printf("%s %s%s\n", time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), string(t), fmt.Sprintf(format, args...))
 }
 
 // loggingTransport logs each HTTP exchange the SDK's transport makes (it adds no header:
 // the User-Agent stays net/http's default), and the id/data/retry lines of every SSE body as the
 // SDK reads them (what reached the client, before the SDK decides what to do with it).
-type loggingTransport struct{ base http.RoundTripper }
+type loggingTransport struct {
+	base http.RoundTripper
+	t    tagged
+}
 
 var streamSeq atomic.Int64
 
 type sseTap struct {
 	body  io.ReadCloser
+	t     tagged
 	name  string
 	buf   []byte
 	ended bool
@@ -63,12 +70,12 @@ func (t *sseTap) Read(p []byte) (int, error) {
 			if len(line) > 200 {
 				line = line[:200] + "..."
 			}
-			logf("sse %s: %s", t.name, line)
+			t.t.logf("sse %s: %s", t.name, line)
 		}
 	}
 	if err != nil && !t.ended {
 		t.ended = true
-		logf("sse %s: body ended (%v)", t.name, err)
+		t.t.logf("sse %s: body ended (%v)", t.name, err)
 	}
 	return n, err
 }
@@ -82,17 +89,17 @@ func (t loggingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
-		logf("http: %s%s -> error %v", req.Method, extra, err)
+		t.t.logf("http: %s%s -> error %v", req.Method, extra, err)
 		return resp, err
 	}
 	ct := resp.Header.Get("Content-Type")
 	if strings.HasPrefix(ct, "text/event-stream") {
 		name := fmt.Sprintf("stream#%d(%s)", streamSeq.Add(1), req.Method)
-		logf("http: %s%s -> %d %s = %s", req.Method, extra, resp.StatusCode, ct, name)
-		resp.Body = &sseTap{body: resp.Body, name: name}
+		t.t.logf("http: %s%s -> %d %s = %s", req.Method, extra, resp.StatusCode, ct, name)
+		resp.Body = &sseTap{body: resp.Body, t: t.t, name: name}
 		return resp, err
 	}
-	logf("http: %s%s -> %d %s", req.Method, extra, resp.StatusCode, ct)
+	t.t.logf("http: %s%s -> %d %s", req.Method, extra, resp.StatusCode, ct)
 	return resp, err
 }
 
@@ -111,7 +118,7 @@ func describe(res *mcp.CallToolResult) string {
 	return fmt.Sprintf("RESULT isError=%v content=%s", res.IsError, strings.Join(parts, ","))
 }
 
-func call(ctx context.Context, cs *mcp.ClientSession, name string, args map[string]any, token string, timeout time.Duration) {
+func call(ctx context.Context, t tagged, cs *mcp.ClientSession, name string, args map[string]any, token string, timeout time.Duration) {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	params := &mcp.CallToolParams{Name: name, Arguments: args}
@@ -119,13 +126,92 @@ func call(ctx context.Context, cs *mcp.ClientSession, name string, args map[stri
 		params.SetProgressToken(token)
 	}
 	a, _ := json.Marshal(args)
-	logf("calling tools/call %s %s (timeout %s)", name, a, timeout)
+	t.logf("calling tools/call %s %s (timeout %s)", name, a, timeout)
 	res, err := cs.CallTool(cctx, params)
 	if err != nil {
-		logf("tools/call %s %s -> FAILED %v", name, a, err)
+		t.logf("tools/call %s %s -> FAILED %v", name, a, err)
 		return
 	}
-	logf("tools/call %s %s -> %s", name, a, describe(res))
+	t.logf("tools/call %s %s -> %s", name, a, describe(res))
+}
+
+type options struct {
+	endpoint   string
+	maxRetries int
+	version    string
+	followUp   bool
+	noGET      bool
+	pre        []string
+}
+
+// session connects, runs the --pre steps, calls `tool` and, with --follow-up, pings and lists the tools.
+func session(ctx context.Context, t tagged, o options, tool string, args map[string]any, callTimeout time.Duration) {
+	client := mcp.NewClient(&mcp.Implementation{Name: "go-rec-client", Version: "0"}, &mcp.ClientOptions{
+		Logger: slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			p := req.Params
+			t.logf("progress %v/%v %q (token %v)", p.Progress, p.Total, p.Message, p.ProgressToken)
+		},
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			d, _ := json.Marshal(req.Params.Data)
+			t.logf("log notification %s: %s", req.Params.Level, d)
+		},
+	})
+	transport := &mcp.StreamableClientTransport{
+		Endpoint:   o.endpoint,
+		HTTPClient: &http.Client{Transport: loggingTransport{http.DefaultTransport, t}},
+		MaxRetries: o.maxRetries,
+		// (--no-standalone-sse: no GET stream of its own, so the only GET is the call's resume)
+		DisableStandaloneSSE: o.noGET,
+	}
+	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: o.version})
+	if err != nil {
+		t.logf("connect FAILED %v", err)
+		return
+	}
+	res := cs.InitializeResult()
+	t.logf("initialized: session %s protocol %s server %s %s", cs.ID(), res.ProtocolVersion, res.ServerInfo.Name, res.ServerInfo.Version)
+	ping := func() {
+		if err := cs.Ping(ctx, nil); err != nil {
+			t.logf("ping -> FAILED %v", err)
+		} else {
+			t.logf("ping -> ok")
+		}
+	}
+	for _, p := range o.pre {
+		switch {
+		case strings.HasPrefix(p, "sleep:"):
+			s, _ := strconv.ParseFloat(strings.TrimPrefix(p, "sleep:"), 64)
+			time.Sleep(time.Duration(s * float64(time.Second)))
+		case p == "ping":
+			ping()
+		case strings.HasPrefix(p, "call:"):
+			rest := strings.SplitN(strings.TrimPrefix(p, "call:"), ":", 2)
+			var a map[string]any
+			if len(rest) == 2 {
+				_ = json.Unmarshal([]byte(rest[1]), &a)
+			}
+			call(ctx, t, cs, rest[0], a, "", 5*time.Second)
+		}
+	}
+	call(ctx, t, cs, tool, args, strings.ReplaceAll(tool, "_", "-"), callTimeout)
+	if o.followUp {
+		ping()
+		if tl, err := cs.ListTools(ctx, nil); err != nil {
+			t.logf("tools/list -> FAILED %v", err)
+		} else {
+			var names []string
+			for _, tool := range tl.Tools {
+				names = append(names, tool.Name)
+			}
+			t.logf("tools/list -> %s", strings.Join(names, ", "))
+		}
+	}
+	if err := cs.Close(); err != nil {
+		t.logf("close -> %v", err)
+	} else {
+		t.logf("Close() returned nil (a DELETE, if one was sent, is logged above)")
+	}
 }
 
 func main() {
@@ -135,82 +221,36 @@ func main() {
 	maxRetries := flag.Int("max-retries", 0, "StreamableClientTransport.MaxRetries (0 = the SDK default, 5)")
 	version := flag.String("protocol-version", "2025-11-25", "ClientSessionOptions.ProtocolVersion ('' = the SDK default)")
 	followUp := flag.Bool("follow-up", false, "after the call: ping and tools/list")
+	noGET := flag.Bool("no-standalone-sse", false, "StreamableClientTransport.DisableStandaloneSSE")
+	pair := flag.String("pair", "", "two sessions at once: A calls this tool, B calls slow_count --stagger later")
+	pairSteps := flag.Int("pair-steps", 3, "--pair: steps of A's tool")
+	stagger := flag.Duration("stagger", 500*time.Millisecond, "--pair: B starts this long after A")
 	var pre multi
 	flag.Var(&pre, "pre", "before slow_count: sleep:SECONDS, call:TOOL:JSON or ping (repeatable)")
 	if len(os.Args) < 2 || strings.HasPrefix(os.Args[1], "-") {
 		fmt.Fprintln(os.Stderr, "usage: go-rec-client URL [options]")
 		os.Exit(2)
 	}
-	endpoint := os.Args[1]
+	o := options{endpoint: os.Args[1]}
 	_ = flag.CommandLine.Parse(os.Args[2:])
+	o.maxRetries, o.version, o.followUp, o.noGET, o.pre = *maxRetries, *version, *followUp, *noGET, pre
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-
-	client := mcp.NewClient(&mcp.Implementation{Name: "go-rec-client", Version: "0"}, &mcp.ClientOptions{
-		Logger: slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-			p := req.Params
-			logf("progress %v/%v %q (token %v)", p.Progress, p.Total, p.Message, p.ProgressToken)
-		},
-		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
-			d, _ := json.Marshal(req.Params.Data)
-			logf("log notification %s: %s", req.Params.Level, d)
-		},
-	})
-	transport := &mcp.StreamableClientTransport{
-		Endpoint:   endpoint,
-		HTTPClient: &http.Client{Transport: loggingTransport{http.DefaultTransport}},
-		MaxRetries: *maxRetries,
-	}
-	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: *version})
-	if err != nil {
-		logf("connect FAILED %v", err)
-		os.Exit(1)
-	}
-	res := cs.InitializeResult()
-	logf("initialized: session %s protocol %s server %s %s", cs.ID(), res.ProtocolVersion, res.ServerInfo.Name, res.ServerInfo.Version)
-
-	for _, p := range pre {
-		switch {
-		case strings.HasPrefix(p, "sleep:"):
-			s, _ := strconv.ParseFloat(strings.TrimPrefix(p, "sleep:"), 64)
-			time.Sleep(time.Duration(s * float64(time.Second)))
-		case p == "ping":
-			if err := cs.Ping(ctx, nil); err != nil {
-				logf("ping -> FAILED %v", err)
-			} else {
-				logf("ping -> ok")
-			}
-		case strings.HasPrefix(p, "call:"):
-			rest := strings.SplitN(strings.TrimPrefix(p, "call:"), ":", 2)
-			var args map[string]any
-			if len(rest) == 2 {
-				_ = json.Unmarshal([]byte(rest[1]), &args)
-			}
-			call(ctx, cs, rest[0], args, "", 5*time.Second)
-		}
-	}
-	call(ctx, cs, "slow_count", map[string]any{"steps": *steps}, "slow-count", *callTimeout)
-	if *followUp {
-		if err := cs.Ping(ctx, nil); err != nil {
-			logf("ping -> FAILED %v", err)
-		} else {
-			logf("ping -> ok")
-		}
-		if tl, err := cs.ListTools(ctx, nil); err != nil {
-			logf("tools/list -> FAILED %v", err)
-		} else {
-			var names []string
-			for _, t := range tl.Tools {
-				names = append(names, t.Name)
-			}
-			logf("tools/list -> %s", strings.Join(names, ", "))
-		}
-	}
-	if err := cs.Close(); err != nil {
-		logf("close -> %v", err)
+	if *pair == "" {
+		session(ctx, "", o, "slow_count", map[string]any{"steps": *steps}, *callTimeout)
 	} else {
-		logf("closed (DELETE sent)")
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			session(ctx, "[A] ", o, *pair, map[string]any{"steps": *pairSteps}, *callTimeout)
+		}()
+		go func() {
+			defer wg.Done()
+			time.Sleep(*stagger)
+			session(ctx, "[B] ", o, "slow_count", map[string]any{"steps": *steps}, *callTimeout)
+		}()
+		wg.Wait()
 	}
-	logf("client: done")
+	tagged("").logf("client: done")
 }

@@ -123,7 +123,7 @@ public class RecClient {
 			}
 		}
 		client.closeGracefully();
-		log("closed (DELETE sent)");
+		log("closeGracefully() returned (a DELETE, if one was sent, is logged above)");
 		log("client: done");
 		System.exit(0);
 	}
