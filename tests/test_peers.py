@@ -206,3 +206,19 @@ def test_the_go_client_and_a_waiting_calls_answer_is_not_recorded_so_both_readin
     (f,) = rules(doc, *FOREIGN)
     assert (f["rule"], f["severity"]) == ("foreign_response_on_resume", "error")
     assert doc["sessions"][0]["client"]["family"] == "go"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_go_server_healthy_resume(fmt, monkeypatch):
+    """The Go SDK's server (its MemoryEventStore, ids <stream>_<n>) closed the call's stream after step 2; the python
+    client resumed and its application got progress 1-5 once each and "counted to 5" (client-logs/server-resume.txt,
+    the APP summary line): one continuous reconnect, no finding."""
+    name = "real-go-server-resume"
+    doc = analyze(name, fmt, monkeypatch)
+    log = (ROOT / "sample_logs" / "recording" / "go" / "client-logs" / "server-resume.txt").read_text()
+    assert "APP summary: progress=['1', '2', '3', '4', '5'] logs=[] outcome=result isError=False ['counted to 5']" in log
+    (b,) = doc["boundaries"]
+    assert (b["verdict"], b["http"]["status"], b["lost_count"], b["duplicated_count"]) == ("continuous", 200, 0, 0)
+    assert re.fullmatch(r"[A-Z2-7]+_\d+", b["last_event_id"])  # the Go SDK's <stream>_<index>
+    assert doc["findings"] == []
+    assert [s["client"]["family"] for s in doc["sessions"]] == ["python"]

@@ -365,10 +365,11 @@ def start_replicas(name: str, sc: Scenario, proxy_port: int, log_dir: Path, repl
 
 def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path, har_mode: str, pcap: bool = True, *,
            stem: str | None = None, client_cmd: Callable[[str], list[str]] | None = None,
-           client_log: Path | None = None) -> Path | None:
-    """One scenario, one run.  `record_peers.py` (the Go and Java SDK clients against server.py) passes
-    `stem` (the output file name without extension), `client_cmd` (the client's argv for an MCP URL, run in
-    place of client.py) and `client_log` (where to keep the client's output in the repo)."""
+           client_log: Path | None = None, server_cmd_of: Callable[[int], list[str]] | None = None) -> Path | None:
+    """One scenario, one run.  `record_peers.py` (the Go and Java SDK peers) passes `stem` (the output file name
+    without extension), `client_cmd` (the client's argv for an MCP URL, run in place of client.py), `client_log`
+    (where to keep the client's output in the repo) and `server_cmd_of` (the server's argv for a port, run in place
+    of server.py; one process, no restart)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     for old in log_dir.glob(f"{name}.*.log"):
         old.unlink()
@@ -404,7 +405,7 @@ def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path, har_mode: str,
         if sc.replicas > 1:
             upstream_desc = start_replicas(name, sc, s_port, log_dir, replicas)
         else:
-            server.append(start(server_cmd(sc, s_port, s_extra), s_log))
+            server.append(start(server_cmd_of(s_port) if server_cmd_of else server_cmd(sc, s_port, s_extra), s_log))
             wait_port(s_port, server[0])
         procs.append(start(mitm_cmd(b_port, s_port, b_extra), b_log))
         wait_port(b_port, procs[-1])

@@ -1,4 +1,5 @@
-"""Record the Go and Java MCP SDK clients against the python recording server as proxy JSONL, HAR and pcap.
+"""Record the Go and Java MCP SDK clients against the python recording server as proxy JSONL, HAR and pcap
+(and the Go SDK's server with the python recording client: go-server-*).
 
 For each scenario, in one run (record.py's `record()`, with this client in place of client.py):
 
@@ -18,11 +19,14 @@ files as captures) and the server's log in the same folder's server-logs/<scenar
 
 Clients:
 - Go: github.com/modelcontextprotocol/go-sdk v1.8.0, module go/ (go.mod, go.sum), built with
-  `go build -o $GO_REC_DIR/go-rec-client ./client` (GO_REC_DIR default /work/go-rec; GO default go).
+  `go build -o $GO_REC_DIR/go-rec-client ./client` and `... go-rec-server ./server` (GO_REC_DIR default
+  /work/go-rec; GO default go).
 - Java: io.modelcontextprotocol.sdk:mcp 2.2.0, java/pom.xml; `--build` asks Maven for the class path
   (`mvn dependency:build-classpath`, into $JAVA_REC_DIR/cp.txt, JAVA_REC_DIR default /work/java-rec) and
   compiles java/src/main/java/RecClient.java with javac into $JAVA_REC_DIR/classes. Nothing is built in
   the repo. Environment: MVN (default mvn), JAVA (java), JAVAC (javac).
+go-server-* run the Go SDK's server (go/server/main.go, built as $GO_REC_DIR/go-rec-server: the SDK's
+MemoryEventStore, a STORE/REPLAY line per store call) in place of server.py, and client.py as the client.
 Server side: REC_PYTHON (default /work/rec-venv/bin/python), MITMDUMP, TCPDUMP as record.py.
 Everything listens on 127.0.0.1 only; every wait has a deadline. Standard library only.
 """
@@ -53,8 +57,9 @@ JAVA_REC_DIR = Path(os.environ.get("JAVA_REC_DIR", "/work/java-rec"))
 @dataclass(frozen=True)
 class Peer:
     lang: str  # "go" | "java": file names real-<lang>-<scenario>.*, logs in <lang>/client-logs/
-    server: _shared.Scenario  # the python server side (store, retry, cuts, replicas, restart)
+    server: _shared.Scenario  # the python server side (store, retry, cuts, replicas, restart); the python client's steps
     client_args: tuple[str, ...]
+    sdk_server: tuple[str, ...] | None = None  # run the Go SDK server with these options (and python client.py)
 
 
 # the server options every scenario shares: TOOL START/END lines and the STORE/REPLAY lines of the store
@@ -97,6 +102,11 @@ SCENARIOS: dict[str, Peer] = {
         store="shared-stream", retry_ms=1000, close_at="2", steps=6, interval=0.4,
         server_args=("--log-calls", "--extra-tools", "slow_side")),
         ("--pair", "slow_side", "--pair-steps", "3", "--steps", "6", "--stagger", "500ms", "--call-timeout", "15s")),
+    # --- The Go SDK SERVER (v1.8.0, its own MemoryEventStore) with the python client (mcp 2.3.0) ---
+    # A healthy resume: the tool closes its stream after step 2 (RequestExtra.CloseSSEStream, retry 500 ms); the
+    # python client resumes with GET + Last-Event-ID and the store replays the rest.
+    "go-server-resume": Peer("go", _shared.Scenario(store="", retry_ms=0, steps=5),
+                             ("--app-log",), sdk_server=("--close-at", "2", "--retry-ms", "500", "--interval", "0.4")),
     # --- The Java SDK client (2.2.0) ---
     # The same healthy-resume server: the Java client does not resume (no GET with Last-Event-ID); the call
     # times out after the client's request timeout (8 s); the application then pings and lists tools.
@@ -118,6 +128,9 @@ def java_classpath() -> str:
 
 def client_cmd(peer: Peer):
     def cmd(url: str) -> list[str]:
+        if peer.sdk_server is not None:  # the SDK's server: the python recording client
+            return [_shared.REC_PYTHON, "-u", "client.py", url, "--steps", str(peer.server.steps),
+                    "--timeout", f"{peer.server.client_timeout:g}", *peer.client_args]
         if peer.lang == "go":
             return [str(GO_REC_DIR / "go-rec-client"), url, *peer.client_args]
         # slf4j-simple: the SDK's own log lines to stdout, UTC time stamps, so they interleave with the client's
@@ -128,10 +141,17 @@ def client_cmd(peer: Peer):
     return cmd
 
 
+def server_cmd_of(peer: Peer):
+    if peer.sdk_server is None:
+        return None
+    return lambda port: [str(GO_REC_DIR / "go-rec-server"), "--port", str(port), *peer.sdk_server]
+
+
 def build() -> None:
     GO_REC_DIR.mkdir(parents=True, exist_ok=True)
-    subprocess.run([GO, "build", "-mod=readonly", "-o", str(GO_REC_DIR / "go-rec-client"), "./client"],
-                   cwd=GO_DIR, check=True, timeout=600)
+    for prog in ("client", "server"):
+        subprocess.run([GO, "build", "-mod=readonly", "-o", str(GO_REC_DIR / f"go-rec-{prog}"), f"./{prog}"],
+                       cwd=GO_DIR, check=True, timeout=600)
     JAVA_REC_DIR.mkdir(parents=True, exist_ok=True)
     subprocess.run([MVN, "-q", "-B", "-f", str(JAVA_DIR / "pom.xml"), "dependency:build-classpath",
                     f"-Dmdep.outputFile={JAVA_REC_DIR / 'cp.txt'}"], check=True, timeout=600)
@@ -159,10 +179,11 @@ def main() -> int:
     out_dir = args.out_dir.resolve()
     for name in args.scenarios or list(SCENARIOS):
         peer = SCENARIOS[name]
-        short = name.removeprefix(f"{peer.lang}-")
+        short = name.removeprefix(f"{peer.lang}-")  # client-resume, server-resume (client-logs/ holds the client's log either way)
         logs = HERE / peer.lang
         _shared.record(name, peer.server, out_dir, args.log_dir, "keep", stem=f"real-{name}",
-                       client_cmd=client_cmd(peer), client_log=logs / "client-logs" / f"{short}.txt")
+                       client_cmd=client_cmd(peer), client_log=logs / "client-logs" / f"{short}.txt",
+                       server_cmd_of=server_cmd_of(peer))
         s_logs = sorted(args.log_dir.glob(f"{name}.server*.log"))
         (logs / "server-logs").mkdir(parents=True, exist_ok=True)
         for s_log in s_logs:  # server.log, or server-1.log / server-2.log for replicas
