@@ -116,7 +116,8 @@ FINDING_RULES: tuple[FindingRule, ...] = (
                 "result as wrong; re-run the call if it is safe to, and check what was done with the result it got.",
                 clients="python SDK client (rewrites the id of the first response on a resumed stream to the resumed call's); "
                         "TypeScript SDK client only when the answer's id is that of a request still pending (the resumed call's own "
-                        "id, from another session's store) or when the application resumed with a resumptionToken"),
+                        "id, from another session's store) or when the application resumed with a resumptionToken; Go SDK "
+                        "client when the answer's id is the resumed call's own (real-go-client-foreign-same-id)"),
     FindingRule('foreign_response_dropped', ('error', 'warning'), 'signals.rpc.wrong_results',
                 "another call's response on a resumed stream, dropped by the client",
                 "Another call's response arrived on the resumed stream; the client kept its id, found no pending request with it and "
@@ -125,7 +126,8 @@ FINDING_RULES: tuple[FindingRule, ...] = (
                 "Server: replay only the resumed stream's own events after the client's Last-Event-ID (a replica that does not "
                 "know the id must refuse it, not start over). Client application: the call timed out; re-run it if it is safe to.",
                 clients="TypeScript SDK client on its automatic reconnect (1.32.2, also mcp-remote): it rewrites ids only when the "
-                        "application resumed with a resumptionToken"),
+                        "application resumed with a resumptionToken; Go SDK client (v1.8.0: it never rewrites ids, and drops the "
+                        "answer without a word)"),
     FindingRule('foreign_response_on_resume', ('error',), 'signals.rpc.wrong_results',
                 "another call's response on a resumed stream, client not known",
                 "Another call's response arrived on the resumed stream of a call. What the application got depends on the client, "
@@ -134,7 +136,8 @@ FINDING_RULES: tuple[FindingRule, ...] = (
                 "TypeScript SDK's automatic reconnect).",
                 "Check the client's log for that call: a result that is not its own, or a timeout. Server: replay only the resumed "
                 "stream's own events.",
-                clients="clients other than the python and TypeScript SDKs' (User-Agent not python-httpx/…, node or undici)"),
+                clients="clients other than the python, TypeScript and Go SDKs' (User-Agent not python-httpx/…, node, undici or "
+                        "Go-http-client/…), and the Go SDK client when another waiting call has the answer's id (not recorded)"),
     FindingRule('id_not_monotonic', ('error',), 'rules.event_ids.id_order',
                 'an event id below the one before it inside one connection',
                 'Event ids went backwards or repeated inside one connection: a client de-duplicating by id drops new events or processes old ones twice.',

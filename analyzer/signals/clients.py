@@ -11,6 +11,15 @@ point 3, and README "Clients"):
   only when the application resumed with a ``resumptionToken`` itself; on its automatic reconnect a foreign
   response keeps its own id: a pending request with that id takes it, anything else is dropped as an
   "unknown message ID" and the resumed call waits on (times out unless its own response comes later);
+- the Go SDK client (go-sdk v1.8.0; ``User-Agent: Go-http-client/1.1``, net/http's default) never rewrites ids:
+  its jsonrpc2 layer gives a response to the pending call with that id and drops any other without a word
+  (``readIncoming``: "TODO: How should we report unexpected responses?"); it resumes a cut stream with GET +
+  Last-Event-ID (the last id it received, up to 5 attempts without progress) and on a 404 to that GET fails the
+  whole session at once (``ErrSessionMissing``: no retry, no DELETE);
+- the Java SDK client (mcp 2.2.0; ``User-Agent: Java-http-client/<jdk>``, java.net.http's default) does not resume
+  a cut stream at all: each SSE event gets its own ``DefaultMcpTransportStream`` over a one-event Flux, so the
+  stream's reconnect-on-error never fires; the cut call waits for its request timeout.  A 404 invalidates the
+  session (DELETE, and a new ``initialize`` at the next request);
 - any other client: not known here.  A finding that depends on it says both outcomes and is not critical.
 
 The python client also resumes a *resumed* stream that breaks again with the cursor of its previous resume, not
@@ -26,8 +35,8 @@ import polars as pl
 
 from analyzer.signals.streams import Frames
 
-PYTHON, TYPESCRIPT, UNKNOWN = "python", "typescript", "unknown"
-FAMILIES = (PYTHON, TYPESCRIPT, UNKNOWN)
+PYTHON, TYPESCRIPT, GO, JAVA, UNKNOWN = "python", "typescript", "go", "java", "unknown"
+FAMILIES = (PYTHON, TYPESCRIPT, GO, JAVA, UNKNOWN)
 
 # what each client does (README's client table is made from this: tests/test_readme.py keeps them equal)
 BEHAVIOUR = {
@@ -51,6 +60,30 @@ BEHAVIOUR = {
         "not_found_on_resume": "the resume, the cancellation and the DELETE get 404 (real-ts-server-restart): the pending "
                                "call times out",
     },
+    GO: {
+        "label": "Go SDK client (tested: go-sdk v1.8.0)",
+        "agents": "`Go-http-client/…` (net/http's default: another Go client that keeps it looks the same)",
+        "foreign_response": "keeps its id (no rewrite): an answer with the resumed call's own id is taken as its result "
+                            "(real-go-client-foreign-same-id: **wrong result delivered**); an id no call waits for is "
+                            "dropped without a word and the client reads on (real-go-client-replica-failover: two foreign "
+                            "answers dropped, the call completed with its own result after a second resume); an id "
+                            "another waiting call has goes to that call by the source, not recorded: both readings given",
+        "stale_cursor": "resumes from the last id it received, up to 5 attempts without progress "
+                        "(real-go-client-cut-twice: Last-Event-ID 5, then 9)",
+        "not_found_on_resume": "fails the whole session at once: the pending call errors with \"session not found\", "
+                               "no retry, no DELETE, later requests fail without reaching the wire "
+                               "(real-go-client-server-restart)",
+    },
+    JAVA: {
+        "label": "Java SDK client (tested: mcp 2.2.0)",
+        "agents": "`Java-http-client/…` (java.net.http's default, likewise)",
+        "foreign_response": "never resumes a cut stream (no GET with `Last-Event-ID`), so none reaches it that way; "
+                            "a response to no pending id is dropped with a warning (\"Unexpected response for unknown id\")",
+        "stale_cursor": "never resumes: the cut call waits for its request timeout (real-java-client-resume: 8 s, then "
+                        "the session goes on)",
+        "not_found_on_resume": "no resume to refuse; the next request's 404 invalidates the session: DELETE, then a new "
+                               "`initialize` at the request after (real-java-client-server-restart)",
+    },
     UNKNOWN: {
         "label": "any other client",
         "agents": "anything else, or none",
@@ -67,6 +100,8 @@ def family_of(agent: pl.Expr) -> pl.Expr:
     return (
         pl.when(a.str.contains(r"^python-httpx2?(/|$)")).then(pl.lit(PYTHON))
         .when(a.str.contains(r"^(node|undici)(/|$)")).then(pl.lit(TYPESCRIPT))
+        .when(a.str.contains(r"^go-http-client(/|$)")).then(pl.lit(GO))
+        .when(a.str.contains(r"^java-http-client(/|$)")).then(pl.lit(JAVA))
         .otherwise(pl.lit(UNKNOWN))
     )
 

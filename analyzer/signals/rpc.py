@@ -475,14 +475,18 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame) -> pl.DataF
     #   either  -- a client not known here: both readings, not critical;
     #   none    -- a client that keeps ids, and the answer is a waiting request's own (on another stream: the verdict says so).
     python, ts = pl.col("client") == clients.PYTHON, pl.col("client") == clients.TYPESCRIPT
+    # the Go SDK client keeps ids too (no rewrite at all), as far as its recordings show: the resumed call took a foreign
+    # answer with its own id (real-go-client-foreign-same-id), answers to no waiting request were dropped
+    # (real-go-client-replica-failover); an answer with another WAITING call's id is not recorded: "either" for it
+    go = pl.col("client") == clients.GO
     same_id = pl.col("a_id") == pl.col("v_id")
     app = ts & pl.col("app_id").is_not_null() & (pl.col("a_kind") != "error")  # (it rewrites results only, not errors)
     outcome = (
-        pl.when(python | (ts & same_id)).then(pl.lit("handed"))
+        pl.when(python | ((ts | go) & same_id)).then(pl.lit("handed"))
         .when(app).then(pl.lit("handed_app"))
         .when(ts & pl.col("p_call").is_not_null() & foreign_call).then(pl.lit("handed_other"))
         .when(ts & pl.col("p_call").is_not_null()).then(pl.lit("none"))
-        .when(ts).then(pl.lit("dropped"))
+        .when(ts | (go & pl.col("p_call").is_null())).then(pl.lit("dropped"))
         .otherwise(pl.lit("either"))
     )
     cand = cand.with_columns(_outcome=outcome).filter(pl.col("_outcome") != "none")
@@ -500,7 +504,7 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame) -> pl.DataF
         pl.when(pl.col("_outcome") == "handed").then(pl.format(
             "{} was handed {}; the {} client{} gives {}, so the application took it as this call's own{}",
             pl.col("v_call"), answer,
-            pl.when(python).then(pl.lit("python")).otherwise(pl.lit("TypeScript")), agent,
+            pl.when(python).then(pl.lit("python")).when(go).then(pl.lit("Go")).otherwise(pl.lit("TypeScript")), agent,
             pl.when(python).then(pl.lit("the first response on a resumed stream to the call that opened the stream (it rewrites the id)"))
             .otherwise(pl.lit("a response to the pending request with its id")),
             then_,
@@ -516,9 +520,10 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame) -> pl.DataF
             "pending request with its id{}", pl.col("p_call"), answer, pl.col("v_call"), agent, then_,
         ))
         .when(pl.col("_outcome") == "dropped").then(pl.format(
-            "{} arrived on the resumed stream of {} and was dropped: the TypeScript client{} keeps a response's id on its "
-            "own reconnect, and no pending request has id {} (\"unknown message ID\"){}{}",
-            answer, pl.col("v_call"), agent, pl.col("a_id"), then_, later,
+            "{} arrived on the resumed stream of {} and was dropped: the {} client{} keeps a response's id on its "
+            "own reconnect, and no pending request has id {} ({}){}{}",
+            answer, pl.col("v_call"), pl.when(go).then(pl.lit("Go")).otherwise(pl.lit("TypeScript")), agent, pl.col("a_id"),
+            pl.when(go).then(pl.lit("dropped without a word")).otherwise(pl.lit("\"unknown message ID\"")), then_, later,
         ))
         .otherwise(pl.format(
             "{} arrived on the resumed stream of {}; what the application got depends on the client{}, which is not known "

@@ -357,11 +357,17 @@ def start_replicas(name: str, sc: Scenario, proxy_port: int, log_dir: Path, repl
                                  log_dir / name, sc.client_timeout + 60, replicas)
 
 
-def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path, har_mode: str, pcap: bool = True) -> Path | None:
+def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path, har_mode: str, pcap: bool = True, *,
+           stem: str | None = None, client_cmd: Callable[[str], list[str]] | None = None,
+           client_log: Path | None = None, server_cmd_of: Callable[[int], list[str]] | None = None) -> Path | None:
+    """One scenario, one run.  `record_peers.py` (the Go and Java SDK peers) passes `stem` (the output file name
+    without extension), `client_cmd` (the client's argv for an MCP URL, run in place of client.py), `client_log`
+    (where to keep the client's output in the repo) and `server_cmd_of` (the server's argv for a port, run in place
+    of server.py; one process, no restart)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     for old in log_dir.glob(f"{name}.*.log"):
         old.unlink()
-    stem = f"real-python-{name}" + {"keep": "", "stream": ".mitm-streamed", "buffer": ".mitm-buffered"}[har_mode]
+    stem = (stem or f"real-python-{name}") + {"keep": "", "stream": ".mitm-streamed", "buffer": ".mitm-buffered"}[har_mode]
     out_dir.mkdir(parents=True, exist_ok=True)  # tcpdump cannot create it
     jsonl, har, pcap_file = out_dir / f"{stem}.jsonl", out_dir / f"{stem}.har", out_dir / f"{stem}.pcap"
     s_port, b_port, a_port = free_port(), free_port(), free_port()
@@ -393,7 +399,7 @@ def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path, har_mode: str,
         if sc.replicas > 1:
             upstream_desc = start_replicas(name, sc, s_port, log_dir, replicas)
         else:
-            server.append(start(server_cmd(sc, s_port, s_extra), s_log))
+            server.append(start(server_cmd_of(s_port) if server_cmd_of else server_cmd(sc, s_port, s_extra), s_log))
             wait_port(s_port, server[0])
         procs.append(start(mitm_cmd(b_port, s_port, b_extra), b_log))
         wait_port(b_port, procs[-1])
@@ -419,12 +425,15 @@ def record(name: str, sc: Scenario, out_dir: Path, log_dir: Path, har_mode: str,
         chain = f"HAR proxy :{b_port} <- JSONL proxy :{a_port}" + (
             f" <- partition relay :{client_port}" if client_port != a_port else "")
         print(f"[{name}] {upstream_desc} <- {chain} <- client", flush=True)
-        client = subprocess.run(
-            [REC_PYTHON, "-u", "client.py", f"http://{HOST}:{client_port}/mcp", "--steps", str(sc.steps),
-             "--timeout", f"{sc.client_timeout:g}", *sc.client_args],
-            cwd=HERE, capture_output=True, text=True, timeout=sc.client_timeout + 30,
-        )
+        url = f"http://{HOST}:{client_port}/mcp"
+        argv = client_cmd(url) if client_cmd is not None else [
+            REC_PYTHON, "-u", "client.py", url, "--steps", str(sc.steps), "--timeout", f"{sc.client_timeout:g}",
+            *sc.client_args]
+        client = subprocess.run(argv, cwd=HERE, capture_output=True, text=True, timeout=sc.client_timeout + 30)
         (log_dir / f"{name}.client.log").write_text(client.stdout + client.stderr)
+        if client_log is not None:  # record_peers.py: the client's own log, next to its module
+            client_log.parent.mkdir(parents=True, exist_ok=True)
+            client_log.write_text(client.stdout + client.stderr)
         if sc.keep_logs:  # newer scenarios: what the application received, next to the capture
             kept = out_dir / "recording" / "client-logs"
             kept.mkdir(parents=True, exist_ok=True)
