@@ -204,9 +204,13 @@ def boundary_signals(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
         & pl.col("status").is_between(200, 299)
         & (pl.col("error_code").is_in(FORGOT_CODES) | pl.col("error_message").str.contains(FORGOT).fill_null(False))
     ).select("b_gx", "pos", why=pl.format("after the reconnect the server answered {} error {} \"{}\" under the same session id", pl.col("x_location"), pl.col("error_code"), pl.col("error_message")))
-    reinit = later.filter(
-        (pl.col("direction") == "server_to_client") & (pl.col("kind") == "response") & pl.col("protocol_version").is_not_null()
-    ).select("b_gx", "pos", why=pl.format("a second initialize result was issued under the same session id ({})", pl.col("x_location")))
+    # an initialize result is issued only on the exchange that carried an initialize request: the same result
+    # replayed on a resumed stream (a store that replays the session's first events) is a replay, not a new
+    # process (real-go-client-replica-failover: the other replica replayed the initialize answer, and no
+    # initialize was sent again)
+    asked = m.filter((pl.col("direction") == "client_to_server") & (pl.col("method") == "initialize")).select("gx").unique()
+    issued = (pl.col("direction") == "server_to_client") & (pl.col("kind") == "response") & pl.col("protocol_version").is_not_null()
+    reinit = later.filter(issued).join(asked, on="gx", how="semi").select("b_gx", "pos", why=pl.format("a second initialize result was issued under the same session id ({})", pl.col("x_location")))
     renumbered = (
         later.filter((pl.col("direction") == "server_to_client") & (pl.col("kind") == "request"))
         .join(server_reqs_before, on=["session", "rpc_id"], suffix="_before")
@@ -230,12 +234,13 @@ def boundary_signals(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     # server delivered: a response, a notification, a server request) and the first proof of
     # the new one is resurrected, not only the one right before the proof.
     proofs = (
-        m.filter(
+        m.join(asked.with_columns(_asked=pl.lit(True)), on="gx", how="left", maintain_order="left")
+        .filter(
             (pl.col("direction") == "server_to_client")
             & (
                 ((pl.col("kind") == "error") & pl.col("status").is_between(200, 299)
                  & (pl.col("error_code").is_in(FORGOT_CODES) | pl.col("error_message").str.contains(FORGOT).fill_null(False)))
-                | ((pl.col("kind") == "response") & pl.col("protocol_version").is_not_null())
+                | (issued & pl.col("_asked").fill_null(False))
             )
         )
         # each boundary's first proof at or after it (as-of, forward; the first in message order on one position)
