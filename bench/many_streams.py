@@ -5,6 +5,7 @@
     python bench/many_streams.py --h2 restart 5000 10000 20000      # ... each stream's ids starting again at 1
     python bench/many_streams.py --h2 rst 12500 25000 50000         # HTTP/2: N HEADERS each followed by RST_STREAM
     python bench/many_streams.py --h2 calls 1000 2000 4000          # HTTP/2: N tools/call POST streams, every id 1
+    python bench/many_streams.py --fan-in 500 1000 2000             # HTTP/1: N reconnects resuming one N-event connection
 
 For each N, writes the input to a temporary folder and runs ``python -m analyzer analyze INPUT -q --json /dev/null``
 as a process, printing its peak resident size (the child's ``ru_maxrss``) and time; then the growth from each N to
@@ -20,6 +21,11 @@ resume names "2" and every stream delivered it.  ``--h2 rst``: the same connecti
 GET with the session id, END_STREAM) each followed by RST_STREAM and no response, written in 16 KiB TLS records
 (about 30 bytes per stream, as in the issue).  ``--h2 calls``: N ``tools/call`` POST streams of the session, every
 request numbered 1 (a client that numbers each call from 1), each answered on its own event stream.
+
+``--fan-in``: a proxy log of one session whose GET stream delivers N events (ids 1..N) on one connection, cut by a
+reset after the client had received all but the last ten (the capture point saw those ten leave); then N reconnects,
+each naming the client's last id (``N - 10``) and answered by an empty event stream (a server whose store lost the
+stream), so every reconnect resumes that same connection and is a gap of the same ten events.
 
 Every run is bounded: ``--timeout`` seconds (default 900) and ``--limit-gib`` of address space (``RLIMIT_AS``,
 default 8), so a quadratic run fails instead of taking the machine; its row then says so.
@@ -71,6 +77,46 @@ def write_log(n: int, path: Path) -> None:
                 data = json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": f"x{eid}"}})
                 w({"kind": "sse", "ts": ts(), "conn": c, "id": str(eid), "event": "message", "data": data, "retry": None})
             w({"kind": "close", "ts": ts(), "conn": c, "reason": "reset"})
+
+
+FAN_IN_CUT = 10  # the events of the long connection the client never received
+
+
+def write_fan_in(n: int, path: Path) -> None:
+    """One connection of ``n`` events, then ``n`` reconnects resuming it from id ``n - FAN_IN_CUT`` (module doc)."""
+    t = [0]
+
+    def ts() -> str:
+        t[0] += 1
+        v = t[0]
+        return f"2026-12-01T{(v // 3_600_000) % 24:02d}:{(v // 60000) % 60:02d}:{(v // 1000) % 60:02d}.{v % 1000:03d}000Z"
+
+    with open(path, "w") as out:
+        def w(rec: dict) -> None:
+            out.write(json.dumps(rec) + "\n")
+
+        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}}
+        w({"kind": "request", "ts": ts(), "conn": "c0", "method": "POST", "url": "http://127.0.0.1:8000/mcp",
+           "headers": {"content-type": "application/json"}, "body": json.dumps(init)})
+        w({"kind": "response", "ts": ts(), "conn": "c0", "status": 200, "headers": {"content-type": "application/json", "mcp-session-id": SID}})
+        w({"kind": "body", "ts": ts(), "conn": "c0", "data": json.dumps({"jsonrpc": "2.0", "id": 0, "result": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "s", "version": "1"}}})})
+        w({"kind": "close", "ts": ts(), "conn": "c0", "reason": "eof"})
+        get = {"accept": "text/event-stream", "mcp-session-id": SID}
+        w({"kind": "request", "ts": ts(), "conn": "g", "method": "GET", "url": "http://127.0.0.1:8000/mcp", "headers": get, "body": None})
+        w({"kind": "response", "ts": ts(), "conn": "g", "status": 200, "headers": {"content-type": "text/event-stream", "mcp-session-id": SID}})
+        for eid in range(1, n + 1):  # bounded: n events
+            data = json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": f"x{eid}"}})
+            w({"kind": "sse", "ts": ts(), "conn": "g", "id": str(eid), "event": "message", "data": data, "retry": None})
+        w({"kind": "close", "ts": ts(), "conn": "g", "reason": "reset"})
+        last = str(max(1, n - FAN_IN_CUT))
+        for i in range(n):  # bounded: n reconnects
+            c = f"r{i}"
+            w({"kind": "request", "ts": ts(), "conn": c, "method": "GET", "url": "http://127.0.0.1:8000/mcp",
+               "headers": get | {"last-event-id": last}, "body": None})
+            w({"kind": "response", "ts": ts(), "conn": c, "status": 200, "headers": {"content-type": "text/event-stream", "mcp-session-id": SID}})
+            w({"kind": "close", "ts": ts(), "conn": c, "reason": "eof"})
 
 
 def write_h2(n: int, path: Path, kind: str, batch: int = 1) -> list[str]:
@@ -209,6 +255,7 @@ def measure(cmd: list[str], timeout: float, gib: float) -> tuple[float, float, s
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument("--h2", choices=("sse", "restart", "rst", "calls"), help="HTTP/2 in one TLS connection instead of the HTTP/1 proxy log")
+    ap.add_argument("--fan-in", action="store_true", help="HTTP/1: N reconnects resuming one connection of N events")
     ap.add_argument("--batch", type=int, default=1, help="--h2 sse/restart: streams opened per round trip (default 1)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per analysis (default 900)")
     ap.add_argument("--limit-gib", type=float, default=8, help="address space per analysis, GiB (default 8)")
@@ -223,6 +270,10 @@ def main() -> int:
             if args.h2:
                 inp = folder / f"h2-{args.h2}-{n}.pcap"
                 extra = write_h2(n, inp, args.h2, args.batch)
+            elif args.fan_in:
+                inp = folder / f"fan-in-{n}.jsonl"
+                write_fan_in(n, inp)
+                extra = []
             else:
                 inp = folder / f"streams-{n}.jsonl"
                 write_log(n, inp)

@@ -33,7 +33,7 @@ def main() -> None:
 
     # every module of rules/, whatever its layout (the registry's lambdas look the rules up on their modules)
     rule_mods = [importlib.import_module(f"analyzer.rules.{m.name}") for m in pkgutil.iter_modules(analyzer.rules.__path__)]
-    from analyzer.signals import eras, idschemes, rpc, streams, views
+    from analyzer.signals import boundaries, eras, idschemes, progress, rpc, streams, views
     from analyzer.document import build as findings
     from analyzer.ingest import har as ingest_har, jsonl as ingest_jsonl, inputs
     from analyzer.decode import jsonrpc
@@ -57,7 +57,7 @@ def main() -> None:
 
         return w
 
-    for mod in (document, eras, findings, idschemes, ingest_har, ingest_jsonl, inputs, jsonrpc, pipeline, rpc, streams, tables,
+    for mod in (boundaries, document, eras, findings, idschemes, progress, ingest_har, ingest_jsonl, inputs, jsonrpc, pipeline, rpc, streams, tables,
                 views, *rule_mods):
         for name, fn in list(vars(mod).items()):
             if inspect.isfunction(fn) and fn.__module__ == mod.__name__ and name not in ("digest", "parse_ts", "media_type", "_opt_str", "_headers", "id_text", "_one", "extract"):

@@ -13,6 +13,7 @@ import pytest
 from hpack import Encoder
 from hyperframe.frame import ContinuationFrame, DataFrame, GoAwayFrame, HeadersFrame, RstStreamFrame, SettingsFrame
 
+import joins
 import pcapgen as g
 import tlsgen
 from analyzer.decode import h2, tls
@@ -343,32 +344,9 @@ def streams_resumed_from_one_id(tmp_path, n: int):
 
 
 def largest_join(path, monkeypatch) -> tuple[int, dict]:
-    """The most rows any join of the analysis of ``path`` made (an eager join's result; a lazy one's counted when
-    its plan is made, over the same inputs), and the document."""
-    import polars as pl
-
-    from analyzer import pipeline
-
-    most = [0]
-    eager, lazy = pl.DataFrame.join, pl.LazyFrame.join
-
-    def eager_join(self, *a, **kw):
-        out = eager(self, *a, **kw)
-        most[0] = max(most[0], out.height)
-        return out
-
-    def lazy_join(self, *a, **kw):
-        out = lazy(self, *a, **kw)
-        most[0] = max(most[0], out.select(pl.len()).collect().item())
-        return out
-
     keys = tls.KeyLog()
     keys.add_text(path.with_suffix(".keylog").read_bytes())
-    with monkeypatch.context() as m:
-        m.setattr(pl.DataFrame, "join", eager_join)
-        m.setattr(pl.LazyFrame, "join", lazy_join)
-        got = pipeline.run([str(path)], Reading(keys=keys), columnar=True)
-    return most[0], got.document
+    return joins.largest_join(path, monkeypatch, Reading(keys=keys))
 
 
 def test_a_sessions_streams_resumed_from_one_id_cost_joins_linear_in_the_streams(tmp_path, monkeypatch):

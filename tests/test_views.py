@@ -119,3 +119,26 @@ def test_order_of_inputs_does_not_change_the_result():
         (b["verdict"], b["lost_event_ids"], b["handled_correctly"], b["reason"], b["resumes"], b["views"]) for b in d["boundaries"]
     ]
     assert all(key(d) == key(docs[0]) for d in docs)
+
+
+def test_many_reconnects_resuming_one_long_connection_cost_joins_linear_in_them(tmp_path, monkeypatch):
+    """Fan-in (issue #40 item 5): one connection delivers N events; the client, which had all but the last ten, then
+    retries N times from the same Last-Event-ID and gets an empty stream each time, so every reconnect resumes that
+    one connection (bench/many_streams.py --fan-in).  Doubling N at most doubles the largest join (now 152 -> 302
+    rows for 150 -> 300); the code before joined each reconnect with every event its resumed connection emitted
+    (22,500 -> 90,000).  Every reconnect is still a gap of the same ten events."""
+    import joins
+
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    import many_streams
+
+    def run(n):
+        path = tmp_path / f"fan-in-{n}.jsonl"
+        many_streams.write_fan_in(n, path)
+        return joins.largest_join(path, monkeypatch)
+
+    (small, _), (large, doc) = run(150), run(300)
+    assert doc["summary"]["boundaries"] == 300 and doc["summary"]["verdicts"]["gap"] == 300
+    lost = [str(i) for i in range(291, 301)]
+    assert all(b["lost_event_ids"] == lost and b["lost_count"] == 10 for b in doc["boundaries"])
+    assert large <= 2.2 * small, f"largest join: {small} rows for 150 reconnects, {large} for 300"

@@ -15,7 +15,7 @@ HIDDEN_SCHEMA = {"source": pl.String, "packet": pl.Int64}
 @dataclass(frozen=True)
 class Frames:
     exchanges: pl.DataFrame  # + gx, pos, session, stream, n_events, first_id, last_cursor, sent_retry
-    events: pl.DataFrame  # + gx, pos, session, stream, visible, has_id, id_scheme, seq, sprefix; - xid, cursor, retry; sorted by pos, ordinal
+    events: pl.DataFrame  # + gx, pos, session, stream, visible, has_id, idh, id_scheme, seq, sprefix; - xid, cursor, retry; sorted by pos, ordinal
     messages: pl.DataFrame  # + gx, pos, session
     # TLS connections of a capture that no key decrypted: ``source`` and the ``packet`` its anomaly names
     # (where its encrypted HTTP began); a stream, a request or a response may lie in them, unseen

@@ -50,15 +50,20 @@ def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame) -> pl.DataFrame:
         .select("gx", pl.col("pos").alias("b_pos"), "session", "stream", pl.col("header").alias("cursor"))
         .join(wrong.lazy().select("gx"), on="gx", how="anti")
     )
-    streams = keys.select("session", "stream").unique()
-    # the events of the resumed streams alone, in delivery order (connection by connection)
+    # the events of the resumed streams alone, in delivery order (connection by connection): the events' own order
+    # (Frames), found by their connections (a semi-join of the few exchanges by session and stream, then of the
+    # events by the integer gx, and a window over an integer per (session, stream): the strings' semi-join, sort
+    # and window over 1M events were 0.3 s)
+    conns = (
+        f.exchanges.lazy().select("gx", "session", "stream")
+        .join(keys.select("session", "stream").unique(), on=["session", "stream"], how="semi")
+        .with_columns(_ss=pl.struct("session", "stream").rank("dense"))
+    )
     ev = (
         f.events.lazy()
         .filter(pl.col("visible"))
-        .join(streams, on=["session", "stream"], how="semi")
-        .select("session", "stream", "gx", "pos", "ordinal", "id", "data")
-        .sort("pos", "ordinal")
-        .with_columns(_k=pl.int_range(pl.len()).over("session", "stream"))
+        .join(conns, on="gx", how="inner", maintain_order="left", suffix="_x")
+        .select("session", "stream", "gx", "pos", "ordinal", "id", "data", _k=pl.int_range(pl.len()).over("_ss"))
         .collect()  # once: the plans below read it three times (a lazy frame is scanned again by each)
     )
     # where the client's cursor is: the last delivery of its id before the reconnect

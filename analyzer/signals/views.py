@@ -124,86 +124,12 @@ def incidents(x: pl.DataFrame) -> pl.DataFrame:
     return components.labels(x.get_column("session"), edges.get_column("session"), edges.get_column("other"), "incident")
 
 
-def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.DataFrame:
-    """Per boundary: events history proves were emitted after the cursor and never delivered,
-    and whether another view proves the reconnect's first event is the cursor's successor."""
-    x = f.exchanges.select("gx", "fp", pl.col("view").alias("source"))
-    keys = b.select("gx", "resumed_gx", "cursor_str", "stream", pl.col("pos").alias("b_pos"), pl.col("source").alias("b_source"))
-    # the resumed connection as other inputs saw it, plus this input's own cut-off events
-    rviews = (
-        keys.join(x.select(pl.col("gx").alias("resumed_gx"), pl.col("fp").alias("rfp")), on="resumed_gx")
-        .join(x.select(pl.col("gx").alias("v_gx"), pl.col("fp").alias("rfp"), pl.col("source").alias("v_source")), on="rfp")
-        .filter(pl.col("rfp").is_not_null() & (pl.col("v_gx") != pl.col("resumed_gx")))
-        .select("gx", "v_gx", "v_source", "cursor_str")
-    )
-    view_ev = f.pick(pl.col("has_id"), pl.col("gx").alias("v_gx"), "ordinal", "id", "digest", "fate", pl.col("location").alias("v_location"),
-                     pl.col("source").alias("v_file"), among=rviews.select(pl.col("v_gx").alias("gx")))
-    at_cursor = (
-        rviews.join(view_ev, on="v_gx")
-        .filter(pl.col("id") == pl.col("cursor_str"))
-        .group_by("gx", "v_gx")
-        .agg(c_ord=pl.col("ordinal").max())
-    )
-    emitted_other = (
-        rviews.join(at_cursor, on=["gx", "v_gx"])
-        .join(view_ev, on="v_gx")
-        .filter(pl.col("ordinal") > pl.col("c_ord"))
-        .select("gx", "ordinal", "id", "digest", "fate", pl.col("v_source").alias("e_source"), pl.col("v_location").alias("e_location"),
-                pl.col("v_file").alias("e_file"))
-    )
-    own_ev = f.pick(pl.col("has_id"), pl.col("gx").alias("resumed_gx"), "ordinal", "id", "digest", "fate", "visible", "source", "view", "location",
-                    among=keys.select(pl.col("resumed_gx").alias("gx")))
-    own_cursor = (
-        keys.join(own_ev, on="resumed_gx")
-        .filter(pl.col("id") == pl.col("cursor_str"))
-        .group_by("gx")
-        .agg(own_c_ord=pl.col("ordinal").max())
-    )
-    # This capture's own view of the resumed connection: events cut off by the disconnect, and
-    # events that left the capture point after the client's Last-Event-ID (the client's claim
-    # says they never arrived: lost between the capture point and the client, unless replayed).
-    emitted_own = (
-        keys.join(own_ev, on="resumed_gx")
-        .join(own_cursor, on="gx", how="left")
-        .filter(~pl.col("visible") | (pl.col("ordinal") > pl.col("own_c_ord")).fill_null(False))
-        .select(
-            "gx", "ordinal", "id", "digest", "fate", pl.col("view").alias("e_source"), pl.col("location").alias("e_location"),
-            pl.col("source").alias("e_file"), e_kind=pl.when(pl.col("visible")).then(pl.lit("passed")).otherwise(pl.lit("cut_off")),
-        )
-    )
-    emitted_other = emitted_other.with_columns(e_kind=pl.lit("other"))
-    emitted = pl.concat([emitted_other, emitted_own])
-    # delivered: on the reconnect or any later connection of the same stream, in this input.  Only the ids
-    # some view emitted matter (``lost`` below is emitted minus delivered): a stream resumed k times would
-    # otherwise be joined k times with all its later events.  Each (id, digest)'s last delivery on the stream
-    # is enough: delivered at or after the boundary is delivered after it (a join of every boundary of the
-    # stream with every delivery would be quadratic in the stream's connections)
-    asked = emitted.select("gx", "id").unique().join(keys.select("gx", "stream"), on="gx").select("stream", "id")
-    last = (
-        f.pick(pl.col("has_id") & pl.col("visible"), pl.col("stream"), pl.col("pos").alias("d_pos"), "id", "digest", among=asked)
-        .group_by("stream", "id", "digest")
-        .agg(d_pos=pl.col("d_pos").max())
-    )
-    last_of_id = last.group_by("stream", "id").agg(pl.col("d_pos").max())
-    emitted = emitted.join(keys.select("gx", "stream", "b_pos"), on="gx", how="left", maintain_order="left")
-    reused = after.select("gx", "id", pl.col("digest").alias("new_digest"))
-    # a cut-off event holds only part of its data, so its digest never matches the full
-    # event: it was delivered if its id was
-    undelivered = pl.col("d_pos").is_null() | (pl.col("d_pos") < pl.col("b_pos"))
-    lost = (
-        pl.concat(
-            [
-                emitted.filter(pl.col("fate") != "cut_off").join(last, on=["stream", "id", "digest"], how="left").filter(undelivered).drop("d_pos"),
-                emitted.filter(pl.col("fate") == "cut_off").join(last_of_id, on=["stream", "id"], how="left").filter(undelivered).drop("d_pos"),
-            ]
-        )
-        .drop("stream", "b_pos")
-        # joins keep no order: the kept row (which view showed it) must not depend on threads
-        .sort(["gx", "id", "digest", "e_kind", "e_source", "ordinal"])
-        .unique(["gx", "id", "digest"], keep="first", maintain_order=True)
-        .join(reused, on=["gx", "id"], how="left")
-        .sort("gx", "ordinal")
-        .group_by("gx")
+def _lost_summary(rows: pl.DataFrame, key: str) -> pl.DataFrame:
+    """The lost events of each ``key`` (one row per id and digest, with ``new_digest``: the reconnect's own event of
+    that id, if any) as the boundary's ``hist_*`` facts."""
+    return (
+        rows.sort(key, "ordinal")
+        .group_by(key)
         .agg(
             hist_lost_ids=pl.col("id").head(LIST_CAP),
             hist_lost_count=pl.len(),
@@ -214,17 +140,125 @@ def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.Data
             hist_refs=pl.struct(pl.col("e_file").alias("source"), pl.col("e_location").alias("location")).head(4),
         )
     )
+
+
+def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.DataFrame:
+    """Per boundary: events history proves were emitted after the cursor and never delivered,
+    and whether another view proves the reconnect's first event is the cursor's successor.
+
+    Many reconnects may resume one connection (a client retrying from the same Last-Event-ID, each retry answered
+    by nothing): what the views emitted after the cursor is found once per resumed connection and cursor (``rk``),
+    and which of those events were lost once per class of reconnects that saw the same later deliveries (``cl``);
+    a reconnect joins its class's summary.  Joining each reconnect with the events its resumed connection emitted
+    after the cursor was quadratic (2,000 retries of one 2,000-event connection: 4M rows)."""
+    x = f.exchanges.select("gx", "fp", pl.col("view").alias("source"))
+    keys = b.select("gx", "resumed_gx", "cursor_str", "stream", pl.col("pos").alias("b_pos"))
+    rks = keys.select("resumed_gx", "cursor_str").unique(maintain_order=True).with_row_index("rk")
+    keys = keys.join(rks, on=["resumed_gx", "cursor_str"], how="left", nulls_equal=True, maintain_order="left")
+    # the resumed connection as other inputs saw it, plus this input's own cut-off events
+    rviews = (
+        rks.join(x.select(pl.col("gx").alias("resumed_gx"), pl.col("fp").alias("rfp")), on="resumed_gx")
+        .join(x.select(pl.col("gx").alias("v_gx"), pl.col("fp").alias("rfp"), pl.col("source").alias("v_source")), on="rfp")
+        .filter(pl.col("rfp").is_not_null() & (pl.col("v_gx") != pl.col("resumed_gx")))
+        .select("rk", "v_gx", "v_source", "cursor_str")
+    )
+    view_ev = f.pick(pl.col("has_id"), pl.col("gx").alias("v_gx"), "ordinal", "id", "digest", "fate", pl.col("location").alias("v_location"),
+                     pl.col("source").alias("v_file"), among=rviews.select(pl.col("v_gx").alias("gx")))
+    at_cursor = (
+        rviews.join(view_ev, on="v_gx")
+        .filter(pl.col("id") == pl.col("cursor_str"))
+        .group_by("rk", "v_gx")
+        .agg(c_ord=pl.col("ordinal").max())
+    )
+    emitted_other = (
+        rviews.join(at_cursor, on=["rk", "v_gx"])
+        .join(view_ev, on="v_gx")
+        .filter(pl.col("ordinal") > pl.col("c_ord"))
+        .select("rk", "ordinal", "id", "digest", "fate", pl.col("v_source").alias("e_source"), pl.col("v_location").alias("e_location"),
+                pl.col("v_file").alias("e_file"))
+    )
+    own_ev = f.pick(pl.col("has_id"), pl.col("gx").alias("resumed_gx"), "ordinal", "id", "digest", "fate", "visible", "source", "view", "location",
+                    among=rks.select(pl.col("resumed_gx").alias("gx")))
+    own_cursor = (
+        rks.join(own_ev, on="resumed_gx")
+        .filter(pl.col("id") == pl.col("cursor_str"))
+        .group_by("rk")
+        .agg(own_c_ord=pl.col("ordinal").max())
+    )
+    # This capture's own view of the resumed connection: events cut off by the disconnect, and
+    # events that left the capture point after the client's Last-Event-ID (the client's claim
+    # says they never arrived: lost between the capture point and the client, unless replayed).
+    emitted_own = (
+        rks.join(own_ev, on="resumed_gx")
+        .join(own_cursor, on="rk", how="left")
+        .filter(~pl.col("visible") | (pl.col("ordinal") > pl.col("own_c_ord")).fill_null(False))
+        .select(
+            "rk", "ordinal", "id", "digest", "fate", pl.col("view").alias("e_source"), pl.col("location").alias("e_location"),
+            pl.col("source").alias("e_file"), e_kind=pl.when(pl.col("visible")).then(pl.lit("passed")).otherwise(pl.lit("cut_off")),
+        )
+    )
+    emitted_other = emitted_other.with_columns(e_kind=pl.lit("other"))
+    emitted = pl.concat([emitted_other, emitted_own])
+    # delivered: on the reconnect or any later connection of the same stream, in this input.  Only the ids
+    # some view emitted matter (``lost`` below is emitted minus delivered): a stream resumed k times would
+    # otherwise be joined k times with all its later events.  Each (id, digest)'s last delivery on the stream
+    # is enough: delivered at or after the boundary is delivered after it (a join of every boundary of the
+    # stream with every delivery would be quadratic in the stream's connections)
+    asked = emitted.select("rk", "id").unique().join(keys.select("rk", "stream").unique(), on="rk").select("stream", "id")
+    last = (
+        f.pick(pl.col("has_id") & pl.col("visible"), pl.col("stream"), pl.col("pos").alias("d_pos"), "id", "digest", among=asked)
+        .group_by("stream", "id", "digest")
+        .agg(d_pos=pl.col("d_pos").max())
+    )
+    last_of_id = last.group_by("stream", "id").agg(pl.col("d_pos").max())
+    # Reconnects of one ``rk`` and stream with no such delivery between them lose the same events: ``bucket``, the
+    # last of those deliveries before the boundary, names the class (``cl``) whose lost events are found once.
+    dels = last.select("stream", "d_pos").unique().sort("d_pos")
+    keys = keys.sort("b_pos").join_asof(
+        dels, left_on="b_pos", right_on="d_pos", by="stream", strategy="backward", allow_exact_matches=False, check_sortedness=False
+    ).rename({"d_pos": "bucket"})
+    classes = keys.group_by("rk", "stream", "bucket").agg(pl.col("b_pos").min()).with_row_index("cl")
+    keys = keys.join(classes.select("rk", "stream", "bucket", "cl"), on=["rk", "stream", "bucket"], how="left", nulls_equal=True)
+    emitted = emitted.join(classes.select("cl", "rk", "stream", "b_pos"), on="rk")
+    reused = after.select("gx", "id", pl.col("digest").alias("new_digest"))
+    # a cut-off event holds only part of its data, so its digest never matches the full
+    # event: it was delivered if its id was
+    undelivered = pl.col("d_pos").is_null() | (pl.col("d_pos") < pl.col("b_pos"))
+    lost_rows = (
+        pl.concat(
+            [
+                emitted.filter(pl.col("fate") != "cut_off").join(last, on=["stream", "id", "digest"], how="left").filter(undelivered).drop("d_pos"),
+                emitted.filter(pl.col("fate") == "cut_off").join(last_of_id, on=["stream", "id"], how="left").filter(undelivered).drop("d_pos"),
+            ]
+        )
+        .drop("rk", "stream", "b_pos")
+        # joins keep no order: the kept row (which view showed it) must not depend on threads
+        .sort(["cl", "id", "digest", "e_kind", "e_source", "ordinal"])
+        .unique(["cl", "id", "digest"], keep="first", maintain_order=True)
+    )
+    # a reconnect whose own events reuse a lost id gets its own rows (a join with its events); the others share
+    # their class's summary
+    own = reused.join(keys.select("gx", "cl"), on="gx").join(lost_rows.select("cl", "id").unique(), on=["cl", "id"], how="semi").select("gx").unique()
+    lost = pl.concat(
+        [
+            _lost_summary(own.join(keys.select("gx", "cl"), on="gx").join(lost_rows, on="cl").drop("cl").join(reused, on=["gx", "id"], how="left"), "gx"),
+            keys.select("gx", "cl").join(own, on="gx", how="anti")
+            .join(_lost_summary(lost_rows.with_columns(new_digest=pl.lit(None, dtype=lost_rows.schema["digest"])), "cl"), on="cl")
+            .drop("cl"),
+        ]
+    )
     first_after = after.filter(~pl.col("overlap")).sort("gx", "ordinal").group_by("gx").agg(
         f_id=pl.col("id").first(), f_digest=pl.col("digest").first()
     )
     successor = (
         pl.concat([emitted_other, emitted_own.filter(pl.col("e_kind") == "passed")])
-        .sort("gx", "ordinal")
-        .group_by("gx", "e_source")
+        .sort("rk", "ordinal")
+        .group_by("rk", "e_source")
         .agg(s_id=pl.col("id").first(), s_digest=pl.col("digest").first())
+        .join(keys.select("gx", "rk"), on="rk")
         .join(first_after, on="gx")
         .filter((pl.col("s_id") == pl.col("f_id")) & (pl.col("s_digest") == pl.col("f_digest")))
         .group_by("gx")
         .agg(successor_source=pl.col("e_source").sort().first())
     )
-    return keys.select("gx").join(lost, on="gx", how="left").join(successor, on="gx", how="left")
+    return b.select("gx").join(lost, on="gx", how="left").join(successor, on="gx", how="left")
