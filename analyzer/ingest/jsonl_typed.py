@@ -28,6 +28,7 @@ is null in one place (a response's ``decoded``): that one field is ``UNSET`` whe
 """
 from __future__ import annotations
 
+from itertools import compress, repeat
 from operator import attrgetter
 from typing import Annotated, Any, Union
 
@@ -46,9 +47,10 @@ class Sse(msgspec.Struct, tag_field="kind", tag="sse", forbid_unknown_fields=Tru
     event: Union[str, None] = None
     data: Union[str, None] = None
     retry: Union[Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)], None] = None
-    # either flag present: the per-line reader reads the record (cut off, not dispatched: an anomaly or another fate)
-    truncated: Any = UNSET
-    dispatched: Any = UNSET
+    # ``truncated: true`` or ``dispatched: false``: the per-line reader reads the record (cut off: an anomaly; not
+    # dispatched: another fate); null is read as absent there too, and a value of another type is refused here
+    truncated: Union[bool, None] = None
+    dispatched: Union[bool, None] = None
 
 
 class Request(msgspec.Struct, tag_field="kind", tag="request"):
@@ -88,8 +90,9 @@ _DECODE = msgspec.json.Decoder(Union[Sse, Request, Response, Body, Close]).decod
 # what a line msgspec refuses raises (a too-long line is its length, an int: TypeError)
 _REFUSED = (msgspec.DecodeError, RecursionError, TypeError)
 _OTHER = (Request, Response, Body, Close)
+_KIND = {Request: "request", Response: "response", Body: "body", Close: "close"}
 _ASDICT = msgspec.structs.asdict
-_SSE_FIELDS = ("conn", "ts", "id", "event", "data", "retry")
+_SSE_FIELDS = ("conn", "ts", "id", "event", "data", "retry", "truncated", "dispatched")
 # Python's json and msgspec both refuse nesting past the recursion limit, counted from the depth of the thread's
 # stack, which differs between the worker that decodes here and the per-line reader: a line that may nest this
 # deep (brackets counted, in strings too) is left to the per-line reader.  (An accepted sse line nests no value.)
@@ -121,10 +124,14 @@ def _record(got, raw: bytes) -> dict | None:
     if raw.count(b"[") + raw.count(b"{") >= _DEEP:
         return None
     rec = _ASDICT(got)
-    rec["kind"] = got.__struct_config__.tag
+    rec["kind"] = _KIND[type(got)]
     if rec.get("decoded", None) is UNSET:
         del rec["decoded"]
     return rec
+
+
+_SSE_SCHEMA = {"pos": pl.UInt32, "conn": pl.String, "ts": pl.String, "id": pl.String, "event": pl.String, "data": pl.String,
+               "retry": pl.Int64, "truncated": pl.Boolean, "dispatched": pl.Boolean}
 
 
 def decode(lines: list) -> tuple[pl.DataFrame, dict[int, dict]]:
@@ -132,24 +139,26 @@ def decode(lines: list) -> tuple[pl.DataFrame, dict[int, dict]]:
     other records msgspec read, by index, as dicts for the per-line reader's state machine.  Every line in
     neither goes through the per-line reader whole."""
     got = _decoded(lines)
-    sse_pos = [i for i, g in enumerate(got) if type(g) is Sse]
-    records = {i: rec for i, g in enumerate(got) if type(g) in _OTHER and (rec := _record(g, lines[i])) is not None}
-    sse = [got[i] for i in sse_pos]
-    del got
-    flagged = [i for i, s in zip(sse_pos, sse) if s.truncated is not UNSET or s.dispatched is not UNSET]
+    # (sorted by type with C-level maps: a Python loop over the lines cost as much as their decoding)
+    is_sse = list(map(isinstance, got, repeat(Sse)))
+    sse = list(compress(got, is_sse))
+    sse_pos = list(compress(range(len(got)), is_sse))
+    records = {i: rec for i in compress(range(len(got)), map(isinstance, got, repeat(_OTHER)))
+               if (rec := _record(got[i], lines[i])) is not None}
+    del got, is_sse
     cols = {name: list(map(attrgetter(name), sse)) for name in _SSE_FIELDS}
     del sse
     ts = pl.col("ts")
     frame = (
-        pl.DataFrame({"pos": sse_pos, **cols},
-                     schema={"pos": pl.UInt32, "conn": pl.String, "ts": pl.String, "id": pl.String, "event": pl.String,
-                             "data": pl.String, "retry": pl.Int64})
+        pl.DataFrame({"pos": sse_pos, **cols}, schema=_SSE_SCHEMA)
         .lazy()
-        # a time in the range where Python's fromisoformat and Polars read it alike; an id without NUL (an anomaly)
+        # a time in the range where Python's fromisoformat and Polars read it alike; an id without NUL (an anomaly);
+        # not cut off, not undispatched (the per-line reader's rules)
         .filter(ts.str.contains(r"\A" + _TS + r"\z") & ~pl.col("id").str.contains("\x00", literal=True).fill_null(False)
-                & ~pl.col("pos").is_in(pl.lit(pl.Series(flagged, dtype=pl.UInt32)).implode()))
+                & ~pl.col("truncated").fill_null(False) & pl.col("dispatched").fill_null(True))
         .with_columns(ts=ts.str.to_datetime("%Y-%m-%dT%H:%M:%S%.fZ", time_unit="us", time_zone="UTC", strict=False))
         .filter(ts.is_not_null())  # a date that does not exist (Feb 30): the per-line reader flags it
+        .select(list(COLUMNS))
         .collect()
         .cast(COLUMNS)
     )
