@@ -271,6 +271,7 @@ def ratio(a, b) -> float | None:
 
 
 def main() -> None:
+    global QUIET_WAIT
     ap = argparse.ArgumentParser(description="scale benchmark (issue 5)", formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__)
     ap.add_argument("--sizes", default=DEFAULT_SIZES, help=f"comma list of SSE event counts (default {DEFAULT_SIZES})")
@@ -289,7 +290,6 @@ def main() -> None:
     ap.add_argument("--profile-out", help=argparse.SUPPRESS)
     ap.add_argument("--table-only", action="store_true", help="print the table of bench/out/results.json again, measure nothing")
     a = ap.parse_args()
-    global QUIET_WAIT
     QUIET_WAIT = a.quiet_wait
     if a.step:
         _step(a)
