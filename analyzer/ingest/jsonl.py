@@ -16,10 +16,13 @@ stream as SSE and wrote noise.  Such a stream (a coded event stream whose
 response record has no ``decoded`` field and whose first record holds
 U+FFFD) is read as not recorded, its records rejected (``jsonl_sse_not_decoded``).
 
-The bulk of a log, its ``sse`` records as the recorder writes them, is read column-wise in batches of
-lines (:mod:`analyzer.ingest.jsonl_columns`); every other line goes through the per-line reader (``_Reader.line``),
-which keeps the connection state.  The result is the per-line reader's, row for row
-(``read(..., columns=False)``; tests/test_jsonl_columns.py).
+A log is read in batches of lines, each decoded by msgspec into Structs tagged by ``kind``
+(:mod:`analyzer.ingest.jsonl_typed`), whatever the writer's spacing, key order or escapes: the bulk, its ``sse``
+records, reaches the tables column-wise; the other records go through the connection state machine of the
+per-line reader (``_Reader.line``) without a JSON parse of their own; a line msgspec refuses is parsed there by
+``json.loads`` and gets its anomalies as before.  The result is the per-line reader's, row for row
+(``read(..., columns=False)``; tests/test_jsonl_columns.py, which also compares the reader before msgspec,
+``_grammar``: the recorder's compact ``sse`` lines by a regular expression, :mod:`analyzer.ingest.jsonl_columns`).
 """
 from __future__ import annotations
 
