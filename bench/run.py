@@ -20,6 +20,11 @@ HAR of the same synthetic traffic with ``bench/generate.py``, then runs each mea
 * ``--shared``      the full analysis again on the ``--shared-payloads`` variant (sessions sending the
                     same (id, payload)), which the cross-session check pays for (bench/SCALE.md)
 * ``--profile``     a cProfile of one full run → bench/out/profile-<size>.txt
+* ``--spaced``      the JSONL also written as Python's default ``json.dumps`` writes it (``", "`` / ``": "``
+                    separators, ASCII escapes: ``traffic-<size>-spaced.jsonl``, the same records), and ``full``,
+                    ``read_ndjson`` and ``ingest_jsonl`` measured on it too (``*_spaced``; issue [4/5]: another
+                    writer's JSON must take the reader's fast path)
+* ``--quiet-wait``  seconds to wait at most, before each step, for the machine to be idle (default 900)
 
 ``--table-only`` prints the table of bench/out/results.json again.  Results: bench/SCALE.md.
 
@@ -266,6 +271,7 @@ def ratio(a, b) -> float | None:
 
 
 def main() -> None:
+    global QUIET_WAIT
     ap = argparse.ArgumentParser(description="scale benchmark (issue 5)", formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__)
     ap.add_argument("--sizes", default=DEFAULT_SIZES, help=f"comma list of SSE event counts (default {DEFAULT_SIZES})")
@@ -275,6 +281,8 @@ def main() -> None:
     ap.add_argument("--shared", default="125k,250k,500k",
                     help="sizes of the --shared-payloads variant (same (id, payload) in several sessions) to analyze ('' = none)")
     ap.add_argument("--repeat", type=int, default=1, help="runs per step, fastest kept")
+    ap.add_argument("--spaced", action="store_true", help="also measure a copy of the JSONL written with ', ' / ': ' separators")
+    ap.add_argument("--quiet-wait", type=int, default=QUIET_WAIT, help="seconds to wait at most for an idle machine before a step")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--step", help=argparse.SUPPRESS)
     ap.add_argument("--path", help=argparse.SUPPRESS)
@@ -282,6 +290,7 @@ def main() -> None:
     ap.add_argument("--profile-out", help=argparse.SUPPRESS)
     ap.add_argument("--table-only", action="store_true", help="print the table of bench/out/results.json again, measure nothing")
     a = ap.parse_args()
+    QUIET_WAIT = a.quiet_wait
     if a.step:
         _step(a)
         return
@@ -337,6 +346,13 @@ def main() -> None:
             har_out = OUT / f"findings-{label}-har.json"
             run_step("full_har", py("bench/run.py", "--step", "full", "--path", str(har), "--out", str(har_out)))
             row["truth"]["har"] = truthcheck.check(json.loads(har_out.read_text())["boundaries"], truth, "har")
+        if a.spaced:
+            spaced = spaced_copy(jsonl)
+            row["bytes"]["jsonl_spaced"] = spaced.stat().st_size
+            run_step("full_spaced", py("bench/run.py", "--step", "full", "--path", str(spaced), "--out", str(OUT / f"findings-{label}-spaced.json")))
+            run_step("read_ndjson_spaced", py("bench/run.py", "--step", "read_ndjson", "--path", str(spaced)))
+            run_step("ingest_jsonl_spaced", py("bench/run.py", "--step", "ingest", "--path", str(spaced)))
+            row["truth"]["jsonl_spaced"] = truthcheck.check(json.loads((OUT / f"findings-{label}-spaced.json").read_text())["boundaries"], truth)
         if pcap_size == n and pcap.exists():
             row["bytes"]["pcap"] = pcap.stat().st_size
             run_step("ingest_pcap", py("bench/run.py", "--step", "ingest", "--path", str(pcap)))
@@ -383,6 +399,20 @@ def main() -> None:
     (OUT / "results.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
     print()
     print(results["table"])
+
+
+def spaced_copy(jsonl: Path) -> Path:
+    """``jsonl`` as Python's default ``json.dumps`` writes the same records (``", "`` / ``": "``, ASCII escapes),
+    written once next to it (kept while it is newer than ``jsonl``)."""
+    out = jsonl.with_name(jsonl.stem + "-spaced.jsonl")
+    if out.exists() and out.stat().st_mtime >= jsonl.stat().st_mtime:
+        return out
+    tmp = out.with_suffix(".tmp")
+    with open(jsonl, "rb") as src, open(tmp, "w", encoding="ascii") as dst:
+        for line in src:
+            dst.write(json.dumps(json.loads(line)) + "\n")
+    tmp.replace(out)
+    return out
 
 
 def naive_check(naive: list[dict], truth: list[dict]) -> dict:
@@ -471,6 +501,24 @@ def table(results: dict) -> str:
         )
         lines[-1] += (f" {b['pcap'] / 1e6:.0f} | {b['pcap'] / 1e6 / ip['seconds']:.1f} | {fmt_s(fp['seconds'])} |" if ip else " – | – | – |")
     lines.append("")
+    if any("full_spaced" in r["steps"] for r in rows):
+        lines.append("The read (the full run's ingest phase: records, tables, the events' JSON-RPC) against `read_ndjson` of the")
+        lines.append("same file, the compact JSONL and its `--spaced` copy (`\", \"` / `\": \"` separators):")
+        lines.append("")
+        lines.append("| events | file | MB | read s | read_ndjson s | read / read_ndjson | full s | full / read_ndjson | full peak / read_ndjson peak | ingest alone MB/s |")
+        lines.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for r in rows:
+            s = r["steps"]
+            for name, suffix, size in (("compact", "", r["bytes"]["jsonl"]), ("spaced", "_spaced", r["bytes"].get("jsonl_spaced"))):
+                full, nd, ing = s.get("full" + suffix), s.get("read_ndjson" + suffix), s.get("ingest_jsonl" + suffix)
+                if not (full and nd and ing):
+                    continue
+                read = full.get("phases", {}).get("ingest")
+                lines.append(f"| {r['events']:,} | {name} | {size / 1e6:.0f} | {fmt_s(read)} | {fmt_s(nd['seconds'])} | {ratio(read, nd['seconds']):.1f}× | "
+                             f"{fmt_s(full['seconds'])} | {ratio(full['seconds'], nd['seconds']):.1f}× | "
+                             f"{ratio(full['maxrss_mb'], nd['maxrss_mb']):.2f}× ({full['maxrss_mb']:.0f} / {nd['maxrss_mb']:.0f} MiB) | "
+                             f"{size / 1e6 / ing['seconds']:.1f} |")
+        lines.append("")
     if results.get("shared"):
         lines.append("Same traffic with `--shared-payloads` (message notifications carry nothing session-specific, so")
         lines.append("different sessions send the same (id, payload)); the normal rows for comparison:")

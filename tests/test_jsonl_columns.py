@@ -272,3 +272,194 @@ def test_the_data_text_is_the_fields_text(lines):
     raw = pl.DataFrame({"raw": jsonl_columns._text(lines)}).filter(pl.col("raw").str.contains(jsonl_columns.SSE_LINE))
     got = raw.select(split=jsonl_columns._data_text(pl.col("raw")), rx=pl.col("raw").str.extract(_DATA_RX, 1))
     assert got["split"].to_list() == got["rx"].to_list()
+
+
+# -- the msgspec reader (analyzer/ingest/jsonl_typed.py) against the reader before it and the per-line reader ----
+
+def _paths(data: bytes, decode=None, batch_lines: int | None = None) -> dict[str, int]:
+    """How many records each path read (columns, typed, per_line) with ``decode`` (None: msgspec's)."""
+    old = ingest_jsonl.BATCH_LINES
+    if batch_lines:
+        ingest_jsonl.BATCH_LINES = batch_lines
+    try:
+        return ingest_jsonl._read("x.jsonl", io.BytesIO(data), Reading(), True, decode)[1]
+    finally:
+        ingest_jsonl.BATCH_LINES = old
+
+
+def _grammar_read(data: bytes, batch_lines: int | None = None):
+    """The reader before msgspec: the recorder's compact sse lines by a regular expression, the rest per line."""
+    old = ingest_jsonl.BATCH_LINES
+    if batch_lines:
+        ingest_jsonl.BATCH_LINES = batch_lines
+    try:
+        return ingest_jsonl._read("x.jsonl", io.BytesIO(data), Reading(), True, ingest_jsonl._grammar)[0]
+    except NotACapture as exc:
+        return exc
+    finally:
+        ingest_jsonl.BATCH_LINES = old
+
+
+def assert_same_three(data: bytes, batch_lines: int | None = None) -> None:
+    """The msgspec reader gives the per-line reader's result (assert_same) and the result of the reader before it."""
+    assert_same(data, batch_lines)
+    new, _ = both(data, batch_lines)
+    old = _grammar_read(data, batch_lines)
+    if isinstance(new, NotACapture) or isinstance(old, NotACapture):
+        assert str(new) == str(old)
+        return
+    assert (new.records, new.rejected) == (old.records, old.rejected)
+    for name in ("exchanges", "events", "messages", "anomalies"):
+        assert rows(getattr(new, name)) == rows(getattr(old, name)), name
+
+
+_SEPARATORS = st.sampled_from([(",", ":"), (", ", ": "), (" , ", " : "), (",\t", ":\t"), (", ", ":")])
+
+
+@st.composite
+def any_writer(draw, kinds=("sse", "sse", "sse", "request", "response", "body", "close")) -> bytes:
+    """A record as another writer could put it: any separators, key order, ASCII escapes or not, spaces around the
+    object, CRLF; sometimes an extra field (the schema allows them), sometimes a value no reader should take."""
+    kind = draw(st.sampled_from(kinds))
+    conn = draw(st.sampled_from(_CONNS))
+    rec: dict = {"kind": kind, "ts": draw(st.one_of(st.sampled_from(["2026-01-01T00:00:00Z", "2026-11-13T09:00:01.250000Z"]), _TS)), "conn": conn}
+    if kind == "sse":
+        rec.update(id=draw(st.one_of(st.none(), st.integers(0, 99).map(str), _TEXT)), event=draw(st.one_of(st.none(), _TEXT)),
+                   data=draw(st.one_of(st.none(), _TEXT)), retry=draw(st.one_of(st.none(), st.integers(0, 5000))))
+        for key in ("id", "event", "retry"):
+            if not draw(st.integers(0, 3)):
+                del rec[key]
+    elif kind == "request":
+        rec.update(method=draw(st.sampled_from(["GET", "POST", "get"])), url="http://h/mcp",
+                   headers=draw(st.sampled_from([{}, {"Mcp-Session-Id": "s"}, {"last-event-id": ["3", "4"]}, None])),
+                   body=draw(st.sampled_from([None, '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}'])))
+    elif kind == "response":
+        rec.update(status=draw(st.sampled_from([200, 202, 404])),
+                   headers=draw(st.sampled_from([{"content-type": "text/event-stream"}, {"Content-Type": "application/json"}])))
+        if draw(st.booleans()):
+            rec["decoded"] = draw(st.sampled_from([None, "gzip"]))
+    elif kind == "body":
+        rec.update(data=draw(st.sampled_from(['{"jsonrpc":"2.0","id":1,"result":{}}', "not json", ""])))
+    else:
+        rec.update(reason=draw(st.sampled_from(["eof", "reset", "nope", None])), by=draw(st.sampled_from(["client", "server", None, 3])))
+    if not draw(st.integers(0, 7)):
+        rec[draw(st.sampled_from(["client_addr", "extra", "truncated", "dispatched"]))] = draw(st.sampled_from([True, False, "x", 1, None]))
+    if not draw(st.integers(0, 9)):  # a value of the wrong type
+        rec[draw(st.sampled_from(list(rec)))] = draw(st.sampled_from([5, 1.5, True, None, [], {}, "x", 2**64]))
+    items = list(rec.items())
+    if draw(st.booleans()):
+        draw(st.randoms(use_true_random=False)).shuffle(items)
+    line = json.dumps(dict(items), ensure_ascii=draw(st.booleans()), separators=draw(_SEPARATORS)).encode("utf-8", "surrogatepass")
+    pad = draw(st.sampled_from([b"", b" ", b"\t"]))
+    return pad + line + pad + draw(st.sampled_from([b"\n", b"\n", b"\r\n"]))
+
+
+@st.composite
+def damaged(draw) -> bytes:
+    """A line damaged as a copy or a disk damages it: cut, a byte flipped, invalid UTF-8, two records on one line,
+    blank, a byte order mark in the middle."""
+    line = draw(any_writer()).rstrip(b"\r\n")
+    how = draw(st.integers(0, 5))
+    at = draw(st.integers(0, len(line)))
+    if how == 0:
+        line = line[:at]
+    elif how == 1 and line:
+        at = min(at, len(line) - 1)
+        line = line[:at] + bytes([line[at] ^ draw(st.integers(1, 255))]) + line[at + 1:]
+        line = line.replace(b"\n", b" ")
+    elif how == 2:
+        line = line[:at] + b"\xff\xfe" + line[at:]
+    elif how == 3:
+        line = line + draw(st.sampled_from([b"", b" "])) + draw(any_writer()).rstrip(b"\r\n")
+    elif how == 4:
+        line = draw(st.sampled_from([b"", b" ", b"\t\r"]))
+    else:
+        line = b"\xef\xbb\xbf" + line
+    return line + b"\n"
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.one_of(any_writer(), any_writer(), any_writer(), damaged(), LINE), max_size=40), st.sampled_from([None, 1, 2, 3, 7]),
+       st.lists(st.sampled_from(_CONNS), unique=True), st.booleans())
+def test_any_writers_json_and_damage_read_as_the_per_line_reader_and_the_old_reader_read_them(lines, batch_lines, opened, bom):
+    data = opening(opened) + b"".join(lines)
+    assert_same_three(b"\xef\xbb\xbf" + data if bom else data, batch_lines)
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
+def test_sample_logs_the_three_readers(path):
+    data = path.read_bytes()
+    assert_same_three(data)
+    assert _paths(data)["per_line"] <= _paths(data, ingest_jsonl._grammar)["per_line"]
+
+
+def test_a_damaged_log_reads_as_line_by_line():
+    """Every sample log in one, with a tenth of a percent... here one line in 50 damaged (seeded): every batch of
+    msgspec's holds a line it refuses, and is decoded again line by line; the tables, every anomaly and its line
+    number are the per-line reader's and the old reader's."""
+    import random
+
+    rng = random.Random(42)
+    lines = b"".join(p.read_bytes() for p in SAMPLES).splitlines()
+    for i in range(0, len(lines), 50):
+        j = rng.randrange(i, min(i + 50, len(lines)))
+        line = lines[j]
+        lines[j] = rng.choice([line[: len(line) // 2], line + line, b"\xff" + line, b"", line.replace(b'"', b"'", 1)])
+    data = b"\n".join(lines) + b"\n"
+    assert_same_three(data)
+    assert_same_three(data, 7)
+    fast, _ = both(data)
+    assert sum(1 for a in rows(fast.anomalies) if a["code"] in ("jsonl_bad_line", "jsonl_invalid_utf8")) > 10
+
+
+def _spaced_log(n: int, eol: bytes = b"\n") -> bytes:
+    """Two streams' requests and responses, then ``n`` sse records, as Python's default json.dumps writes them
+    (", " and ": ", ASCII escapes), each with its keys in another order."""
+    import random
+
+    rng = random.Random(7)
+    out = []
+    for c in ("c1", "c2"):
+        out.append({"kind": "request", "ts": "2026-01-01T00:00:00Z", "conn": c, "method": "GET", "url": "http://h/mcp",
+                    "headers": {"Accept": "text/event-stream", "Mcp-Session-Id": "s"}, "body": None, "client_addr": "10.0.0.1:1"})
+        out.append({"kind": "response", "ts": "2026-01-01T00:00:00Z", "conn": c, "status": 200, "headers": {"content-type": "text/event-stream"}})
+    for i in range(n):
+        rec = {"kind": "sse", "ts": f"2026-01-01T00:00:{i % 60:02d}.5Z", "conn": rng.choice(["c1", "c2"]), "id": str(i), "event": "message",
+               "data": json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": f"é {i} /\\\" \u2028"}}),
+               "retry": rng.choice([None, 3000])}
+        items = list(rec.items())
+        rng.shuffle(items)
+        out.append(dict(items))
+    return b"".join(json.dumps(r).encode() + eol for r in out)
+
+
+@pytest.mark.parametrize("eol", [b"\n", b"\r\n"])
+def test_spaced_json_takes_the_fast_paths(eol):
+    """Python's default json.dumps (", " / ": ", ASCII escapes, any key order, CRLF): every sse record is read
+    column-wise and every other record typed by msgspec, none by json.loads per line.  The reader before msgspec
+    took none of them column-wise (its grammar is the recorder's compact bytes)."""
+    data = _spaced_log(300, eol)
+    assert _paths(data) == {"columns": 300, "typed": 4, "per_line": 0}
+    assert _paths(data, batch_lines=7) == {"columns": 300, "typed": 4, "per_line": 0}
+    assert _paths(data, ingest_jsonl._grammar) == {"columns": 0, "typed": 0, "per_line": 304}
+    assert_same_three(data)
+
+
+def test_what_msgspec_reads_differently_from_json_goes_per_line():
+    """msgspec decode_lines' and Struct decoding's differences from json.loads, each read as the per-line reader
+    reads it: a blank line and two records on one line keep every line number; an extra field's invalid UTF-8
+    (msgspec skips the field unread); an absent and a null ``decoded``; a nesting near the recursion limit."""
+    req = _rec(kind="request", conn="c1", method="GET", url="/", headers={})
+    resp = _rec(kind="response", conn="c1", status=200, headers={"content-type": "text/event-stream", "content-encoding": "gzip"})
+    sse = _rec(kind="sse", conn="c1", id="1", data="x")
+    deep = b'{"kind":"request","ts":"2026-01-01T00:00:00Z","conn":"c2","method":"GET","x":' + b"[" * 990 + b"]" * 990 + b"}\n"
+    data = b"".join([
+        req, b"\n", b"   \n", resp.replace(b',"headers"', b',"decoded":null,"headers"'), sse, sse.rstrip(b"\n") + sse,
+        b'{"kind":"close","ts":"2026-01-01T00:00:00Z","conn":"c1","reason":"eof","x":"caf\xe9"}\n', sse, req, resp, sse, deep,
+    ])
+    assert_same_three(data)
+    assert_same_three(data, 2)
+    fast, _ = both(data)
+    codes = [(a["code"], a["location"]) for a in rows(fast.anomalies) if a["code"].startswith("jsonl")]
+    assert ("jsonl_bad_line", "line 6") in codes and ("jsonl_invalid_utf8", "line 7") in codes and ("jsonl_orphan_record", "line 8") in codes
+    assert [r["location"] for r in rows(fast.events)] == ["line 5", "line 11"]

@@ -16,10 +16,13 @@ stream as SSE and wrote noise.  Such a stream (a coded event stream whose
 response record has no ``decoded`` field and whose first record holds
 U+FFFD) is read as not recorded, its records rejected (``jsonl_sse_not_decoded``).
 
-The bulk of a log, its ``sse`` records as the recorder writes them, is read column-wise in batches of
-lines (:mod:`analyzer.ingest.jsonl_columns`); every other line goes through the per-line reader (``_Reader.line``),
-which keeps the connection state.  The result is the per-line reader's, row for row
-(``read(..., columns=False)``; tests/test_jsonl_columns.py).
+A log is read in batches of lines, each decoded by msgspec into Structs tagged by ``kind``
+(:mod:`analyzer.ingest.jsonl_typed`), whatever the writer's spacing, key order or escapes: the bulk, its ``sse``
+records, reaches the tables column-wise; the other records go through the connection state machine of the
+per-line reader (``_Reader.line``) without a JSON parse of their own; a line msgspec refuses is parsed there by
+``json.loads`` and gets its anomalies as before.  The result is the per-line reader's, row for row
+(``read(..., columns=False)``; tests/test_jsonl_columns.py, which also compares the reader before msgspec,
+``_grammar``: the recorder's compact ``sse`` lines by a regular expression, :mod:`analyzer.ingest.jsonl_columns`).
 """
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ import polars as pl
 
 from analyzer.decode import content_coding
 from analyzer.decode.http1 import add_header
-from analyzer.ingest import jsonl_columns
+from analyzer.ingest import jsonl_columns, jsonl_typed
 from analyzer.ingest.reading import Reading
 from analyzer.anomalies import AnomalyLog
 from analyzer.errors import NotACapture
@@ -213,38 +216,49 @@ class _Reader:
         self.suspect: dict[int, str] = {}  # xid -> "undecided" | "noise": a coded event stream the recorder may have parsed undecoded
         # while set (by _read_batches), each change of ``current``: (line number, conn, xid, or -1 when it closed)
         self.moves: list[tuple[int, str, int]] | None = None
+        # how many records each path read: plain sse records column-wise, records msgspec read (jsonl_typed) through
+        # the state machine, lines parsed here by json.loads (tests count them: spaced JSON must take the fast paths)
+        self.paths = {"columns": 0, "typed": 0, "per_line": 0}
 
-    def line(self, lineno: int, raw: bytes | int) -> None:
+    def line(self, lineno: int, raw: bytes | int, rec: dict | None = None) -> None:
+        """``rec``: the line's record as msgspec read it (:mod:`analyzer.ingest.jsonl_typed`: the dict ``json.loads``
+        gives, of a line that is UTF-8 and has no lone surrogate), else None: the line is parsed here."""
         log, b, current, encodings, suspect = self.log, self.b, self.current, self.encodings, self.suspect
-        if type(raw) is int:  # a line past the limit, skipped unread: its length
+        if rec is not None:
             self.records += 1
-            max_line = self.max_line
-            log.add("jsonl_line_too_long", f"line {lineno}", f"{raw} bytes; the limit is {max_line >> 20} MiB (--max-line-mb)")
-            return
-        if not raw.strip():
-            return
-        self.records += 1
-        where = f"line {lineno}"
-        if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
-            raw = raw[3:]  # a UTF-8 byte order mark (Windows editors, PowerShell's Out-File) is not part of the record
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            log.add("jsonl_invalid_utf8", where, f"byte {exc.start}")
-            text = raw.decode("utf-8", "replace")
-        try:
-            rec = json.loads(text)
-        except (ValueError, RecursionError) as exc:
-            log.add("jsonl_bad_line", where, str(exc)[:120])
-            return
-        if not isinstance(rec, dict):
-            log.add("jsonl_bad_line", where, f"a JSON {type(rec).__name__}, not an object")
-            return
-        if "\\u" in text and _SURROGATE_ESCAPE.search(text):
-            safe = _text_safe(rec)
-            if safe != rec:
-                log.add("text_lone_surrogate", where)
-                rec = safe
+            self.paths["typed"] += 1
+            where = f"line {lineno}"
+        else:
+            if type(raw) is int:  # a line past the limit, skipped unread: its length
+                self.records += 1
+                max_line = self.max_line
+                log.add("jsonl_line_too_long", f"line {lineno}", f"{raw} bytes; the limit is {max_line >> 20} MiB (--max-line-mb)")
+                return
+            if not raw.strip():
+                return
+            self.records += 1
+            self.paths["per_line"] += 1
+            where = f"line {lineno}"
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]  # a UTF-8 byte order mark (Windows editors, PowerShell's Out-File) is not part of the record
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                log.add("jsonl_invalid_utf8", where, f"byte {exc.start}")
+                text = raw.decode("utf-8", "replace")
+            try:
+                rec = json.loads(text)
+            except (ValueError, RecursionError) as exc:
+                log.add("jsonl_bad_line", where, str(exc)[:120])
+                return
+            if not isinstance(rec, dict):
+                log.add("jsonl_bad_line", where, f"a JSON {type(rec).__name__}, not an object")
+                return
+            if "\\u" in text and _SURROGATE_ESCAPE.search(text):
+                safe = _text_safe(rec)
+                if safe != rec:
+                    log.add("text_lone_surrogate", where)
+                    rec = safe
         kind = rec.get("kind")
         conn = rec.get("conn")
         if isinstance(conn, int) and not isinstance(conn, bool):
@@ -366,10 +380,22 @@ class _Reader:
 
 def read(source: str, stream: BinaryIO, reading: Reading = Reading(), columns: bool = True) -> Ingested:
     """``columns=False``: every line through the per-line reader (the reference the column-wise path is tested against)."""
+    return _read(source, stream, reading, columns)[0]
+
+
+def _grammar(batch: list) -> tuple[pl.DataFrame, dict]:
+    """The reader before msgspec: the recorder's compact ``sse`` lines by a regular expression, nothing else typed
+    (kept for tests/test_jsonl_columns.py, which compares it with today's)."""
+    return jsonl_columns.sse_rows(batch), {}
+
+
+def _read(source: str, stream: BinaryIO, reading: Reading, columns: bool, decode=None) -> tuple[Ingested, dict[str, int]]:
+    """The reading, and how many records each path read (``_Reader.paths``); ``decode``: how a batch's lines are
+    decoded ahead of the per-line reader (:func:`analyzer.ingest.jsonl_typed.decode`, or :func:`_grammar`)."""
     r = _Reader(source, reading)
     limit = reading.limits.line_bytes
     if columns:
-        _read_batches(r, _lines_in_blocks(stream, limit))
+        _read_batches(r, _lines_in_blocks(stream, limit), decode or jsonl_typed.decode)
     else:
         for lineno, raw in enumerate(_lines(stream, limit), start=1):
             r.line(lineno, raw)
@@ -382,7 +408,7 @@ def read(source: str, stream: BinaryIO, reading: Reading = Reading(), columns: b
         # a client's or a server's own log in JSON Lines (walked into from a folder of captures: skipped, with this)
         raise NotACapture(source, f"JSON Lines, but none of its {r.records} records is a proxy record (a `kind` of "
                                   f"{', '.join(PROXY_KINDS)})")
-    return r.b.finish("jsonl", r.records)
+    return r.b.finish("jsonl", r.records), r.paths
 
 
 BATCH_LINES = VALUE_CHUNK
@@ -413,11 +439,11 @@ def _batches(blocks):
             at = end
 
 
-def _with_columns(batches):
-    """Each batch with its column-wise ``sse`` rows; the next batch's are decoded in a worker thread while
-    the caller reads this one per line.  ``sse_rows`` depends on the lines alone (not on the reader's
-    state), and Polars releases the GIL while it decodes: on two cores the per-line reader (Python) and
-    the column-wise decoding (Polars) of the next batch run at the same time.  One batch is decoded ahead,
+def _with_columns(batches, decode):
+    """Each batch with what ``decode`` makes of it (its column-wise ``sse`` rows, the other records msgspec read); the
+    next batch's are decoded in a worker thread while the caller reads this one per line.  ``decode`` depends on the
+    lines alone (not on the reader's state), and the Polars part of it releases the GIL: the per-line reader
+    (Python) and the column-wise work of the next batch overlap.  One batch is decoded ahead,
     and the one after it is read meanwhile (so at most three are held: the caller's, the one in the
     worker, the one read); an error in the worker is raised here, at its batch."""
     with ThreadPoolExecutor(1, thread_name_prefix="jsonl-columns") as pool:
@@ -429,7 +455,7 @@ def _with_columns(batches):
                     ahead = None
                 yield batch, None
                 continue
-            job = pool.submit(jsonl_columns.sse_rows, batch)
+            job = pool.submit(decode, batch)
             if ahead is not None:
                 yield ahead[0], ahead[1].result()
             ahead = (batch, job)
@@ -456,7 +482,7 @@ class _Deferred:
 _TAKEN = {"pos": pl.UInt32, "xid": pl.Int64}
 
 
-def _in_order(r: _Reader, batch: list, fast: pl.DataFrame, first: int, start: int) -> pl.DataFrame:
+def _in_order(r: _Reader, batch: list, fast: pl.DataFrame, records: dict, first: int, start: int) -> pl.DataFrame:
     """Lines ``start``.. of the batch one at a time: each plain ``sse`` record gets its connection's
     exchange as the per-line reader would find it there, or goes to the per-line reader (no exchange
     open, or a stream whose first record decides whether it is noise)."""
@@ -473,11 +499,11 @@ def _in_order(r: _Reader, batch: list, fast: pl.DataFrame, first: int, start: in
                 take.append(i)
                 xids.append(row["xid"])
                 continue
-        line(first + i, batch[i])
+        line(first + i, batch[i], records.get(i))
     return pl.DataFrame({"pos": take, "xid": xids}, schema=_TAKEN)
 
 
-def _hand_out(r: _Reader, batch: list, fast: pl.DataFrame, first: int) -> pl.DataFrame:
+def _hand_out(r: _Reader, batch: list, fast: pl.DataFrame, records: dict, first: int) -> pl.DataFrame:
     """Reads the batch's slow lines and says which exchange each plain ``sse`` record of ``fast`` belongs
     to (``pos``, ``xid``): the records the per-line reader would have attached to an exchange.
 
@@ -490,7 +516,7 @@ def _hand_out(r: _Reader, batch: list, fast: pl.DataFrame, first: int) -> pl.Dat
     first record decides whether it is noise) on, the batch is read line by line (:func:`_in_order`)."""
     n = len(batch)
     if r.suspect or fast.height == 0:
-        return _in_order(r, batch, fast, first, 0)
+        return _in_order(r, batch, fast, records, first, 0)
     slow = pl.repeat(True, n, eager=True).scatter(fast["pos"], False).arg_true().to_list()
     # the state the batch starts from, for the conns its plain records name
     conns = fast["conn"].unique().to_list()
@@ -503,7 +529,7 @@ def _hand_out(r: _Reader, batch: list, fast: pl.DataFrame, first: int) -> pl.Dat
     try:
         for i in slow:
             deferred.at = i
-            line(first + i, batch[i])
+            line(first + i, batch[i], records.get(i))
             if suspect:  # a coded event stream opened: what its records are depends on the first of them
                 stop = i + 1
                 break
@@ -535,11 +561,11 @@ def _hand_out(r: _Reader, batch: list, fast: pl.DataFrame, first: int) -> pl.Dat
         real.add(code, location, detail)
     taken = got.filter(attached).select(pl.col("pos").cast(pl.UInt32), "xid")
     if stop < n:
-        taken = pl.concat([taken, _in_order(r, batch, fast, first, stop)])
+        taken = pl.concat([taken, _in_order(r, batch, fast, records, first, stop)])
     return taken
 
 
-def _read_batches(r: _Reader, blocks) -> None:
+def _read_batches(r: _Reader, blocks, decode) -> None:
     """The log in batches: its plain ``sse`` records column-wise (:mod:`analyzer.ingest.jsonl_columns`), the rest per line.
 
     A plain sse record attaches to its connection's current exchange as the per-line reader would
@@ -549,13 +575,16 @@ def _read_batches(r: _Reader, blocks) -> None:
     orphan anomaly (:func:`_hand_out`)."""
     b = r.b
     first = 1
-    for batch, fast in _with_columns(_batches(blocks)):
+    for batch, decoded in _with_columns(_batches(blocks), decode):
         if type(batch) is Blank:  # blank lines are no records: only the line numbers after them move
             first += batch
             continue
+        fast, records = decoded
         frames_before = len(b.event_frames)
-        taken = _hand_out(r, batch, fast, first)
+        taken = _hand_out(r, batch, fast, records, first)
+        del records
         r.records += taken.height
+        r.paths["columns"] += taken.height
         if taken.height:
             got = (
                 fast.join(taken, on="pos", maintain_order="left")
