@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from analyzer import __version__, limits, options, pipeline, run as runs, terminal
+from analyzer import __version__, exits, limits, options, run as runs, terminal
 from analyzer import window as window_mod
 from analyzer.errors import AuditError
 from analyzer.ingest.reading import Reading
@@ -22,14 +22,10 @@ from analyzer.terminal import TerminalMeter, safe
 class Failure(click.ClickException):
     """A library error shown as one line; exit 2, never 1 (1 means findings)."""
 
-    exit_code = 2
+    exit_code = exits.CANNOT
 
     def __init__(self, message: str) -> None:
         super().__init__(safe(message))  # it names files, and file names may hold terminal escapes
-
-
-EXIT_INTERNAL = 3  # a bug or an unexpected condition: neither findings (1) nor a usage error (2)
-EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT; not 1, which means findings
 
 
 EXAMPLES = """
@@ -140,12 +136,12 @@ class _Main(click.Group):
             raise Failure(str(exc)) from None
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
-            ctx.exit(EXIT_INTERRUPTED)
+            ctx.exit(exits.INTERRUPTED)
         except Exception as exc:  # noqa: BLE001 -- the last line of defence: named, never swallowed
             if ctx.meta.get("mcp_sse_audit.debug"):
                 click.echo(traceback.format_exc().rstrip("\n"), err=True)
             click.echo(safe(_internal_error(ctx, exc)), err=True)
-            ctx.exit(EXIT_INTERNAL)
+            ctx.exit(exits.INTERNAL)
 
 
 def _internal_error(ctx: click.Context, exc: BaseException) -> str:
@@ -207,7 +203,7 @@ def main() -> None:
 @click.option("--html", "html_out", metavar="FILE|-", type=click.Path(dir_okay=False, writable=True, allow_dash=True), help="Write the HTML incident report here ('-' = stdout).")
 @click.option(
     "--fail-on",
-    type=click.Choice(pipeline.FAIL_LEVELS),
+    type=click.Choice(exits.FAIL_LEVELS),
     default="error",
     show_default=True,
     help="Exit 1 when a finding of this severity or worse exists; at error or warning also when an input "

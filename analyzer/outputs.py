@@ -15,8 +15,9 @@ import os
 import re
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 from analyzer import report
 from analyzer.document import build as findings, ci, metrics, records
@@ -100,20 +101,43 @@ def emit(out: str, text: str | bytes | Callable, what: str = "") -> None:
         text(buf)
         text = buf.getvalue()
         del buf
+    with _stdout():
+        _to_stdout(text if isinstance(text, bytes) else text.encode(sys.stdout.encoding or "utf-8", sys.stdout.errors or "strict"), what)
+
+
+@contextmanager
+def streamed(out: str | None, what: str = "") -> Iterator[Callable[[str], None] | None]:
+    """An output written piece by piece (``write(text)``), never held whole: to the file ``out``, whole or not at all
+    (renamed over it, and its folder fsync'd, when the block ends without an error), or to standard output for
+    ``-``, each piece made inert for a CI log (``what``: which output; a piece is a whole JSON value or line, so no
+    ``##[`` straddles two) and a reader that goes away an error.  ``None``: nothing is written (None is yielded)."""
+    if out is None:
+        yield None
+        return
+    if out == "-":
+        encoding, errors = sys.stdout.encoding or "utf-8", sys.stdout.errors or "strict"
+        with _stdout():
+            yield lambda text: _to_stdout(text.encode(encoding, errors), what, flush=False)
+            sys.stdout.buffer.flush()
+        return
+    from analyzer.scale.store_commit import atomic_file, describe
+
     try:
-        data = text if isinstance(text, bytes) else text.encode(sys.stdout.encoding or "utf-8", sys.stdout.errors or "strict")
-        data = _inert(data, what)
+        with atomic_file(out) as fh:
+            yield lambda text: fh.write(text.encode("utf-8"))
+    except OSError as exc:
+        raise AuditError(f"cannot write {out}: {describe(exc)}; the file was left as it was") from None
+
+
+@contextmanager
+def _stdout() -> Iterator[None]:
+    """Standard output's failures as errors of the run: a reader that goes away (``| head``), a full disk behind a
+    redirection."""
+    try:
         sys.stdout.flush()
-        out, view = sys.stdout.buffer, memoryview(data)
-        # With PYTHONUNBUFFERED=1 (many container images) the buffer is the raw file, whose write() may take only
-        # part of the bytes (a pipe's 64 KiB): the rest must be written again, or a reader that stops early
-        # leaves the output cut with exit 0 and no word.  (A buffered writer takes all or raises.)
-        while view:
-            n = out.write(view)
-            view = view[len(view) if n is None else n :]
-        out.flush()
+        yield
     except BrokenPipeError:
-        # the reader went away (``| head``): say the output is cut, and keep Python from failing at exit
+        # the reader went away: say the output is cut, and keep Python from failing at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise AuditError("standard output was closed before the output was complete (broken pipe)") from None
     except OSError as exc:  # a full disk behind a redirection (> /dev/full, ENOSPC, a quota): exit 2, as for a file
@@ -121,6 +145,18 @@ def emit(out: str, text: str | bytes | Callable, what: str = "") -> None:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # what is still buffered cannot be written either
         raise AuditError(f"cannot write to standard output: {describe(exc)}; the output is incomplete") from None
+
+
+def _to_stdout(data: bytes, what: str, flush: bool = True) -> None:
+    out, view = sys.stdout.buffer, memoryview(_inert(data, what))
+    # With PYTHONUNBUFFERED=1 (many container images) the buffer is the raw file, whose write() may take only
+    # part of the bytes (a pipe's 64 KiB): the rest must be written again, or a reader that stops early
+    # leaves the output cut with exit 0 and no word.  (A buffered writer takes all or raises.)
+    while view:
+        n = out.write(view)
+        view = view[len(view) if n is None else n :]
+    if flush:
+        out.flush()
 
 
 def write(path: str, text: str | bytes | Callable) -> None:

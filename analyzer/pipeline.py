@@ -9,18 +9,16 @@ from typing import Callable
 
 import polars as pl
 
+from analyzer import exits
 from analyzer.signals import eras, streams
 from analyzer.document import build as findings
 from analyzer.ingest import inputs
 from analyzer.rules import verdicts
 from analyzer.anomalies import SCHEMA as ANOMALY_SCHEMA
-from analyzer.document.assemble import SEVERITIES, assemble
+from analyzer.document.assemble import assemble
 from analyzer.document.facts import plural, unread
 from analyzer.errors import InputError, NotACapture
 from analyzer.ingest.reading import Reading
-
-FAIL_LEVELS = ["critical", "error", "warning", "never"]
-
 
 def release_freed() -> None:
     """Give back to the system what the read freed but two allocators keep: PyArrow's pool (mimalloc)
@@ -47,40 +45,7 @@ class Result:
     skip_reasons: dict[str, str] = field(default_factory=dict)  # skipped path -> why (a FIFO, a device)
 
     def fails(self, fail_on: str) -> bool:
-        return fails(self.document["summary"], fail_on)
-
-
-NOTHING_TO_JUDGE = ("error: nothing to judge: the capture's HTTP is encrypted ({n} TLS connection(s) without a key log); "
-                    "give the key log the client wrote (SSLKEYLOGFILE) with --tls-keylog FILE")
-
-
-def exit_code(summary: dict, encrypted: int, fail_on: str, lost_input: bool = False) -> tuple[int, str | None]:
-    """The exit code of an analysis that read something, decided once for every engine path (the single pass, a
-    store, its partitions in memory or written one by one, Spark), and the line that explains a 2.  ``encrypted``:
-    the TLS connections no key log decrypted (anomalies ``tls_not_decrypted``); ``lost_input``: an input named
-    that could not go into the store.  Every connection encrypted is "cannot tell", never a clean run (2);
-    else 1 when :func:`fails` or input was lost at ``--fail-on`` error or warning, else 0."""
-    if summary.get("exchanges", 0) == 0 and encrypted:
-        return 2, NOTHING_TO_JUDGE.format(n=encrypted)
-    return (1 if fails(summary, fail_on) or lost_input else 0), None
-
-
-def fails(summary: dict, fail_on: str) -> bool:
-    """Exit code 1: a finding at or above ``fail_on``, or damaged input when ``fail_on`` reaches ``error``.
-
-    Input anomalies are not findings (they say what the capture lost, not what the server did) and stay
-    in ``anomalies``; but an ``error``-severity one -- an input unreadable, cut short or corrupt, a record
-    lost -- counts here like an error finding, so a scheduled job over a broken night fails at the default
-    ``--fail-on error``.  Warning and info anomalies never fail a run.  A summary without
-    ``anomalies_by_severity`` (written before it existed) is judged by its findings."""
-    if fail_on == "never":
-        return False
-    limit = SEVERITIES.index(fail_on)
-    # with --baseline only the new findings count (document/baseline.py); damaged input counts all the same
-    counts = summary["baseline"]["new_by_severity"] if "baseline" in summary else summary["findings_by_severity"]
-    if any(counts.get(s) for s in SEVERITIES[: limit + 1]):
-        return True
-    return limit >= SEVERITIES.index("error") and bool(summary.get("anomalies_by_severity", {}).get("error"))
+        return exits.fails(self.document["summary"], fail_on)
 
 
 @dataclass
