@@ -18,6 +18,7 @@ from analyzer.errors import AuditError
 from analyzer.ingest import inputs
 from analyzer.ingest.reading import Reading
 from analyzer.limits import Limits
+from analyzer.rules.registry import Analysis
 
 # key log text kept, besides the lines of the named captures' client randoms, when a capture comes from standard
 # input or a pipe (no pre-pass tells which lines it needs): the newest lines, and a warning says what was left out
@@ -78,6 +79,7 @@ class Options:
     progress: Callable[[str], None] | None = None
     now: datetime | None = None
     audit: str | None = None  # with a store: judge what this audit has not judged yet (analyzer.scale.audits)
+    analysis: Analysis = field(default_factory=Analysis)  # the rules' thresholds, for every engine
 
     def window(self) -> windows.Window:
         """The window with absolute bounds, resolved once for the whole run (every engine gets the same times)."""

@@ -19,6 +19,7 @@ from analyzer.document.assemble import assemble
 from analyzer.document.facts import plural, unread
 from analyzer.errors import InputError, NotACapture
 from analyzer.ingest.reading import Reading
+from analyzer.rules.registry import Analysis
 
 def release_freed() -> None:
     """Give back to the system what the read freed but two allocators keep: PyArrow's pool (mimalloc)
@@ -150,6 +151,7 @@ def run(
     progress: Callable[[str], None] | None = None,
     columnar: bool = False,
     window=None,
+    analysis: Analysis | None = None,
 ) -> Result:
     """The single pass: ``paths`` read as ``reading`` says, analyzed in memory.
 
@@ -157,7 +159,8 @@ def run(
 
     ``window``: an :class:`analyzer.window.Window`; only the sessions that overlap it are analyzed, whole
     (a duration counts back from the newest exchange start read).  Every input read still counts (the
-    summary's ``inputs``, ``records``); the window applied, resolved, is the summary's ``window``."""
+    summary's ``inputs``, ``records``); the window applied, resolved, is the summary's ``window``.  ``analysis``: the rules'
+    thresholds (:class:`~analyzer.rules.registry.Analysis`; None: their defaults)."""
     # compact events: the tables go to the analysis, never to a store
     got = read_inputs(paths, dataclasses.replace(reading, compact=True), progress)
     readable = got.readable
@@ -170,7 +173,8 @@ def run(
         tables, window = windows.apply(tables, window)
     if progress:
         progress(f"analyzing {tables['exchanges'].num_rows} exchanges, {len(tables['events'])} events")
-    result = analyze_tables(tables, got.input_rows, got.errors, got.skipped, readable, consume=True, columnar=columnar, progress=progress)
+    result = analyze_tables(tables, got.input_rows, got.errors, got.skipped, readable, consume=True, columnar=columnar, progress=progress,
+                           analysis=analysis)
     result.skip_reasons = got.skip_reasons
     if window is not None:
         windows.stamp(result.document, window)
@@ -197,14 +201,14 @@ def _in_future(exchanges) -> pl.DataFrame:
 
 def analyze_tables(
     tables: dict, input_rows: list[dict], errors: list[InputError], skipped: list[str], readable: int, keep_pos: bool = False,
-    consume: bool = False, columnar: bool = False, progress: Callable[[str], None] | None = None,
+    consume: bool = False, columnar: bool = False, progress: Callable[[str], None] | None = None, analysis: Analysis | None = None,
 ) -> Result:
     """Canonical tables (from inputs or from a store) → the findings document.
 
     ``keep_pos``: findings keep their place in history as ``_pos`` (analyzer.scale.partitions merges by it).
     ``consume``: the caller hands the tables over; the canonical tables are let go once the frames are built
     from them (the frames carry what the rules need), instead of staying beside them for the whole run.
-    ``columnar``: see :func:`run`."""
+    ``columnar``, ``analysis``: see :func:`run`."""
     n_events = len(tables["events"])
     n_messages = int(tables["messages"].num_rows)
     in_future = _in_future(tables["exchanges"])
@@ -223,7 +227,7 @@ def analyze_tables(
     say(f"judging the reconnects of {frames.exchanges.height:,} exchanges")
     b = verdicts.judge(frames, links, rev)
     say(f"{plural(b.height, 'reconnect')} judged; checking the whole history and building the findings")
-    body = findings.build_document(frames, b, rev, keep_pos=keep_pos, columnar=columnar)
+    body = findings.build_document(frames, b, rev, keep_pos=keep_pos, columnar=columnar, analysis=analysis)
 
     anomalies = pl.from_arrow(tables["anomalies"]) if tables["anomalies"].num_rows else pl.from_arrow(ANOMALY_SCHEMA.empty_table())
     anomalies = pl.concat([anomalies, in_future])

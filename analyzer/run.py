@@ -65,7 +65,8 @@ def run(options: Options, echo: Echo) -> int:
         result = _store(o, store)
         document.passed_over(result.document, skipped)
     else:
-        result = pipeline.run(list(o.paths), o.reading, o.progress, columnar=True, window=windows.of(o.since, o.until))
+        result = pipeline.run(list(o.paths), o.reading, o.progress, columnar=True, window=windows.of(o.since, o.until),
+                              analysis=o.analysis)
     return _finish(o, given, result, base, exits.lost_input(unreadable, o.fail_on), echo, started)
 
 
@@ -77,13 +78,13 @@ def _store(o: Options, store) -> pipeline.Result:
     if o.partitions > 1:
         from analyzer.scale import partitions
 
-        return partitions.analyze(store, o.partitions, o.since, o.until, o.sessions, o.progress)
+        return partitions.analyze(store, o.partitions, o.since, o.until, o.sessions, o.progress, o.analysis)
     win = stores.window(store, o.since, o.until)  # (absolute: resolved by run)
     tables, rows = stores.load(store, win.since, win.until, o.sessions)
     # a filter that kept no input read the store all the same: that is "nothing matched", not "unreadable"
     readable = sum(1 for r in rows if not r["error"]) or (stores.manifest(store).height if (win.bounded or o.sessions) else 0)
     # handed over: the events are let go once the frames exist, and their hex digests sooner
-    result = pipeline.analyze_tables(tables, rows, [], [], readable, consume=True, columnar=True)
+    result = pipeline.analyze_tables(tables, rows, [], [], readable, consume=True, columnar=True, analysis=o.analysis)
     windows.stamp(result.document, win)  # summary.window: the bounds applied
     return result
 
@@ -101,7 +102,8 @@ def _audit(o: Options, given: Options, store, base, lost_input: bool, echo: Echo
     pending, released = ledger.pending(shas, accepted)
     touched = stores.load_touched(store, pending)
     # the store itself was readable: nothing new is 0 judged (exit 0), never "no input was readable" (exit 2)
-    result = pipeline.analyze_tables(touched.tables, touched.rows, [], [], len(shas), consume=True, columnar=True)
+    result = pipeline.analyze_tables(touched.tables, touched.rows, [], [], len(shas), consume=True, columnar=True,
+                                     analysis=o.analysis)
     doc = result.document
     document.passed_over(doc, skipped)
     # what holds an input back: a finding that fails this run (at or above --fail-on, not in the baseline)
@@ -154,7 +156,7 @@ def _spill(o: Options, given: Options, store, base, lost_input: bool, echo: Echo
     from analyzer.scale import spill
 
     written = spill.write(store, o.partitions, o.outputs.json_lines, o.outputs.json, o.since, o.until, o.sessions, o.progress,
-                          baseline=base, trend=True, skipped=skipped)
+                          baseline=base, trend=True, skipped=skipped, analysis=o.analysis)
     _nothing_matched(written.summary, given, echo)
     if not o.quiet:
         outs = tuple(out for out in (o.outputs.json, o.outputs.json_lines) if out)
@@ -179,7 +181,7 @@ def _spark(o: Options, echo: Echo) -> tuple[pipeline.Result, list[str]]:
         # Spark lists a local store's folders itself: check every part first; over an object store its
         # tasks read the parts the manifest lists, and check each one where they read it
         store = _pinned(where, echo, check_parts=not stores.locate(where).remote)
-        result = engine_spark.analyze(store, o.spark_master, o.since, o.until, o.sessions, o.progress)
+        result = engine_spark.analyze(store, o.spark_master, o.since, o.until, o.sessions, o.progress, analysis=o.analysis)
         document.passed_over(result.document, skipped)
         return result, unreadable
 

@@ -475,9 +475,10 @@ def _one_story_per_call(hist: list[dict], rows: pl.DataFrame) -> list[dict]:
     return [r for r in hist if not (r["rule"] == "request_unanswered" and (r["session_id"], r.get("subject")) in told)]
 
 
-def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool = False, columnar: bool = False) -> dict:
+def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool = False, columnar: bool = False,
+                   analysis: registry.Analysis | None = None) -> dict:
     """``columnar``: the two large arrays, exchanges and boundaries, are :class:`~analyzer.document.records.Records`
-    (their frames, written as JSON by Polars), not lists of dicts."""
+    (their frames, written as JSON by Polars), not lists of dicts.  ``analysis``: the rules' thresholds (None: the defaults)."""
     key = session_keys(f)
     rows = _boundary_rows(f, b, key, keep_pos)
     # every rule is a lazy plan over the same tables: collected here, once, together
@@ -485,7 +486,7 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
     # the rules' plans are Polars work, which releases the GIL: collected in a worker thread while this one
     # turns the boundary, session and exchange rows into Python objects
     with ThreadPoolExecutor(1, thread_name_prefix="findings") as pool:
-        job = pool.submit(lambda: pl.collect_all([registry.reconnect_findings(rows.lazy()), registry.history_findings(lf, lb, lrev)]))
+        job = pool.submit(lambda: pl.collect_all([registry.reconnect_findings(rows.lazy()), registry.history_findings(lf, lb, lrev, analysis)]))
         sessions, exchanges = _sessions_and_exchanges(f, b, rev, key, keep_pos)
         boundaries = rows.drop("next_use", "_hist_refs", "_wr_message", "_wr_refs", "_wr_rule", "_wr_severity", "_pos").with_columns(
             pl.col("session").replace_strict(key, default=None, return_dtype=pl.String))

@@ -74,11 +74,13 @@ def write(
     baseline=None,
     trend: bool = False,
     skipped: list[str] = (),
+    analysis=None,
 ) -> Written:
     """``baseline``: an :class:`analyzer.document.baseline.Baseline`; each finding is marked new or known and the
     summary gets its tally, as ``baseline.apply`` does to a whole document.  ``trend``: end the JSON document with
     ``trend``, as :func:`analyzer.run.run` adds it to the document of a store.  ``skipped``: the files this run passed
-    over (the PATHs ingested first), the document's ``skipped``."""
+    over (the PATHs ingested first), the document's ``skipped``.  ``analysis``: the rules' thresholds
+    (:class:`analyzer.rules.registry.Analysis`; None: their defaults)."""
     store = store_mod.locate(store)
     p = plan(store, n)
     store_mod.input_rows(store)  # no store here: fail before reading anything
@@ -95,7 +97,7 @@ def write(
             used.update(r["path"] for r in rows)
             if progress:
                 progress(f"partition {i + 1}/{len(p.partitions)}: {len(shas)} input(s), {tables['exchanges'].num_rows} exchanges, {tables['events'].num_rows} events")
-            g = pl.from_arrow(analyze_group(f"p{i:06d}", tables))
+            g = pl.from_arrow(analyze_group(f"p{i:06d}", tables, analysis))
             del tables
             if g.height == 0:
                 continue
