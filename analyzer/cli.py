@@ -16,6 +16,7 @@ from analyzer import __version__, exits, limits, options, run as runs, terminal
 from analyzer import window as window_mod
 from analyzer.errors import AuditError
 from analyzer.ingest.reading import Reading
+from analyzer.rules.registry import Analysis
 from analyzer.terminal import TerminalMeter, safe
 
 
@@ -102,6 +103,31 @@ def _read_options(fn):
         click.option("--max-gunzip-ratio", type=click.IntRange(1, 1 << 30), default=d.gunzip_ratio, show_default=True, metavar="N",
                      help=f"Limit: a .gz stops past N times its size (and past {limits.GUNZIP_FLOOR >> 20} MiB): decompression bombs."),
     ):
+        command = opt(command)
+    return command
+
+
+# The tunable rules' options: each names its destination RULE__FIELD, and :func:`_analysis_options` makes one
+# :class:`~analyzer.rules.registry.Analysis` of those given (a rule not given keeps its defaults, said in its own file).
+TUNING: tuple = (
+)
+
+
+def _analysis_options(fn):
+    """The rules' thresholds (the options of :data:`TUNING`) become one :class:`Analysis` value, ``analysis``."""
+    names = [opt(lambda: None).__click_params__[0].name for opt in TUNING]
+
+    @functools.wraps(fn)
+    def command(*args, **kwargs):
+        given: dict[str, dict] = {}
+        for name in names:
+            value = kwargs.pop(name)
+            if value is not None:
+                rule, field = name.split("__")
+                given.setdefault(rule, {})[field] = value
+        return fn(*args, analysis=Analysis(**given), **kwargs)
+
+    for opt in TUNING:
         command = opt(command)
     return command
 
@@ -236,8 +262,9 @@ def main() -> None:
 @click.option("--no-redact", is_flag=True, help="Keep secrets in the outputs. Redacted by default: values of headers, URL parameters and JSON keys whose names contain token, secret, key, auth, password, signature, cookie, credential, session, jwt (or are the words pass, pwd, pw, sig, otp), URL userinfo, and secrets by shape wherever they stand (JWTs, AWS keys, GitHub/Slack/Google/OpenAI/Anthropic tokens, private keys, Bearer credentials, ;jsessionid=). Mcp-Session-Id, Last-Event-ID and progressToken are never redacted.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary; only errors.")
 @_read_options
+@_analysis_options
 def analyze(paths, store_dir, since, until, now, audit, sessions, partitions, engine, spark_master, json_out, jsonl_out, html_out, fail_on, baseline_path,
-            junit_out, github, metrics_out, reading, quiet, progress):
+            junit_out, github, metrics_out, reading, quiet, progress, analysis):
     """Analyze captured MCP traffic (HAR, proxy JSONL, pcap/pcapng; directories are walked, .gz is read).
 
     Rebuilds every session, stream and reconnect, judges each reconnect
@@ -248,7 +275,7 @@ def analyze(paths, store_dir, since, until, now, audit, sessions, partitions, en
     opts = options.Options(
         tuple(paths), store_dir, since, until, tuple(sessions), partitions, engine, spark_master,
         options.Outputs(json_out, jsonl_out, html_out, junit_out, github, metrics_out), fail_on, baseline_path, reading, quiet, progress,
-        now=_absolute(now), audit=audit)
+        now=_absolute(now), audit=audit, analysis=analysis)
     problem = opts.problem()
     if problem:
         raise click.UsageError(problem)
