@@ -22,7 +22,6 @@ from typing import Callable, Iterator
 from analyzer import report
 from analyzer.document import build as findings, ci, metrics, records
 from analyzer.errors import AuditError
-from analyzer.options import Outputs
 
 PRETTY_UP_TO = 5_000  # exchanges; past that the JSON is written compact (the indenting encoder is pure Python, and holds
 # the document as dicts: 10,000 reconnects of one stream peaked at 599 MiB indented, 410 MiB compact: bench/many_streams.py)
@@ -54,7 +53,7 @@ class Run:
     exit_code: int | None = None
 
 
-def write_all(doc: dict, outputs: Outputs, fail_on: str, progress: Callable[[str], None] | None, run: Run | None = None) -> list[str]:
+def write_all(doc: dict, outputs: "analyzer.options.Outputs", fail_on: str, progress: Callable[[str], None] | None, run: Run | None = None) -> list[str]:
     """Every output asked for, from one document; the ones the terminal summary points to, as written.  The metrics
     come last: an output that could not be written stops the run before them, and a stale
     ``mcp_sse_audit_run_end_timestamp_seconds`` says so."""

@@ -86,7 +86,7 @@ def test_package_init_files_only_re_export():
 # before ingest/ in imports although ingest/ feeds it; the scale engines run the pipeline's pieces.
 SHARED = {"__init__.py", "anomalies.py", "catalog.py", "errors.py", "exits.py", "limits.py", "redact.py", "window.py"}
 RANK = {"decode": 1, "tables.py": 2, "ingest": 3, "signals": 4, "rules": 5, "document": 6, "report": 7,
-        "pipeline.py": 8, "scale": 9, "options.py": 10, "outputs.py": 10, "terminal.py": 10, "run.py": 11,
+        "pipeline.py": 8, "scale": 9, "outputs.py": 9, "options.py": 10, "terminal.py": 10, "run.py": 11,
         "cli.py": 12, "mitm_addon.py": 12, "__main__.py": 13}
 
 
