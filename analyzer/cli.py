@@ -16,6 +16,7 @@ from analyzer import __version__, exits, limits, options, run as runs, terminal
 from analyzer import window as window_mod
 from analyzer.errors import AuditError
 from analyzer.ingest.reading import Reading
+from analyzer.rules import storm
 from analyzer.rules.registry import Analysis
 from analyzer.terminal import TerminalMeter, safe
 
@@ -110,6 +111,7 @@ def _read_options(fn):
 # The tunable rules' options: each names its destination RULE__FIELD, and :func:`_analysis_options` makes one
 # :class:`~analyzer.rules.registry.Analysis` of those given (a rule not given keeps its defaults, said in its own file).
 TUNING: tuple = (
+    click.option("--reconnect-storm", "reconnect_storm__reconnects", type=click.IntRange(1), metavar="N", help=f"A warning (reconnect_storm) for a stream reconnected more than N times within a minute (default {storm.Storm.reconnects})."),
 )
 
 

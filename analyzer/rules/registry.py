@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import polars as pl
 
-from analyzer.rules import calls, cursors, event_ids, reconnects, reissue, stateless
+from analyzer.rules import calls, cursors, event_ids, reconnects, reissue, stateless, storm
 from analyzer.signals.streams import Frames
 
 
@@ -43,6 +43,7 @@ HISTORY: tuple[HistoryRule, ...] = (
     HistoryRule("rules.stateless.findings", lambda f, b, rev, _: stateless.findings(f, rev),
                 ("stateless_server_minted_session", "stateless_server_honoured_resumption", "reissued_request_ran_twice")),
     HistoryRule("rules.reissue.findings", lambda f, b, rev, _: reissue.findings(f, rev), ("reissued_after_break",)),
+    HistoryRule("rules.storm.findings", lambda f, b, rev, s: storm.findings(b, s), ("reconnect_storm",), storm.Storm),
 )
 
 TUNABLE = {rule.reports[0]: rule.settings for rule in HISTORY if rule.settings is not None}  # (a tunable rule reports one rule)
