@@ -227,7 +227,8 @@ def main() -> None:
 )
 @click.option("--spark-master", default="local[2]", show_default=True, metavar="URL", help="With --engine spark: the Spark master.")
 @click.option("--json", "json_out", metavar="FILE|-", help="Write the findings JSON here ('-' = stdout).")
-@click.option("--json-lines", "jsonl_out", metavar="FILE|-", help="Write the findings as NDJSON: a summary line, then one line per input, session, exchange, boundary, finding, anomaly.")
+@click.option("--json-lines", "jsonl_out", metavar="FILE|DIR/|-", help="Write the findings as NDJSON: a summary line, then one line per input, session, exchange, boundary, finding, anomaly. "
+              "A folder (DIR/): one file per kind (summary, inputs, sessions, exchanges, boundaries, findings, anomalies .ndjson), each read by one pl.read_ndjson.")
 @click.option("--html", "html_out", metavar="FILE|-", type=click.Path(dir_okay=False, writable=True, allow_dash=True), help="Write the HTML incident report here ('-' = stdout).")
 @click.option(
     "--fail-on",

@@ -47,7 +47,9 @@ class Outputs:
         (the metrics are made from the finished document, per host and rule: the spilling writer never holds one,
         and a second, streaming count of the same numbers could drift from it); the JSON and JSON Lines can be
         written partition by partition (``--partitions N``)."""
-        return bool(self.html or self.junit or self.github or self.metrics)
+        from analyzer.outputs import is_folder  # (--json-lines DIR/: one file per kind, written from the whole document)
+
+        return bool(self.html or self.junit or self.github or self.metrics or is_folder(self.json_lines))
 
     def pointed(self) -> tuple[str | None, ...]:
         """The outputs the terminal summary points to for what it does not show."""

@@ -53,22 +53,55 @@ class Run:
     exit_code: int | None = None
 
 
-def write_all(doc: dict, outputs: "analyzer.options.Outputs", fail_on: str, progress: Callable[[str], None] | None, run: Run | None = None) -> list[str]:
-    """Every output asked for, from one document; the ones the terminal summary points to, as written.  The metrics
-    come last: an output that could not be written stops the run before them, and a stale
-    ``mcp_sse_audit_run_end_timestamp_seconds`` says so."""
+def _renderers(doc: dict, fail_on: str, run: Run) -> dict[str, tuple[str, Callable]]:
+    """Each output's name (for progress lines and what standard output makes inert) and what makes its text, in the
+    order they are written: the metrics come last (an output that could not be written stops the run before them,
+    and a stale ``mcp_sse_audit_run_end_timestamp_seconds`` says so)."""
+    return {"json": ("findings JSON", lambda: _document_json_to(doc)),
+            "json_lines": ("JSON Lines", lambda: "".join(line + "\n" for line in findings.json_lines(records.plain(doc)))),
+            "json_lines_folder": ("JSON Lines", lambda: {f"{name}.ndjson": "".join(line + "\n" for line in lines)
+                                                        for name, lines in findings.json_lines_by_kind(records.plain(doc))}),
+            "html": ("report", lambda: report.render(records.plain(doc))),
+            "junit": ("JUnit XML", lambda: ci.junit_xml(records.plain(doc), fail_on)),
+            "github": ("", lambda: ci.github_annotations(records.plain(doc), fail_on)),
+            "metrics": ("metrics", lambda: metrics.openmetrics(doc, fail_on, run.started, time.time(), run.exit_code))}
+
+
+def write_one(doc: dict, kind: str, out: str, fail_on: str = "error") -> None:
+    """One output (``kind``: ``json``, ``json_lines``, ``html``, ``junit``, ``github``, ``metrics``) of ``doc`` to ``out``."""
+    if kind == "json_lines" and is_folder(out):
+        kind = "json_lines_folder"
+    what, render = _renderers(doc, fail_on, Run(time.time()))[kind]
+    _emit_to(out, render(), what)
+
+
+def is_folder(out: str | None) -> bool:
+    """A JSON Lines target that is a folder (one that exists, or a path ending in ``/``): one file per record kind."""
+    return bool(out) and out != "-" and (out.endswith("/") or os.path.isdir(out))
+
+
+def _emit_to(out: str, text, what: str) -> None:
+    """``text``, or a dict of file name -> text written into the folder ``out`` (each file whole or not at all)."""
+    if isinstance(text, dict):
+        for name, one in text.items():
+            write(os.path.join(out, name), one)
+        return
+    emit(out, text, what)
+
+
+def write_all(doc: dict, outputs: "analyzer.options.Outputs", fail_on: str, progress: Callable[[str], None] | None,
+              run: Run | None = None) -> list[str]:
+    """Every output asked for, from one document; the ones the terminal summary points to, as written."""
     written = []
-    run = run or Run(time.time())
-    for out, what, render in ((outputs.json, "findings JSON", lambda: _document_json_to(doc)),
-                              (outputs.json_lines, "JSON Lines", lambda: "".join(line + "\n" for line in findings.json_lines(records.plain(doc)))),
-                              (outputs.html, "report", lambda: report.render(records.plain(doc))),
-                              (outputs.junit, "JUnit XML", lambda: ci.junit_xml(records.plain(doc), fail_on)),
-                              ("-" if outputs.github else None, "", lambda: ci.github_annotations(records.plain(doc), fail_on)),
-                              (outputs.metrics, "metrics", lambda: metrics.openmetrics(doc, fail_on, run.started, time.time(), run.exit_code))):
+    folder = is_folder(outputs.json_lines)
+    targets = {"json": outputs.json, "json_lines": None if folder else outputs.json_lines, "json_lines_folder": outputs.json_lines if folder else None,
+               "html": outputs.html, "junit": outputs.junit, "github": "-" if outputs.github else None, "metrics": outputs.metrics}
+    for kind, (what, render) in _renderers(doc, fail_on, run or Run(time.time())).items():
+        out = targets[kind]
         if out:
             if progress and what:
                 progress(f"writing the {what}")
-            emit(out, render(), what)
+            _emit_to(out, render(), what)
             if out in outputs.pointed():
                 written.append(out)
     return written

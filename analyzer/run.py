@@ -19,10 +19,10 @@ import polars as pl
 
 from analyzer import document, exits, pipeline, terminal
 from analyzer import window as windows
-from analyzer.anomalies import occurrences
 from analyzer.ingest.reading import Reading
 from analyzer.options import Options
 from analyzer.outputs import Run, write_all
+from analyzer.result import Audit
 from analyzer.tables import keep_pandas_out
 
 Echo = Callable[..., None]  # echo(text, err=True)
@@ -50,24 +50,39 @@ def run(options: Options, echo: Echo) -> int:
     # a duration counts back from --now or the clock, once, before anything is read: every engine gets these times
     win = o.window()
     given, o = o, dataclasses.replace(o, since=win.since, until=win.until)
-    unreadable: list[str] = []  # PATHs that could not go into a store: lost input, as an unreadable input is
-    if o.engine == "spark":
-        result, unreadable = _spark(o, echo)
-    elif o.store:
-        skipped: list[str] = []  # the files of the PATHs passed over: the document's, as a run over files has them
-        if o.paths:
-            unreadable, skipped = _ingest_paths(o, o.store, echo, "read into the store (analyze it without --store for the reason)")
+    if o.store and o.engine == "local" and (o.audit or (o.partitions > 1 and not o.outputs.whole_document())):
+        # the engines that write as they go (spill) or record what they judged (an audit)
+        unreadable, skipped = _ingest_store(o, echo)
         store = _pinned(o.store, echo)  # one manifest snapshot for the whole analysis, every part checked first
         if o.audit:
             return _audit(o, given, store, base, exits.lost_input(unreadable, o.fail_on), echo, started, skipped)
-        if o.partitions > 1 and not o.outputs.whole_document():
-            return _spill(o, given, store, base, exits.lost_input(unreadable, o.fail_on), echo, skipped)
-        result = _store(o, store)
-        document.passed_over(result.document, skipped)
-    else:
-        result = pipeline.run(list(o.paths), o.reading, o.progress, columnar=True, window=windows.of(o.since, o.until),
-                              analysis=o.analysis)
+        return _spill(o, given, store, base, exits.lost_input(unreadable, o.fail_on), echo, skipped)
+    result, unreadable = analyze(o, echo)
     return _finish(o, given, result, base, exits.lost_input(unreadable, o.fail_on), echo, started)
+
+
+def analyze(o: Options, echo: Echo) -> tuple[pipeline.Result, list[str]]:
+    """The whole document in memory, from the engine ``o`` names: the single pass over PATHs, a store read whole or its
+    partitions merged (new PATHs ingested into it first), or Spark; and the PATHs that could not go into the store
+    (lost input, as an unreadable input is).  ``o``'s window is absolute (:meth:`Options.window`, resolved once).
+    :func:`analyzer.audit` and :func:`run` both come here."""
+    if o.engine == "spark":
+        return _spark(o, echo)
+    if o.store:
+        unreadable, skipped = _ingest_store(o, echo)
+        result = _store(o, _pinned(o.store, echo))  # one manifest snapshot for the whole analysis, every part checked first
+        document.passed_over(result.document, skipped)
+        return result, unreadable
+    return pipeline.run(list(o.paths), o.reading, o.progress, columnar=True, window=windows.of(o.since, o.until),
+                        analysis=o.analysis), []
+
+
+def _ingest_store(o: Options, echo: Echo) -> tuple[list[str], list[str]]:
+    """PATHs given with --store go into it first: the ones that could not, and the files passed over as no capture
+    (the document's ``skipped``, as a run over files has them)."""
+    if not o.paths:
+        return [], []
+    return _ingest_paths(o, o.store, echo, "read into the store (analyze it without --store for the reason)")
 
 
 def _store(o: Options, store) -> pipeline.Result:
@@ -214,6 +229,7 @@ def _finish(o: Options, given: Options, result: pipeline.Result, base, lost_inpu
     run began, for the metrics; ``history``: an audit's earlier reconnect rows, for the store's trend)."""
     nothing = result.readable == 0
     doc = result.document if result.document.get("summary") else None
+    audit = Audit(result.document, result.readable, lost=lost_input, store=bool(o.store))
     # captures that hold no record at all (an empty file: a proxy that wrote nothing) are no clean night either
     hollow = not nothing and not o.store and doc is not None and doc["summary"]["records"] == 0
     # every input nothing could be read from, with why (the rows of the document, which counts them: facts.unread)
@@ -235,8 +251,7 @@ def _finish(o: Options, given: Options, result: pipeline.Result, base, lost_inpu
         baselines.apply(doc, base)
     # nothing readable, no record at all, every connection encrypted: "cannot tell", never a clean run; the one decision,
     # exits.analyze, decided before the outputs are written (the metrics carry it), said after them
-    decision = exits.analyze(doc and doc["summary"], o.fail_on, occurrences(doc["anomalies"], "tls_not_decrypted") if doc else 0,
-                             lost_input, readable=not nothing, hollow=hollow)
+    decision = audit.decision(o.fail_on)
     if doc is not None:  # (a Spark run over an empty temporary store has no document to write)
         if o.reads_store():  # the store's reconnects per day and host (the report draws them)
             from analyzer.document import trend

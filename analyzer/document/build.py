@@ -543,6 +543,17 @@ def ndjson_line(obj) -> str:
     return json.dumps(obj, ensure_ascii=False).translate(_LINE_SAFE)
 
 
+def json_lines_by_kind(doc: dict):
+    """The JSON Lines of :func:`json_lines`, one file per kind: (name, its lines), ``summary`` first (one line), then
+    ``inputs``, ``sessions``, ``exchanges``, ``boundaries``, ``findings``, ``anomalies``.  The lines of a file are records
+    of one kind, so one ``pl.read_ndjson`` reads every key its kind always has (each boundary's verdict): in one file
+    of every kind, the boundaries came after the exchanges, past the 100 lines Polars infers its columns from."""
+    lines = json_lines(doc)
+    yield "summary", [next(lines)]
+    for kind, key in JSON_LINES_KINDS:
+        yield key, [ndjson_line({"type": kind, **rec}) for rec in doc[key]]
+
+
 def json_lines(doc: dict):
     """The findings document as NDJSON for downstream tools: a header line (tool, summary,
     skipped), then one line per record, each with its ``type``."""
