@@ -19,9 +19,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from analyzer.catalog import SEVERITIES
 from analyzer.errors import AuditError
 
-SEVERITIES = ("critical", "error", "warning", "info")
 GONE_LISTED = 100  # findings of the baseline not found now, listed in the summary (all are counted)
 BRIEF = ("fingerprint", "rule", "severity", "session_id", "time", "message")
 
