@@ -3,6 +3,7 @@
 :func:`analyzer.run.ingest`); it decides nothing the library decides, and maps its errors to exit codes."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import sys
@@ -77,14 +78,14 @@ def _echo(text: str, err: bool = True) -> None:
 
 def _read_options(fn):
     """How inputs are read, for analyze and ingest: --format, --port, --no-redact, the limits (analyzer/limits.py)
-    and --tls-keylog become one :class:`Reading` value, ``reading``."""
+    and --tls-keylog become one :class:`Reading` value, ``reading``, its keys read by :func:`_with_keys` once the
+    command has checked its usage (a usage error reads no key log)."""
 
     @functools.wraps(fn)
-    def command(*args, fmt, ports, no_redact, max_line_mb, max_har_mb, max_gunzip_ratio, tls_keylogs, quiet, **kwargs):
+    def command(*args, fmt, ports, no_redact, max_line_mb, max_har_mb, max_gunzip_ratio, quiet, **kwargs):
         shown = not quiet and sys.stderr.isatty()  # progress on a terminal only
         bounds = limits.Limits(max_line_mb << 20, max_har_mb << 20, max_gunzip_ratio)
-        keys = options.key_log(tls_keylogs, kwargs.get("paths") or (), lambda line: _echo(safe(line)), limits=bounds)
-        reading = Reading(fmt, not no_redact, frozenset(ports) or None, bounds, keys, TerminalMeter() if shown else None)
+        reading = Reading(fmt, not no_redact, frozenset(ports) or None, bounds, meter=TerminalMeter() if shown else None)
         return fn(*args, reading=reading, quiet=quiet, progress=terminal.phases(_echo) if shown else None, **kwargs)
 
     command = click.option(
@@ -132,6 +133,15 @@ def _analysis_options(fn):
     for opt in TUNING:
         command = opt(command)
     return command
+
+
+def _with_keys(reading: Reading, tls_keylogs: tuple[str, ...], paths) -> Reading:
+    """``--tls-keylog`` read into ``reading``, keeping the lines the captures among ``paths`` need (a pre-pass over
+    them: :func:`analyzer.options.key_log`)."""
+    if not tls_keylogs:
+        return reading
+    keys = options.key_log(tls_keylogs, tuple(paths), lambda line: _echo(safe(line)), limits=reading.limits)
+    return dataclasses.replace(reading, keys=keys)
 
 
 def _set_debug(ctx: click.Context, _param, value: bool) -> None:
@@ -267,7 +277,7 @@ def main() -> None:
 @_read_options
 @_analysis_options
 def analyze(paths, store_dir, since, until, now, audit, sessions, partitions, engine, spark_master, json_out, jsonl_out, html_out, fail_on, baseline_path,
-            junit_out, github, metrics_out, reading, quiet, progress, analysis):
+            junit_out, github, metrics_out, reading, tls_keylogs, quiet, progress, analysis):
     """Analyze captured MCP traffic (HAR, proxy JSONL, pcap/pcapng; directories are walked, .gz is read).
 
     Rebuilds every session, stream and reconnect, judges each reconnect
@@ -282,6 +292,7 @@ def analyze(paths, store_dir, since, until, now, audit, sessions, partitions, en
     problem = opts.problem()
     if problem:
         raise click.UsageError(problem)
+    opts = dataclasses.replace(opts, reading=_with_keys(reading, tls_keylogs, paths))
     sys.exit(runs.run(opts, _echo))
 
 
@@ -353,9 +364,10 @@ failed (full disk) or a damaged input could not be repaired; 3 internal error
               help="Remove damaged inputs whose files are gone or changed (rows and parts), so the rest can be analyzed.")
 @click.option("-q", "--quiet", is_flag=True)
 @_read_options
-def ingest(paths, store_dir, lock_timeout, drop_unrepairable, reading, quiet, progress):
+def ingest(paths, store_dir, lock_timeout, drop_unrepairable, reading, tls_keylogs, quiet, progress):
     """Parse captures into a Parquet store of canonical tables, skipping inputs it already holds.
 
     Each input is committed atomically; a killed ingest leaves nothing half-written that analyze
     would read.  The next ingest removes what it left, and re-reads damaged inputs from their files."""
+    reading = _with_keys(reading, tls_keylogs, paths)
     sys.exit(runs.ingest(tuple(paths), store_dir, reading, progress, lock_timeout, drop_unrepairable, quiet, _echo))
