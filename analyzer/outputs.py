@@ -156,7 +156,10 @@ def streamed(out: str | None, what: str = "") -> Iterator[Callable[[str], None] 
 
     try:
         with atomic_file(out) as fh:
-            yield lambda text: fh.write(text.encode("utf-8"))
+            text = io.TextIOWrapper(fh, encoding="utf-8", newline="")  # (encodes in its buffer's chunks, not piece by piece)
+            yield text.write
+            text.flush()
+            text.detach()  # the binary file stays open for atomic_file to fsync and rename
     except OSError as exc:
         raise AuditError(f"cannot write {out}: {describe(exc)}; the file was left as it was") from None
 
