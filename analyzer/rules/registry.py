@@ -4,8 +4,8 @@ Two kinds.  A *reconnect rule* turns each judged reconnect (analyzer/rules/verdi
 :func:`reconnect_findings`.  A *history rule* reads the whole history (the frames, the judged reconnects,
 the protocol revision of each session) and returns a lazy plan of findings in the shape of
 :mod:`analyzer.rules.shape`; :data:`HISTORY` lists them in the order their findings are concatenated, each with
-the finding rules of analyzer/catalog.py it reports (tests/test_catalog.py checks that every catalog rule is
-reported by exactly the entries that name it, and that each ``decided_by`` names one of these).
+the finding rules of analyzer/catalog.py it reports; its name is their ``decided_by`` (tests/test_catalog.py checks
+that every catalog rule is reported by exactly one entry, and that the rules of an entry share their ``decided_by``).
 :func:`history_findings` collects their plans one after the other, joins their findings and reports each history
 finding of a multi-hop capture once.
 """
@@ -16,34 +16,39 @@ from typing import Any, Callable
 
 import polars as pl
 
+from analyzer import catalog
 from analyzer.rules import calls, cursors, event_ids, reconnects, reissue, stateless, storm
 from analyzer.signals.streams import Frames
 
 
 @dataclass(frozen=True)
 class HistoryRule:
-    name: str  # as analyzer/catalog.py's ``decided_by`` names it
     # (frames, reconnects, revisions, the rule's settings in the Analysis: None for a rule without) -> findings
     plan: Callable[[Frames, pl.LazyFrame, pl.LazyFrame, Any], pl.LazyFrame]
     reports: tuple[str, ...]  # the catalog's finding rules it reports
     settings: type | None = None  # a tunable rule's thresholds: a frozen dataclass with their defaults, in the rule's file
 
+    @property
+    def name(self) -> str:
+        """The entry's name, as analyzer/catalog.py's ``decided_by`` gives it for the rules it reports (said there once)."""
+        return catalog.FINDING[self.reports[0]].decided_by
+
 
 HISTORY: tuple[HistoryRule, ...] = (
-    HistoryRule("rules.event_ids.id_order", lambda f, b, rev, _: event_ids.id_order(f), ("id_not_monotonic", "id_repeated")),
-    HistoryRule("rules.event_ids.digest_conflicts", lambda f, b, rev, _: event_ids.digest_conflicts(f, b),
+    HistoryRule(lambda f, b, rev, _: event_ids.id_order(f), ("id_not_monotonic", "id_repeated")),
+    HistoryRule(lambda f, b, rev, _: event_ids.digest_conflicts(f, b),
                 ("digest_conflict", "id_reused_across_streams")),
-    HistoryRule("rules.cursors.cursor_claims", lambda f, b, rev, _: cursors.cursor_claims(b), ("stale_last_event_id", "unknown_last_event_id")),
-    HistoryRule("rules.cursors.cross_session", lambda f, b, rev, _: cursors.cross_session(f, b),
+    HistoryRule(lambda f, b, rev, _: cursors.cursor_claims(b), ("stale_last_event_id", "unknown_last_event_id")),
+    HistoryRule(lambda f, b, rev, _: cursors.cross_session(f, b),
                 ("last_event_id_of_other_session", "cross_session_replay")),
-    HistoryRule("rules.cursors.ts_get_stream", lambda f, b, rev, _: cursors.ts_get_stream(b), ("get_stream_resume_lost",)),
-    HistoryRule("rules.calls.findings", lambda f, b, rev, _: calls.findings(f),
+    HistoryRule(lambda f, b, rev, _: cursors.ts_get_stream(b), ("get_stream_resume_lost",)),
+    HistoryRule(lambda f, b, rev, _: calls.findings(f),
                 ("request_unanswered", "duplicate_response", "duplicate_side_effect", "duplicate_server_request",
                  "response_without_request", "cross_stream_replay")),
-    HistoryRule("rules.stateless.findings", lambda f, b, rev, _: stateless.findings(f, rev),
+    HistoryRule(lambda f, b, rev, _: stateless.findings(f, rev),
                 ("stateless_server_minted_session", "stateless_server_honoured_resumption", "reissued_request_ran_twice")),
-    HistoryRule("rules.reissue.findings", lambda f, b, rev, _: reissue.findings(f, rev), ("reissued_after_break",)),
-    HistoryRule("rules.storm.findings", lambda f, b, rev, s: storm.findings(b, s), ("reconnect_storm",), storm.Storm),
+    HistoryRule(lambda f, b, rev, _: reissue.findings(f, rev), ("reissued_after_break",)),
+    HistoryRule(lambda f, b, rev, s: storm.findings(b, s), ("reconnect_storm",), storm.Storm),
 )
 
 TUNABLE = {rule.reports[0]: rule.settings for rule in HISTORY if rule.settings is not None}  # (a tunable rule reports one rule)
