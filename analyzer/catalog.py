@@ -218,6 +218,7 @@ FINDING_RULES: tuple[FindingRule, ...] = (
                 "a 2026-07-28 client's re-issued call that the server ran a second time",
                 'Duplicate side effects: the client re-issued a call after a broken stream (as revision 2026-07-28 requires) but the server had not cancelled the first one.',
                 'Server: cancel a call whose stream broke, or make the tool idempotent; check the side effects of both runs.'),
+    FindingRule('reconnect_storm', ('warning',), 'rules.storm.findings', 'more than N reconnects of one stream within a minute (N: --reconnect-storm, the Analysis value)', 'Load and risk without a visible failure: each reconnect costs the server a replay and the client a chance to lose or repeat events, and a client that never backs off keeps doing it.', 'Client: back off between reconnects (the SSE retry field, growing delays). Proxy or server: find what cuts the stream each time (an idle or buffering timeout, a close after each event).'),
 )
 
 FINDING = {r.rule: r for r in FINDING_RULES}

@@ -3,6 +3,7 @@
 :func:`analyzer.run.ingest`); it decides nothing the library decides, and maps its errors to exit codes."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import sys
@@ -12,24 +13,22 @@ from pathlib import Path
 
 import click
 
-from analyzer import __version__, limits, options, pipeline, run as runs, terminal
+from analyzer import __version__, exits, limits, options, run as runs, terminal
 from analyzer import window as window_mod
 from analyzer.errors import AuditError
 from analyzer.ingest.reading import Reading
+from analyzer.rules import storm
+from analyzer.rules.registry import Analysis
 from analyzer.terminal import TerminalMeter, safe
 
 
 class Failure(click.ClickException):
     """A library error shown as one line; exit 2, never 1 (1 means findings)."""
 
-    exit_code = 2
+    exit_code = exits.CANNOT
 
     def __init__(self, message: str) -> None:
         super().__init__(safe(message))  # it names files, and file names may hold terminal escapes
-
-
-EXIT_INTERNAL = 3  # a bug or an unexpected condition: neither findings (1) nor a usage error (2)
-EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT; not 1, which means findings
 
 
 EXAMPLES = """
@@ -79,14 +78,14 @@ def _echo(text: str, err: bool = True) -> None:
 
 def _read_options(fn):
     """How inputs are read, for analyze and ingest: --format, --port, --no-redact, the limits (analyzer/limits.py)
-    and --tls-keylog become one :class:`Reading` value, ``reading``."""
+    and --tls-keylog become one :class:`Reading` value, ``reading``, its keys read by :func:`_with_keys` once the
+    command has checked its usage (a usage error reads no key log)."""
 
     @functools.wraps(fn)
-    def command(*args, fmt, ports, no_redact, max_line_mb, max_har_mb, max_gunzip_ratio, tls_keylogs, quiet, **kwargs):
+    def command(*args, fmt, ports, no_redact, max_line_mb, max_har_mb, max_gunzip_ratio, quiet, **kwargs):
         shown = not quiet and sys.stderr.isatty()  # progress on a terminal only
         bounds = limits.Limits(max_line_mb << 20, max_har_mb << 20, max_gunzip_ratio)
-        keys = options.key_log(tls_keylogs, kwargs.get("paths") or (), lambda line: _echo(safe(line)), limits=bounds)
-        reading = Reading(fmt, not no_redact, frozenset(ports) or None, bounds, keys, TerminalMeter() if shown else None)
+        reading = Reading(fmt, not no_redact, frozenset(ports) or None, bounds, meter=TerminalMeter() if shown else None)
         return fn(*args, reading=reading, quiet=quiet, progress=terminal.phases(_echo) if shown else None, **kwargs)
 
     command = click.option(
@@ -108,6 +107,41 @@ def _read_options(fn):
     ):
         command = opt(command)
     return command
+
+
+# The tunable rules' options: each names its destination RULE__FIELD, and :func:`_analysis_options` makes one
+# :class:`~analyzer.rules.registry.Analysis` of those given (a rule not given keeps its defaults, said in its own file).
+TUNING: tuple = (
+    click.option("--reconnect-storm", "reconnect_storm__reconnects", type=click.IntRange(1), metavar="N", help=f"A warning (reconnect_storm) for a stream reconnected more than N times within a minute (default {storm.Storm.reconnects})."),
+)
+
+
+def _analysis_options(fn):
+    """The rules' thresholds (the options of :data:`TUNING`) become one :class:`Analysis` value, ``analysis``."""
+    names = [opt(lambda: None).__click_params__[0].name for opt in TUNING]
+
+    @functools.wraps(fn)
+    def command(*args, **kwargs):
+        given: dict[str, dict] = {}
+        for name in names:
+            value = kwargs.pop(name)
+            if value is not None:
+                rule, field = name.split("__")
+                given.setdefault(rule, {})[field] = value
+        return fn(*args, analysis=Analysis(**given), **kwargs)
+
+    for opt in TUNING:
+        command = opt(command)
+    return command
+
+
+def _with_keys(reading: Reading, tls_keylogs: tuple[str, ...], paths) -> Reading:
+    """``--tls-keylog`` read into ``reading``, keeping the lines the captures among ``paths`` need (a pre-pass over
+    them: :func:`analyzer.options.key_log`)."""
+    if not tls_keylogs:
+        return reading
+    keys = options.key_log(tls_keylogs, tuple(paths), lambda line: _echo(safe(line)), limits=reading.limits)
+    return dataclasses.replace(reading, keys=keys)
 
 
 def _set_debug(ctx: click.Context, _param, value: bool) -> None:
@@ -140,12 +174,12 @@ class _Main(click.Group):
             raise Failure(str(exc)) from None
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
-            ctx.exit(EXIT_INTERRUPTED)
+            ctx.exit(exits.INTERRUPTED)
         except Exception as exc:  # noqa: BLE001 -- the last line of defence: named, never swallowed
             if ctx.meta.get("mcp_sse_audit.debug"):
                 click.echo(traceback.format_exc().rstrip("\n"), err=True)
             click.echo(safe(_internal_error(ctx, exc)), err=True)
-            ctx.exit(EXIT_INTERNAL)
+            ctx.exit(exits.INTERNAL)
 
 
 def _internal_error(ctx: click.Context, exc: BaseException) -> str:
@@ -203,11 +237,12 @@ def main() -> None:
 )
 @click.option("--spark-master", default="local[2]", show_default=True, metavar="URL", help="With --engine spark: the Spark master.")
 @click.option("--json", "json_out", metavar="FILE|-", help="Write the findings JSON here ('-' = stdout).")
-@click.option("--json-lines", "jsonl_out", metavar="FILE|-", help="Write the findings as NDJSON: a summary line, then one line per input, session, exchange, boundary, finding, anomaly.")
+@click.option("--json-lines", "jsonl_out", metavar="FILE|DIR/|-", help="Write the findings as NDJSON: a summary line, then one line per input, session, exchange, boundary, finding, anomaly. "
+              "A folder (DIR/): one file per kind (summary, inputs, sessions, exchanges, boundaries, findings, anomalies .ndjson), each read by one pl.read_ndjson.")
 @click.option("--html", "html_out", metavar="FILE|-", type=click.Path(dir_okay=False, writable=True, allow_dash=True), help="Write the HTML incident report here ('-' = stdout).")
 @click.option(
     "--fail-on",
-    type=click.Choice(pipeline.FAIL_LEVELS),
+    type=click.Choice(exits.FAIL_LEVELS),
     default="error",
     show_default=True,
     help="Exit 1 when a finding of this severity or worse exists; at error or warning also when an input "
@@ -240,8 +275,9 @@ def main() -> None:
 @click.option("--no-redact", is_flag=True, help="Keep secrets in the outputs. Redacted by default: values of headers, URL parameters and JSON keys whose names contain token, secret, key, auth, password, signature, cookie, credential, session, jwt (or are the words pass, pwd, pw, sig, otp), URL userinfo, and secrets by shape wherever they stand (JWTs, AWS keys, GitHub/Slack/Google/OpenAI/Anthropic tokens, private keys, Bearer credentials, ;jsessionid=). Mcp-Session-Id, Last-Event-ID and progressToken are never redacted.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary; only errors.")
 @_read_options
+@_analysis_options
 def analyze(paths, store_dir, since, until, now, audit, sessions, partitions, engine, spark_master, json_out, jsonl_out, html_out, fail_on, baseline_path,
-            junit_out, github, metrics_out, reading, quiet, progress):
+            junit_out, github, metrics_out, reading, tls_keylogs, quiet, progress, analysis):
     """Analyze captured MCP traffic (HAR, proxy JSONL, pcap/pcapng; directories are walked, .gz is read).
 
     Rebuilds every session, stream and reconnect, judges each reconnect
@@ -252,10 +288,11 @@ def analyze(paths, store_dir, since, until, now, audit, sessions, partitions, en
     opts = options.Options(
         tuple(paths), store_dir, since, until, tuple(sessions), partitions, engine, spark_master,
         options.Outputs(json_out, jsonl_out, html_out, junit_out, github, metrics_out), fail_on, baseline_path, reading, quiet, progress,
-        now=_absolute(now), audit=audit)
+        now=_absolute(now), audit=audit, analysis=analysis)
     problem = opts.problem()
     if problem:
         raise click.UsageError(problem)
+    opts = dataclasses.replace(opts, reading=_with_keys(reading, tls_keylogs, paths))
     sys.exit(runs.run(opts, _echo))
 
 
@@ -327,9 +364,10 @@ failed (full disk) or a damaged input could not be repaired; 3 internal error
               help="Remove damaged inputs whose files are gone or changed (rows and parts), so the rest can be analyzed.")
 @click.option("-q", "--quiet", is_flag=True)
 @_read_options
-def ingest(paths, store_dir, lock_timeout, drop_unrepairable, reading, quiet, progress):
+def ingest(paths, store_dir, lock_timeout, drop_unrepairable, reading, tls_keylogs, quiet, progress):
     """Parse captures into a Parquet store of canonical tables, skipping inputs it already holds.
 
     Each input is committed atomically; a killed ingest leaves nothing half-written that analyze
     would read.  The next ingest removes what it left, and re-reads damaged inputs from their files."""
+    reading = _with_keys(reading, tls_keylogs, paths)
     sys.exit(runs.ingest(tuple(paths), store_dir, reading, progress, lock_timeout, drop_unrepairable, quiet, _echo))

@@ -18,6 +18,7 @@ from analyzer.errors import AuditError
 from analyzer.ingest import inputs
 from analyzer.ingest.reading import Reading
 from analyzer.limits import Limits
+from analyzer.rules.registry import Analysis
 
 # key log text kept, besides the lines of the named captures' client randoms, when a capture comes from standard
 # input or a pipe (no pre-pass tells which lines it needs): the newest lines, and a warning says what was left out
@@ -46,7 +47,9 @@ class Outputs:
         (the metrics are made from the finished document, per host and rule: the spilling writer never holds one,
         and a second, streaming count of the same numbers could drift from it); the JSON and JSON Lines can be
         written partition by partition (``--partitions N``)."""
-        return bool(self.html or self.junit or self.github or self.metrics)
+        from analyzer.outputs import is_folder  # (--json-lines DIR/: one file per kind, written from the whole document)
+
+        return bool(self.html or self.junit or self.github or self.metrics or is_folder(self.json_lines))
 
     def pointed(self) -> tuple[str | None, ...]:
         """The outputs the terminal summary points to for what it does not show."""
@@ -78,6 +81,7 @@ class Options:
     progress: Callable[[str], None] | None = None
     now: datetime | None = None
     audit: str | None = None  # with a store: judge what this audit has not judged yet (analyzer.scale.audits)
+    analysis: Analysis = field(default_factory=Analysis)  # the rules' thresholds, for every engine
 
     def window(self) -> windows.Window:
         """The window with absolute bounds, resolved once for the whole run (every engine gets the same times)."""

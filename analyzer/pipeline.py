@@ -9,18 +9,17 @@ from typing import Callable
 
 import polars as pl
 
+from analyzer import exits
 from analyzer.signals import eras, streams
 from analyzer.document import build as findings
 from analyzer.ingest import inputs
 from analyzer.rules import verdicts
 from analyzer.anomalies import SCHEMA as ANOMALY_SCHEMA
-from analyzer.document.assemble import SEVERITIES, assemble
+from analyzer.document.assemble import assemble
 from analyzer.document.facts import plural, unread
 from analyzer.errors import InputError, NotACapture
 from analyzer.ingest.reading import Reading
-
-FAIL_LEVELS = ["critical", "error", "warning", "never"]
-
+from analyzer.rules.registry import Analysis
 
 def release_freed() -> None:
     """Give back to the system what the read freed but two allocators keep: PyArrow's pool (mimalloc)
@@ -47,40 +46,7 @@ class Result:
     skip_reasons: dict[str, str] = field(default_factory=dict)  # skipped path -> why (a FIFO, a device)
 
     def fails(self, fail_on: str) -> bool:
-        return fails(self.document["summary"], fail_on)
-
-
-NOTHING_TO_JUDGE = ("error: nothing to judge: the capture's HTTP is encrypted ({n} TLS connection(s) without a key log); "
-                    "give the key log the client wrote (SSLKEYLOGFILE) with --tls-keylog FILE")
-
-
-def exit_code(summary: dict, encrypted: int, fail_on: str, lost_input: bool = False) -> tuple[int, str | None]:
-    """The exit code of an analysis that read something, decided once for every engine path (the single pass, a
-    store, its partitions in memory or written one by one, Spark), and the line that explains a 2.  ``encrypted``:
-    the TLS connections no key log decrypted (anomalies ``tls_not_decrypted``); ``lost_input``: an input named
-    that could not go into the store.  Every connection encrypted is "cannot tell", never a clean run (2);
-    else 1 when :func:`fails` or input was lost at ``--fail-on`` error or warning, else 0."""
-    if summary.get("exchanges", 0) == 0 and encrypted:
-        return 2, NOTHING_TO_JUDGE.format(n=encrypted)
-    return (1 if fails(summary, fail_on) or lost_input else 0), None
-
-
-def fails(summary: dict, fail_on: str) -> bool:
-    """Exit code 1: a finding at or above ``fail_on``, or damaged input when ``fail_on`` reaches ``error``.
-
-    Input anomalies are not findings (they say what the capture lost, not what the server did) and stay
-    in ``anomalies``; but an ``error``-severity one -- an input unreadable, cut short or corrupt, a record
-    lost -- counts here like an error finding, so a scheduled job over a broken night fails at the default
-    ``--fail-on error``.  Warning and info anomalies never fail a run.  A summary without
-    ``anomalies_by_severity`` (written before it existed) is judged by its findings."""
-    if fail_on == "never":
-        return False
-    limit = SEVERITIES.index(fail_on)
-    # with --baseline only the new findings count (document/baseline.py); damaged input counts all the same
-    counts = summary["baseline"]["new_by_severity"] if "baseline" in summary else summary["findings_by_severity"]
-    if any(counts.get(s) for s in SEVERITIES[: limit + 1]):
-        return True
-    return limit >= SEVERITIES.index("error") and bool(summary.get("anomalies_by_severity", {}).get("error"))
+        return exits.fails(self.document["summary"], fail_on)
 
 
 @dataclass
@@ -185,6 +151,7 @@ def run(
     progress: Callable[[str], None] | None = None,
     columnar: bool = False,
     window=None,
+    analysis: Analysis | None = None,
 ) -> Result:
     """The single pass: ``paths`` read as ``reading`` says, analyzed in memory.
 
@@ -192,7 +159,8 @@ def run(
 
     ``window``: an :class:`analyzer.window.Window`; only the sessions that overlap it are analyzed, whole
     (a duration counts back from the newest exchange start read).  Every input read still counts (the
-    summary's ``inputs``, ``records``); the window applied, resolved, is the summary's ``window``."""
+    summary's ``inputs``, ``records``); the window applied, resolved, is the summary's ``window``.  ``analysis``: the rules'
+    thresholds (:class:`~analyzer.rules.registry.Analysis`; None: their defaults)."""
     # compact events: the tables go to the analysis, never to a store
     got = read_inputs(paths, dataclasses.replace(reading, compact=True), progress)
     readable = got.readable
@@ -205,7 +173,8 @@ def run(
         tables, window = windows.apply(tables, window)
     if progress:
         progress(f"analyzing {tables['exchanges'].num_rows} exchanges, {len(tables['events'])} events")
-    result = analyze_tables(tables, got.input_rows, got.errors, got.skipped, readable, consume=True, columnar=columnar, progress=progress)
+    result = analyze_tables(tables, got.input_rows, got.errors, got.skipped, readable, consume=True, columnar=columnar, progress=progress,
+                           analysis=analysis)
     result.skip_reasons = got.skip_reasons
     if window is not None:
         windows.stamp(result.document, window)
@@ -232,14 +201,14 @@ def _in_future(exchanges) -> pl.DataFrame:
 
 def analyze_tables(
     tables: dict, input_rows: list[dict], errors: list[InputError], skipped: list[str], readable: int, keep_pos: bool = False,
-    consume: bool = False, columnar: bool = False, progress: Callable[[str], None] | None = None,
+    consume: bool = False, columnar: bool = False, progress: Callable[[str], None] | None = None, analysis: Analysis | None = None,
 ) -> Result:
     """Canonical tables (from inputs or from a store) → the findings document.
 
     ``keep_pos``: findings keep their place in history as ``_pos`` (analyzer.scale.partitions merges by it).
     ``consume``: the caller hands the tables over; the canonical tables are let go once the frames are built
     from them (the frames carry what the rules need), instead of staying beside them for the whole run.
-    ``columnar``: see :func:`run`."""
+    ``columnar``, ``analysis``: see :func:`run`."""
     n_events = len(tables["events"])
     n_messages = int(tables["messages"].num_rows)
     in_future = _in_future(tables["exchanges"])
@@ -258,7 +227,7 @@ def analyze_tables(
     say(f"judging the reconnects of {frames.exchanges.height:,} exchanges")
     b = verdicts.judge(frames, links, rev)
     say(f"{plural(b.height, 'reconnect')} judged; checking the whole history and building the findings")
-    body = findings.build_document(frames, b, rev, keep_pos=keep_pos, columnar=columnar)
+    body = findings.build_document(frames, b, rev, keep_pos=keep_pos, columnar=columnar, analysis=analysis)
 
     anomalies = pl.from_arrow(tables["anomalies"]) if tables["anomalies"].num_rows else pl.from_arrow(ANOMALY_SCHEMA.empty_table())
     anomalies = pl.concat([anomalies, in_future])

@@ -4,7 +4,7 @@ The engines differ in where the document comes from -- the single pass over PATH
 (:func:`analyzer.pipeline.run`), a store read whole, a store's partitions merged in memory or written
 one by one (:mod:`analyzer.scale.partitions`, :mod:`analyzer.scale.spill`), Spark -- and in nothing
 else: the baseline is applied, the outputs written, the summary shown and the exit code decided
-(:func:`analyzer.pipeline.exit_code`) once, here.  ``echo(text, err=True)`` is how the run talks to the
+(:func:`analyzer.exits.analyze`) once, here.  ``echo(text, err=True)`` is how the run talks to the
 user (the command line passes click's); every line of log content is made safe for a terminal first.
 """
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import Callable
 
 import polars as pl
 
-from analyzer import document, pipeline, terminal
+from analyzer import document, exits, pipeline, terminal
 from analyzer import window as windows
-from analyzer.anomalies import occurrences
 from analyzer.ingest.reading import Reading
 from analyzer.options import Options
 from analyzer.outputs import Run, write_all
+from analyzer.result import Audit
 from analyzer.tables import keep_pandas_out
 
 Echo = Callable[..., None]  # echo(text, err=True)
@@ -50,28 +50,39 @@ def run(options: Options, echo: Echo) -> int:
     # a duration counts back from --now or the clock, once, before anything is read: every engine gets these times
     win = o.window()
     given, o = o, dataclasses.replace(o, since=win.since, until=win.until)
-    unreadable: list[str] = []  # PATHs that could not go into a store: lost input, as an unreadable input is
-    if o.engine == "spark":
-        result, unreadable = _spark(o, echo)
-    elif o.store:
-        skipped: list[str] = []  # the files of the PATHs passed over: the document's, as a run over files has them
-        if o.paths:
-            unreadable, skipped = _ingest_paths(o, o.store, echo, "read into the store (analyze it without --store for the reason)")
+    if o.store and o.engine == "local" and (o.audit or (o.partitions > 1 and not o.outputs.whole_document())):
+        # the engines that write as they go (spill) or record what they judged (an audit)
+        unreadable, skipped = _ingest_store(o, echo)
         store = _pinned(o.store, echo)  # one manifest snapshot for the whole analysis, every part checked first
         if o.audit:
-            return _audit(o, given, store, base, _lost(o, unreadable), echo, started, skipped)
-        if o.partitions > 1 and not o.outputs.whole_document():
-            return _spill(o, given, store, base, _lost(o, unreadable), echo, skipped)
-        result = _store(o, store)
+            return _audit(o, given, store, base, exits.lost_input(unreadable, o.fail_on), echo, started, skipped)
+        return _spill(o, given, store, base, exits.lost_input(unreadable, o.fail_on), echo, skipped)
+    result, unreadable = analyze(o, echo)
+    return _finish(o, given, result, base, exits.lost_input(unreadable, o.fail_on), echo, started)
+
+
+def analyze(o: Options, echo: Echo) -> tuple[pipeline.Result, list[str]]:
+    """The whole document in memory, from the engine ``o`` names: the single pass over PATHs, a store read whole or its
+    partitions merged (new PATHs ingested into it first), or Spark; and the PATHs that could not go into the store
+    (lost input, as an unreadable input is).  ``o``'s window is absolute (:meth:`Options.window`, resolved once).
+    :func:`analyzer.audit` and :func:`run` both come here."""
+    if o.engine == "spark":
+        return _spark(o, echo)
+    if o.store:
+        unreadable, skipped = _ingest_store(o, echo)
+        result = _store(o, _pinned(o.store, echo))  # one manifest snapshot for the whole analysis, every part checked first
         document.passed_over(result.document, skipped)
-    else:
-        result = pipeline.run(list(o.paths), o.reading, o.progress, columnar=True, window=windows.of(o.since, o.until))
-    return _finish(o, given, result, base, _lost(o, unreadable), echo, started)
+        return result, unreadable
+    return pipeline.run(list(o.paths), o.reading, o.progress, columnar=True, window=windows.of(o.since, o.until),
+                        analysis=o.analysis), []
 
 
-def _lost(o: Options, unreadable: list[str]) -> bool:
-    """A PATH that could not go into the store fails ``--fail-on error`` (and ``warning``) like an unreadable input."""
-    return bool(unreadable) and o.fail_on in ("error", "warning")
+def _ingest_store(o: Options, echo: Echo) -> tuple[list[str], list[str]]:
+    """PATHs given with --store go into it first: the ones that could not, and the files passed over as no capture
+    (the document's ``skipped``, as a run over files has them)."""
+    if not o.paths:
+        return [], []
+    return _ingest_paths(o, o.store, echo, "read into the store (analyze it without --store for the reason)")
 
 
 def _store(o: Options, store) -> pipeline.Result:
@@ -82,13 +93,13 @@ def _store(o: Options, store) -> pipeline.Result:
     if o.partitions > 1:
         from analyzer.scale import partitions
 
-        return partitions.analyze(store, o.partitions, o.since, o.until, o.sessions, o.progress)
+        return partitions.analyze(store, o.partitions, o.since, o.until, o.sessions, o.progress, o.analysis)
     win = stores.window(store, o.since, o.until)  # (absolute: resolved by run)
     tables, rows = stores.load(store, win.since, win.until, o.sessions)
     # a filter that kept no input read the store all the same: that is "nothing matched", not "unreadable"
     readable = sum(1 for r in rows if not r["error"]) or (stores.manifest(store).height if (win.bounded or o.sessions) else 0)
     # handed over: the events are let go once the frames exist, and their hex digests sooner
-    result = pipeline.analyze_tables(tables, rows, [], [], readable, consume=True, columnar=True)
+    result = pipeline.analyze_tables(tables, rows, [], [], readable, consume=True, columnar=True, analysis=o.analysis)
     windows.stamp(result.document, win)  # summary.window: the bounds applied
     return result
 
@@ -96,7 +107,6 @@ def _store(o: Options, store) -> pipeline.Result:
 def _audit(o: Options, given: Options, store, base, lost_input: bool, echo: Echo, started: float, skipped: list[str]) -> int:
     """``--audit NAME``: the sessions the inputs new to the audit touch, judged whole; the outputs written; then the
     inputs recorded as judged, or held when they hold a new finding that fails the run (analyzer/scale/audits.py)."""
-    from analyzer.document import ci
     from analyzer.scale import audits, store as stores
 
     audits.writable(store)
@@ -107,11 +117,12 @@ def _audit(o: Options, given: Options, store, base, lost_input: bool, echo: Echo
     pending, released = ledger.pending(shas, accepted)
     touched = stores.load_touched(store, pending)
     # the store itself was readable: nothing new is 0 judged (exit 0), never "no input was readable" (exit 2)
-    result = pipeline.analyze_tables(touched.tables, touched.rows, [], [], len(shas), consume=True, columnar=True)
+    result = pipeline.analyze_tables(touched.tables, touched.rows, [], [], len(shas), consume=True, columnar=True,
+                                     analysis=o.analysis)
     doc = result.document
     document.passed_over(doc, skipped)
     # what holds an input back: a finding that fails this run (at or above --fail-on, not in the baseline)
-    failing = [f for f in _plain(doc, "findings") if ci.at_or_above(f, o.fail_on) and (accepted is None or f["fingerprint"] not in accepted)]
+    failing = [f for f in _plain(doc, "findings") if exits.at_or_above(f["severity"], o.fail_on) and (accepted is None or f["fingerprint"] not in accepted)]
     path_sha = dict(zip(snap["path"].to_list(), shas))
     by_session: dict[str, set[str]] = {}
     for f in failing:
@@ -160,13 +171,13 @@ def _spill(o: Options, given: Options, store, base, lost_input: bool, echo: Echo
     from analyzer.scale import spill
 
     written = spill.write(store, o.partitions, o.outputs.json_lines, o.outputs.json, o.since, o.until, o.sessions, o.progress,
-                          baseline=base, trend=True, skipped=skipped)
+                          baseline=base, trend=True, skipped=skipped, analysis=o.analysis)
     _nothing_matched(written.summary, given, echo)
     if not o.quiet:
         outs = tuple(out for out in (o.outputs.json, o.outputs.json_lines) if out)
         echo(terminal.safe(terminal.summary_text({"summary": written.summary, "findings": [], "anomalies": []}, outs)),
              err=bool(o.outputs.to_stdout()))
-    return _exit(pipeline.exit_code(written.summary, written.encrypted, o.fail_on, lost_input), echo)
+    return _exit(exits.analyze(written.summary, o.fail_on, written.encrypted, lost_input), echo)
 
 
 def _spark(o: Options, echo: Echo) -> tuple[pipeline.Result, list[str]]:
@@ -185,7 +196,7 @@ def _spark(o: Options, echo: Echo) -> tuple[pipeline.Result, list[str]]:
         # Spark lists a local store's folders itself: check every part first; over an object store its
         # tasks read the parts the manifest lists, and check each one where they read it
         store = _pinned(where, echo, check_parts=not stores.locate(where).remote)
-        result = engine_spark.analyze(store, o.spark_master, o.since, o.until, o.sessions, o.progress)
+        result = engine_spark.analyze(store, o.spark_master, o.since, o.until, o.sessions, o.progress, analysis=o.analysis)
         document.passed_over(result.document, skipped)
         return result, unreadable
 
@@ -218,6 +229,7 @@ def _finish(o: Options, given: Options, result: pipeline.Result, base, lost_inpu
     run began, for the metrics; ``history``: an audit's earlier reconnect rows, for the store's trend)."""
     nothing = result.readable == 0
     doc = result.document if result.document.get("summary") else None
+    audit = Audit(result.document, result.readable, lost=lost_input, store=bool(o.store))
     # captures that hold no record at all (an empty file: a proxy that wrote nothing) are no clean night either
     hollow = not nothing and not o.store and doc is not None and doc["summary"]["records"] == 0
     # every input nothing could be read from, with why (the rows of the document, which counts them: facts.unread)
@@ -237,10 +249,9 @@ def _finish(o: Options, given: Options, result: pipeline.Result, base, lost_inpu
         from analyzer.document import baseline as baselines
 
         baselines.apply(doc, base)
-    # every connection that could be MCP encrypted is "cannot tell", never a clean run: the one decision, pipeline.exit_code;
-    # decided before the outputs are written (the metrics carry it), said after them
-    decision = (2, None) if nothing else \
-        pipeline.exit_code(doc["summary"], occurrences(doc["anomalies"], "tls_not_decrypted"), o.fail_on, lost_input)
+    # nothing readable, no record at all, every connection encrypted: "cannot tell", never a clean run; the one decision,
+    # exits.analyze, decided before the outputs are written (the metrics carry it), said after them
+    decision = audit.decision(o.fail_on)
     if doc is not None:  # (a Spark run over an empty temporary store has no document to write)
         if o.reads_store():  # the store's reconnects per day and host (the report draws them)
             from analyzer.document import trend
@@ -253,12 +264,12 @@ def _finish(o: Options, given: Options, result: pipeline.Result, base, lost_inpu
         said = f"{errors[0]}; nothing to analyze" if alone else \
             "error: no input was readable; nothing to analyze (give HAR, proxy JSONL or pcap files, or directories)"
         echo(said + (terminal.safe(f"; the outputs written say so: {names}") if names else ""))
-        return 2
+        return decision[0]
     if hollow:
         names = ", ".join(w for w in written if w != "-")
         echo("error: the inputs hold no record at all (empty captures); nothing to analyze: check that the capture is being written"
              + (terminal.safe(f"; the outputs written say so: {names}") if names else ""))
-        return 2
+        return decision[0]
     _nothing_matched(doc["summary"], given, echo)
     _untimed(doc, o, echo)
     ports = o.reading.ports
@@ -322,11 +333,11 @@ def ingest(paths: tuple[str, ...], store: str, reading: Reading, progress, lock_
         echo(terminal.safe(f"stored {len(rep.added)} new input(s), {len(rep.already)} already in {store}, {len(rep.unreadable)} unreadable{repaired}"),
              err=False)
     # an input that could not be read (a file, a folder that cannot be listed) is lost input, as analyze's exit 1 says
-    return 2 if code or (rep.unreadable and not rep.added and not rep.already) else 1 if rep.unreadable else 0
+    return exits.ingest(len(rep.unreadable), len(rep.added) + len(rep.already), code)
 
 
 def _report_ingest(rep, store, quiet: bool, echo: Echo) -> int:
-    """The store's housekeeping and damage, on stderr; 2 when a damaged input could not be repaired."""
+    """The store's housekeeping and damage, on stderr; how many damaged inputs could not be repaired."""
     for path in rep.unreadable:
         why = "does not exist" if not os.path.lexists(path) else "could not be read (run analyze on it for the reason)"
         echo(terminal.safe(f"error: {path}: {why}"))
@@ -347,4 +358,4 @@ def _report_ingest(rep, store, quiet: bool, echo: Echo) -> int:
             echo(f"note: upgraded {store}'s manifest: checksums for {rep.migrated} input(s), {rep.duplicates} duplicate row(s) dropped")
         for path in rep.repaired:
             echo(terminal.safe(f"note: repaired {path}: its damaged parts were written again from the file"))
-    return 2 if rep.unrepairable else 0
+    return len(rep.unrepairable)

@@ -103,6 +103,12 @@ def test_every_finding_rule_is_in_the_registry_once():
     reported = {rule for h in registry.HISTORY for rule in h.reports} | set(registry.RECONNECT_REPORTS)
     assert reported == {r.rule for r in catalog.FINDING_RULES}
     assert len(names) == len(registry.HISTORY)
+    # the registry restates no name: each entry's is its rules' decided_by, a function that exists
+    import importlib
+
+    for h in registry.HISTORY:
+        module, _, function = h.name.rpartition(".")
+        assert callable(getattr(importlib.import_module(f"analyzer.{module}"), function)), h.name
 
 
 def test_the_history_rules_report_only_what_the_registry_says():

@@ -22,7 +22,7 @@ from junitparser import Error, Failure, JUnitXml, Skipped
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from analyzer import pipeline  # noqa: E402
+from analyzer import exits, pipeline  # noqa: E402
 from analyzer.document import ci  # noqa: E402
 
 GOLDEN = ROOT / "tests" / "golden_ci" / "annotations.txt"
@@ -336,7 +336,7 @@ def test_any_text_gives_one_line_per_finding(text, location):
 
 
 # ---------------------------------------------------------- damaged input
-# What fails the exit code besides findings (pipeline.fails): at --fail-on error or warning, an error-severity
+# What fails the exit code besides findings (exits.fails): at --fail-on error or warning, an error-severity
 # anomaly.  The inputs: a missing path (an input row with an error, and its input_unreadable anomaly), a copy of
 # gap.jsonl with line 5 replaced by "{not json" (jsonl_bad_line, then jsonl_orphan_record for the two lines of
 # the connection it opened), a gzip cut in half (jsonl_bad_line for the cut line, input_unreadable for the
@@ -374,7 +374,7 @@ def check_the_damage(damaged: dict) -> None:
     assert codes[path_of(damaged, "many.jsonl")] == ["jsonl_bad_line"] * 25
     assert codes[SOUND] == []
     assert all(i["error"] is None for i in damaged["inputs"] if i["path"] != MISSING)
-    assert pipeline.fails(damaged["summary"], "error") and damaged["summary"]["anomalies_by_severity"]["error"] == 1 + 3 + 2 + 25
+    assert exits.fails(damaged["summary"], "error") and damaged["summary"]["anomalies_by_severity"]["error"] == 1 + 3 + 2 + 25
 
 
 @pytest.mark.parametrize("fail_on", ["error", "warning"])
@@ -430,10 +430,10 @@ def test_the_junit_is_red_exactly_when_the_exit_code_is(doc, damaged):
     for d in (doc, damaged, only_damage):
         for fail_on in ci.FAIL_ON:
             root = JUnitXml.fromstring(ci.junit_xml(d, fail_on).encode())
-            assert bool(root.failures + root.errors) == pipeline.fails(d["summary"], fail_on), fail_on
+            assert bool(root.failures + root.errors) == exits.fails(d["summary"], fail_on), fail_on
             # no inputs suite where anomalies do not fail the run: neither red for a green job nor damage called sound
             assert ("inputs" in [s.name for s in root]) == (fail_on in ("error", "warning")), fail_on
-    assert not pipeline.fails(only_damage["summary"], "critical") and pipeline.fails(only_damage["summary"], "error")
+    assert not exits.fails(only_damage["summary"], "critical") and exits.fails(only_damage["summary"], "error")
 
 
 @pytest.mark.parametrize("fail_on", ["error", "warning"])

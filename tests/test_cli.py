@@ -259,3 +259,17 @@ def test_junit_and_annotations_are_written_over_a_store_in_partitions(tmp_path):
     assert r.exit_code == 1
     assert "<testsuites" in xml.read_text() and 'failures="1"' in xml.read_text()
     assert r.stdout.startswith("::error file=") and "gap" in r.stdout
+
+
+def test_a_usage_error_reads_no_key_log(tmp_path, monkeypatch):
+    """The key log pre-pass runs after the usage check, not inside the option decorator (issue 43)."""
+    from analyzer import options as options_mod
+
+    read = []
+    monkeypatch.setattr(options_mod, "key_log", lambda *a, **k: read.append(a) or options_mod.tls.KeyLog())
+    keys = tmp_path / "keys.log"
+    keys.write_text("CLIENT_RANDOM " + "00" * 32 + " " + "11" * 48 + "\n")
+    r = CliRunner().invoke(main, ["analyze", "--tls-keylog", str(keys), "--partitions", "2", str(SYN / "gap.jsonl")])
+    assert r.exit_code == 2 and "--partitions" in r.output and read == []
+    r = CliRunner().invoke(main, ["analyze", "--tls-keylog", str(keys), str(SYN / "gap.jsonl"), "-q", "--fail-on", "never"])
+    assert r.exit_code == 0 and len(read) == 1

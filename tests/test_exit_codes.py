@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
-from analyzer import pipeline
+from analyzer import exits, pipeline
 from analyzer.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,8 +113,8 @@ def test_lost_records_fail_fail_on_error_and_the_summary_counts_them(tmp_path):
     doc = json.loads(r.stdout)
     jsonschema.validate(doc, SCHEMA)
     assert doc["summary"]["anomalies_by_severity"]["error"] == 1 and doc["findings"] == []
-    assert pipeline.fails(doc["summary"], "error") and pipeline.fails(doc["summary"], "warning")
-    assert not pipeline.fails(doc["summary"], "critical")
+    assert exits.fails(doc["summary"], "error") and exits.fails(doc["summary"], "warning")
+    assert not exits.fails(doc["summary"], "critical")
 
 
 def test_warning_anomalies_alone_do_not_fail(tmp_path):
@@ -127,7 +127,7 @@ def test_warning_anomalies_alone_do_not_fail(tmp_path):
 
 def test_summaries_without_anomaly_counts_still_decide():
     # documents written before anomalies_by_severity (and partial summaries) are judged by their findings
-    assert not pipeline.fails({"findings_by_severity": {"critical": 0}}, "error")
+    assert not exits.fails({"findings_by_severity": {"critical": 0}}, "error")
 
 
 def test_file_names_on_the_terminal_are_escaped(tmp_path):
@@ -220,3 +220,26 @@ def test_standard_output_on_a_full_disk_is_exit_2_in_one_line(args):
     assert r.returncode == 2, r.stderr
     assert "cannot write to standard output" in r.stderr and "the output is incomplete" in r.stderr
     assert "Traceback" not in r.stderr and "internal error" not in r.stderr
+
+
+def test_the_exit_policy_is_written_once():
+    """analyze's and ingest's exit codes, the fail levels and "damaged input fails the run" come from analyzer.exits
+    alone: the pipeline, the command line, the CI outputs and the spilling writer restate none of it."""
+    import inspect
+
+    from analyzer import cli, run as runs
+    from analyzer.document import ci
+    from analyzer.scale import spill
+
+    summary = {"exchanges": 3, "findings_by_severity": {"warning": 1}, "anomalies_by_severity": {"error": 0}}
+    assert exits.analyze(summary, "error") == (0, None) and exits.analyze(summary, "warning") == (1, None)
+    assert exits.analyze(summary, "error", lost=True) == (1, None)
+    assert exits.analyze(summary, "error", readable=False)[0] == exits.analyze(summary, "error", hollow=True)[0] == 2
+    assert exits.analyze({"exchanges": 0, "findings_by_severity": {}}, "never", encrypted=2)[1].startswith("error: nothing to judge")
+    assert [exits.ingest(0, 3, 0), exits.ingest(1, 3, 0), exits.ingest(1, 0, 0), exits.ingest(0, 3, 1)] == [0, 1, 2, 2]
+    assert exits.lost_input(["x"], "error") and not exits.lost_input(["x"], "critical")
+    assert ci.FAIL_ON is exits.FAIL_LEVELS
+    for module in (pipeline, cli, runs, ci, spill):
+        text = inspect.getsource(module)
+        assert '("error", "warning")' not in text and "def fails(summary" not in text and "EXIT_INTERNAL =" not in text, module
+    assert not hasattr(pipeline, "exit_code") and not hasattr(pipeline, "FAIL_LEVELS")

@@ -40,16 +40,40 @@ def test_narrowed_streamed_run(filled, samples_single_pass, tmp_path, monkeypatc
 
 
 def test_spilled_outputs_are_whole_or_absent(tmp_path, monkeypatch):
-    """A failure while writing the partitioned JSON leaves the previous file, never a truncated one."""
-    from analyzer.scale import spill
+    """A failure while writing the partitioned JSON leaves the previous file, never a truncated one; a whole one is
+    renamed over it and its folder fsync'd (the outputs' one writer, analyzer.outputs.streamed)."""
+    from analyzer import outputs
+    from analyzer.scale import spill, store_commit
 
     out = tmp_path / "f.json"
     out.write_text("previous\n")
-    fh = spill._open(str(out))
-    fh.write("half a docu")
-    spill._close(fh, ok=False)
+
+    def half(*_a, **_k):
+        raise OSError(28, "No space left on device")
+
+    sections = [("finding", "findings", iter([{"a": 1}]))]
+    monkeypatch.setattr(spill.json, "dumps", half)
+    with pytest.raises(Exception):
+        spill._emit({}, {}, sections, None, str(out))
+    monkeypatch.undo()
     assert out.read_text() == "previous\n" and [p.name for p in tmp_path.iterdir()] == ["f.json"]
-    fh = spill._open(str(out))
-    fh.write("{}\n")
-    spill._close(fh, ok=True)
-    assert out.read_text() == "{}\n" and [p.name for p in tmp_path.iterdir()] == ["f.json"]
+    synced = []
+    monkeypatch.setattr(store_commit, "fsync_dir", lambda path: synced.append(path))
+    spill._emit({"k": 1}, {"n": 0}, [("finding", "findings", iter([{"a": 1}]))], None, str(out))
+    assert json.loads(out.read_text()) == {"k": 1, "summary": {"n": 0}, "findings": [{"a": 1}]}
+    assert [p.name for p in tmp_path.iterdir()] == ["f.json"] and synced == [tmp_path]
+
+
+def test_spilled_output_to_a_closed_pipe_is_an_error(monkeypatch):
+    """``--partitions N --json-lines - | head``: the reader going away is exit 2's one line, as for every other output
+    (spill wrote to sys.stdout itself, and a closed pipe was a traceback)."""
+    from analyzer import outputs
+    from analyzer.errors import AuditError
+
+    def closed(*_a, **_k):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(outputs, "_to_stdout", closed)
+    monkeypatch.setattr(outputs.os, "dup2", lambda *a: None)
+    with pytest.raises(AuditError, match="broken pipe"):
+        spill._emit({}, {}, [("finding", "findings", iter([{"a": 1}]))], "-", None)

@@ -4,7 +4,7 @@ A scheduled audit that fails every night on the same known finding gets switched
 (the findings JSON or JSON Lines of an earlier run), every finding is marked ``new`` or ``known`` by its
 ``fingerprint`` (:func:`analyzer.document.fingerprint`: content, not position), the summary says how many are
 new, known and gone (in the baseline, not found now), and only the new ones count for ``--fail-on`` and the
-exit code (:func:`analyzer.pipeline.fails`).
+exit code (:func:`analyzer.exits.fails`).
 
 Matching is by set: a fingerprint in the baseline makes every finding with it known.  (Two findings share one
 only when they are the same thing seen twice, e.g. the HAR and the proxy log of a stateless client's call,
@@ -19,9 +19,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from analyzer.catalog import SEVERITIES
 from analyzer.errors import AuditError
 
-SEVERITIES = ("critical", "error", "warning", "info")
 GONE_LISTED = 100  # findings of the baseline not found now, listed in the summary (all are counted)
 BRIEF = ("fingerprint", "rule", "severity", "session_id", "time", "message")
 

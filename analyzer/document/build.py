@@ -475,9 +475,10 @@ def _one_story_per_call(hist: list[dict], rows: pl.DataFrame) -> list[dict]:
     return [r for r in hist if not (r["rule"] == "request_unanswered" and (r["session_id"], r.get("subject")) in told)]
 
 
-def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool = False, columnar: bool = False) -> dict:
+def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool = False, columnar: bool = False,
+                   analysis: registry.Analysis | None = None) -> dict:
     """``columnar``: the two large arrays, exchanges and boundaries, are :class:`~analyzer.document.records.Records`
-    (their frames, written as JSON by Polars), not lists of dicts."""
+    (their frames, written as JSON by Polars), not lists of dicts.  ``analysis``: the rules' thresholds (None: the defaults)."""
     key = session_keys(f)
     rows = _boundary_rows(f, b, key, keep_pos)
     # every rule is a lazy plan over the same tables: collected here, once, together
@@ -485,7 +486,7 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
     # the rules' plans are Polars work, which releases the GIL: collected in a worker thread while this one
     # turns the boundary, session and exchange rows into Python objects
     with ThreadPoolExecutor(1, thread_name_prefix="findings") as pool:
-        job = pool.submit(lambda: pl.collect_all([registry.reconnect_findings(rows.lazy()), registry.history_findings(lf, lb, lrev)]))
+        job = pool.submit(lambda: pl.collect_all([registry.reconnect_findings(rows.lazy()), registry.history_findings(lf, lb, lrev, analysis)]))
         sessions, exchanges = _sessions_and_exchanges(f, b, rev, key, keep_pos)
         boundaries = rows.drop("next_use", "_hist_refs", "_wr_message", "_wr_refs", "_wr_rule", "_wr_severity", "_pos").with_columns(
             pl.col("session").replace_strict(key, default=None, return_dtype=pl.String))
@@ -540,6 +541,17 @@ _LINE_SAFE = str.maketrans({c: f"\\u{ord(c):04x}" for c in [*map(chr, range(0x80
 def ndjson_line(obj) -> str:
     """One JSON Lines record: ``json.dumps(obj, ensure_ascii=False)`` with the characters above escaped."""
     return json.dumps(obj, ensure_ascii=False).translate(_LINE_SAFE)
+
+
+def json_lines_by_kind(doc: dict):
+    """The JSON Lines of :func:`json_lines`, one file per kind: (name, its lines), ``summary`` first (one line), then
+    ``inputs``, ``sessions``, ``exchanges``, ``boundaries``, ``findings``, ``anomalies``.  The lines of a file are records
+    of one kind, so one ``pl.read_ndjson`` reads every key its kind always has (each boundary's verdict): in one file
+    of every kind, the boundaries came after the exchanges, past the 100 lines Polars infers its columns from."""
+    lines = json_lines(doc)
+    yield "summary", [next(lines)]
+    for kind, key in JSON_LINES_KINDS:
+        yield key, [ndjson_line({"type": kind, **rec}) for rec in doc[key]]
 
 
 def json_lines(doc: dict):

@@ -1,7 +1,7 @@
 """The findings document for CI: JUnit XML for test reporters, GitHub Actions workflow commands for annotations.
 
 Both are pure functions of the plain document (``json.load`` of ``--json``) and ``--fail-on``; the CLI writes
-what they return.  What fails is what fails the exit code (:func:`analyzer.pipeline.fails`): a finding at or
+what they return.  What fails is what fails the exit code (:func:`analyzer.exits.fails`): a finding at or
 above ``fail_on`` that is not ``"baseline": "known"``, and -- at ``--fail-on error`` or ``warning`` only --
 damaged input: an ``error``-severity anomaly (an input unreadable, cut short or corrupt, a record lost; an input
 row with an ``error`` has one too).  Damaged input is not a finding: it is a test *error* (the check could not
@@ -34,10 +34,11 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from analyzer import exits
 from analyzer.document.assemble import SEV_RANK
 from analyzer.document.facts import baseline_headline, plural as _plural
 
-FAIL_ON = ("critical", "error", "warning", "never")
+FAIL_ON = exits.FAIL_LEVELS
 KNOWN = "known: in the baseline"
 TOOL = "mcp-sse-audit"
 
@@ -63,14 +64,8 @@ def fails(finding: dict, fail_on: str) -> bool:
     return at_or_above(finding, fail_on) and not is_known(finding)
 
 
-def check(fail_on: str) -> str:
-    if fail_on not in FAIL_ON:
-        raise ValueError(f"fail_on must be one of {', '.join(FAIL_ON)}, not {fail_on!r}")
-    return fail_on
-
-
 def at_or_above(finding: dict, fail_on: str) -> bool:
-    return check(fail_on) != "never" and SEV_RANK.get(finding.get("severity"), len(SEV_RANK)) <= SEV_RANK[fail_on]
+    return exits.at_or_above(finding.get("severity"), fail_on)
 
 
 def is_known(finding: dict) -> bool:
@@ -228,7 +223,7 @@ def junit_xml(doc: dict, fail_on: str) -> str:
     input is damaged (:func:`_input_cases`).  At ``critical`` or ``never`` there is no ``inputs`` suite: the exit
     code ignores anomalies then, and a suite of passing inputs would call damaged ones sound, one of errors
     would show a red report for a green job."""
-    check(fail_on)  # even for a document without findings
+    exits.check(fail_on)  # even for a document without findings
     # the Ant JUnit schema's timestamp is ISO 8601 without a zone: generated_at is UTC ("...Z")
     stamp = visible(doc["generated_at"]).removesuffix("Z") if doc.get("generated_at") else None
     sids: dict[str | None, str | None] = {}
@@ -254,7 +249,7 @@ def junit_xml(doc: dict, fail_on: str) -> str:
             outcomes.append(_testcase(suite, case, classname, name, fail_on))
         _count(suite, outcomes, stamp)
         everything += outcomes
-    if damage_counts(fail_on):
+    if exits.damage_fails(fail_on):
         damage = _damage(doc)
         if damage:
             suite = ET.SubElement(root, "testsuite", {"name": "inputs"})
@@ -278,11 +273,6 @@ def _title(doc: dict) -> str:
 # ----------------------------------------------------------- damaged input
 
 LISTED_PER_INPUT = 20  # a pcap cut every few packets can have thousands of anomalies: the JSON has them all
-
-
-def damage_counts(fail_on: str) -> bool:
-    """Does damaged input fail the run at ``fail_on``?  As :func:`analyzer.pipeline.fails`: at error or warning."""
-    return check(fail_on) in ("error", "warning")
 
 
 @dataclass
@@ -437,13 +427,13 @@ def annotation(f: dict) -> str:
 def github_annotations(doc: dict, fail_on: str) -> str:
     """A workflow command per finding that fails the run (at or above ``fail_on``, not known from the
     baseline), worst first, then one ``::notice`` that counts them.  Lines end with a newline."""
-    check(fail_on)
+    exits.check(fail_on)
     findings = list(doc.get("findings") or [])
     failing = sorted((f for f in findings if fails(f, fail_on)), key=lambda f: SEV_RANK.get(f.get("severity"), len(SEV_RANK)))
     lines = [annotation(f) for f in failing]
     # after the findings: they say what the server did, and GitHub shows the first 10 errors
     damaged = [d for d in _damage(doc) if d.damaged]
-    if damage_counts(fail_on):
+    if exits.damage_fails(fail_on):
         lines += [damaged_annotation(d) for d in damaged]
     n = len(failing)
     base = (doc.get("summary") or {}).get("baseline")
@@ -458,12 +448,12 @@ def github_annotations(doc: dict, fail_on: str) -> str:
         kinds = defaultdict(int)
         for f in failing:
             kinds[_COMMAND.get(f.get("severity"), "error")] += 1
-        if damaged and damage_counts(fail_on):
+        if damaged and exits.damage_fails(fail_on):
             text += f"; damaged inputs failing the job: {len(damaged)} (error-severity anomalies)"
             kinds["error"] += len(damaged)
         if any(k > SHOWN_PER_KIND for k in kinds.values()):
             text += f"; GitHub shows the first {SHOWN_PER_KIND} of each kind, the log has them all"
-    if damaged and not damage_counts(fail_on):
+    if damaged and not exits.damage_fails(fail_on):
         text += f"; damaged inputs: {len(damaged)}, not failing at --fail-on {fail_on}"
     lines.append(f"::notice title={escape_property(TOOL)}::{escape_data(visible(lead) + text)}")
     return "\n".join(lines) + "\n"

@@ -138,8 +138,9 @@ def session(master: str = "local[2]", conf: dict[str, str] | None = None, app: s
     return spark
 
 
-def _group_rows(table: pa.Table) -> pa.Table:
-    """Runs on the executors: one group's wide rows → the four canonical tables → analyze_group."""
+def _group_rows(analysis, table: pa.Table) -> pa.Table:
+    """Runs on the executors: one group's wide rows → the four canonical tables → analyze_group (``analysis``: the
+    rules' thresholds, pickled with the function as the driver was given them)."""
     import pyarrow.compute as pc
 
     from analyzer.scale import partitions as parts, store as st
@@ -149,7 +150,7 @@ def _group_rows(table: pa.Table) -> pa.Table:
     for name, schema in st.TABLES.items():
         rows = table.filter(pc.equal(table.column("table"), name))
         tables[name] = rows.select([*schema.names, *parts.ORDER_COLUMNS])
-    return parts.analyze_group(group, tables)
+    return parts.analyze_group(group, tables, analysis)
 
 
 def analyze(
@@ -161,11 +162,13 @@ def analyze(
     progress: Callable[[str], None] | None = None,
     spark=None,
     conf: dict[str, str] | None = None,
+    analysis=None,
 ) -> pipeline.Result:
     """The findings document of the store, computed by Spark; the same as ``partitions.analyze``.
 
     ``spark``: a running SparkSession to use (it is left running); else one is started on ``master``
-    (with ``conf``) and stopped at the end.  ``since``/``until``: as :func:`analyzer.scale.store.load`."""
+    (with ``conf``) and stopped at the end.  ``since``/``until``: as :func:`analyzer.scale.store.load`.  ``analysis``: the
+    rules' thresholds (:class:`analyzer.rules.registry.Analysis`), sent to every worker with its function."""
     check()
     store = store_mod.locate(store)
     store_mod.input_rows(store)  # no store here: fail before starting a JVM
@@ -176,25 +179,25 @@ def analyze(
     if progress:
         progress(f"{groups} group(s) (components of input -- session id) over {comps.height} input(s); starting Spark {master}")
     if spark is not None:
-        return _run(spark, store, comps, since, until, sessions, progress)
+        return _run(spark, store, comps, since, until, sessions, progress, analysis)
     from pyspark.sql import SparkSession
 
     mine = SparkSession.getActiveSession() is None  # never stop a session the caller runs
     spark = session(master, conf)
     try:
-        return _run(spark, store, comps, since, until, sessions, progress)
+        return _run(spark, store, comps, since, until, sessions, progress, analysis)
     finally:
         if mine:
             spark.stop()
 
 
-def _run(spark, store, comps, since, until, sessions, progress) -> pipeline.Result:
+def _run(spark, store, comps, since, until, sessions, progress, analysis=None) -> pipeline.Result:
     from pyspark.sql import functions as F
 
     groups = comps["label"].n_unique()
     spark.conf.set("spark.sql.shuffle.partitions", str(max(1, min(groups, 200))))
     if store.remote:
-        return _run_remote(spark, store, comps, since, until, sessions, progress)
+        return _run_remote(spark, store, comps, since, until, sessions, progress, analysis)
     win = Window(since, until)
     if win.bounded:
         # the window keeps whole sessions (analyzer.window): Polars decides which exchanges on the driver, from
@@ -231,7 +234,10 @@ def _run(spark, store, comps, since, until, sessions, progress) -> pipeline.Resu
         df = df.withColumn("table", F.lit(name))
         wide = df if wide is None else wide.unionByName(df, allowMissingColumns=True)
     wide = wide.join(F.broadcast(mapping), on="input")
-    out = wide.groupBy("group").applyInArrow(_group_rows, OUT_SCHEMA)
+    def group_fn(table: pa.Table) -> pa.Table:  # runs on the executors
+        return _group_rows(analysis, table)
+
+    out = wide.groupBy("group").applyInArrow(group_fn, OUT_SCHEMA)
     rows = out.toArrow()
     if progress:
         progress(f"Spark returned {rows.num_rows} rows from {len(set(rows.column('group').to_pylist()))} group(s); merging")
@@ -254,7 +260,7 @@ def _run(spark, store, comps, since, until, sessions, progress) -> pipeline.Resu
 ERROR = "error"  # a group's task could not read its parts: the rows carry the message, the driver raises it
 
 
-def _run_remote(spark, where, comps, since, until, sessions, progress) -> pipeline.Result:
+def _run_remote(spark, where, comps, since, until, sessions, progress, analysis=None) -> pipeline.Result:
     import json
 
     snap = store_mod._snapshot(where)  # the snapshot ``where`` is pinned to (store.reading), or a fresh one
@@ -263,7 +269,7 @@ def _run_remote(spark, where, comps, since, until, sessions, progress) -> pipeli
     uri = where.uri
 
     def group_fn(table: pa.Table) -> pa.Table:  # runs on the executors
-        return _remote_group(uri, since, until, sessions, table)
+        return _remote_group(uri, since, until, sessions, table, analysis)
 
     df = spark.createDataFrame(rows, "group string, row string")
     out = df.groupBy("group").applyInArrow(group_fn, OUT_SCHEMA).toArrow()
@@ -285,7 +291,7 @@ def _run_remote(spark, where, comps, since, until, sessions, progress) -> pipeli
     return partitions.document_of(partials, where, used, win)
 
 
-def _remote_group(uri: str, since, until, sessions, table: pa.Table) -> pa.Table:
+def _remote_group(uri: str, since, until, sessions, table: pa.Table, analysis=None) -> pa.Table:
     """One group on an executor: its manifest rows → its parts read, checked and narrowed → analyze_group."""
     import json
 
@@ -299,4 +305,4 @@ def _remote_group(uri: str, since, until, sessions, table: pa.Table) -> pa.Table
         tables, _ = st._load(st.pin(snap), snap, since, until, tuple(sessions), [r["sha256"] for r in rows])
     except StoreError as exc:
         return pa.table({"group": [group], "kind": [ERROR], "seq": [0], "json": [str(exc)]}, schema=parts.GROUP_SCHEMA)
-    return parts.analyze_group(group, tables)
+    return parts.analyze_group(group, tables, analysis)

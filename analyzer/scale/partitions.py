@@ -36,6 +36,7 @@ from typing import Callable
 import polars as pl
 import pyarrow as pa
 
+from analyzer.rules.registry import Analysis
 from analyzer import document, pipeline
 from analyzer import window as windows
 from analyzer.scale import store as store_mod
@@ -162,12 +163,13 @@ def _canonical(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return table.select(schema.names).cast(schema)
 
 
-def analyze_group(group: str, tables: dict[str, pa.Table]) -> pa.Table:
-    """One group's canonical tables → its partial document as rows of GROUP_SCHEMA."""
+def analyze_group(group: str, tables: dict[str, pa.Table], analysis: Analysis | None = None) -> pa.Table:
+    """One group's canonical tables → its partial document as rows of GROUP_SCHEMA (``analysis``: the rules'
+    thresholds, as :func:`analyzer.pipeline.run` takes them)."""
     tables = {name: _canonical(tables[name], schema) for name, schema in store_mod.TABLES.items()}
     if tables["exchanges"].num_rows == 0 and tables["anomalies"].num_rows == 0:
         return GROUP_SCHEMA.empty_table()  # nothing of this group survived the narrowing
-    doc = pipeline.analyze_tables(tables, [], [], [], 0, keep_pos=True).document
+    doc = pipeline.analyze_tables(tables, [], [], [], 0, keep_pos=True, analysis=analysis).document
     keys = _order_keys(pl.from_arrow(tables["exchanges"]))
     out: list[tuple[str, int, str]] = []
 
@@ -223,6 +225,7 @@ def analyze(
     until=None,
     sessions: tuple[str, ...] = (),
     progress: Callable[[str], None] | None = None,
+    analysis: Analysis | None = None,
 ) -> pipeline.Result:
     """The findings document of the store, analyzed in ``n`` partitions one after another.
 
@@ -241,7 +244,7 @@ def analyze(
         used.update(r["path"] for r in rows)
         if progress:
             progress(f"partition {i}/{len(p.partitions)}: {len(shas)} input(s), {tables['exchanges'].num_rows} exchanges, {tables['events'].num_rows} events")
-        partials.extend(partials_from_rows(analyze_group(f"p{i:06d}", tables)))
+        partials.extend(partials_from_rows(analyze_group(f"p{i:06d}", tables, analysis)))
         del tables
         gc.collect()
     narrowed = win.bounded or bool(sessions)

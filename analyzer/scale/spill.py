@@ -22,8 +22,6 @@ from __future__ import annotations
 import gc
 import heapq
 import json
-import os
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +30,7 @@ from typing import Callable, Iterator
 import polars as pl
 import pyarrow.parquet as pq
 
-from analyzer import document, pipeline
+from analyzer import document, exits, outputs
 from analyzer.anomalies import occurrences
 from analyzer.document import hosts, trend as trends
 from analyzer.document import calls_hit
@@ -48,10 +46,10 @@ BATCH = 2048  # items read from each partition's file at a time
 class Written:
     summary: dict
     readable: int
-    encrypted: int = 0  # TLS connections no key decrypted (pipeline.exit_code: all of them encrypted is exit 2)
+    encrypted: int = 0  # TLS connections no key decrypted (exits.analyze: all of them encrypted is exit 2)
 
     def fails(self, fail_on: str) -> bool:
-        return pipeline.fails(self.summary, fail_on)
+        return exits.fails(self.summary, fail_on)
 
 
 def _items(path: Path) -> Iterator[dict]:
@@ -76,11 +74,13 @@ def write(
     baseline=None,
     trend: bool = False,
     skipped: list[str] = (),
+    analysis=None,
 ) -> Written:
     """``baseline``: an :class:`analyzer.document.baseline.Baseline`; each finding is marked new or known and the
     summary gets its tally, as ``baseline.apply`` does to a whole document.  ``trend``: end the JSON document with
     ``trend``, as :func:`analyzer.run.run` adds it to the document of a store.  ``skipped``: the files this run passed
-    over (the PATHs ingested first), the document's ``skipped``."""
+    over (the PATHs ingested first), the document's ``skipped``.  ``analysis``: the rules' thresholds
+    (:class:`analyzer.rules.registry.Analysis`; None: their defaults)."""
     store = store_mod.locate(store)
     p = plan(store, n)
     store_mod.input_rows(store)  # no store here: fail before reading anything
@@ -97,7 +97,7 @@ def write(
             used.update(r["path"] for r in rows)
             if progress:
                 progress(f"partition {i + 1}/{len(p.partitions)}: {len(shas)} input(s), {tables['exchanges'].num_rows} exchanges, {tables['events'].num_rows} events")
-            g = pl.from_arrow(analyze_group(f"p{i:06d}", tables))
+            g = pl.from_arrow(analyze_group(f"p{i:06d}", tables, analysis))
             del tables
             if g.height == 0:
                 continue
@@ -197,88 +197,34 @@ def write(
     return Written(summary, sum(1 for r in rows if r["error"] is None), encrypted)
 
 
-def _open(path: str | None):
-    """A temp file beside ``path`` (renamed over it only when the output is whole: a crash or a full
-    disk never leaves a truncated file there); stdout and other non-regular targets are written directly."""
-    if path is None:
-        return None
-    if path == "-":
-        return sys.stdout
-    target = Path(os.path.realpath(path))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if target.exists() and not target.is_file():
-        return open(target, "w", encoding="utf-8")
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    fh = os.fdopen(fd, "w", encoding="utf-8")
-    fh._commit_to = (tmp, target)  # type: ignore[attr-defined]
-    return fh
-
-
-def _close(fh, ok: bool) -> None:
-    if fh is None or fh is sys.stdout:
-        return
-    commit = getattr(fh, "_commit_to", None)
-    try:
-        if ok and commit is not None:
-            fh.flush()
-            os.fsync(fh.fileno())
-    finally:
-        fh.close()
-    if commit is None:
-        return
-    tmp, target = commit
-    if ok:
-        mode = target.stat().st_mode & 0o7777 if target.exists() else 0o666 & ~_umask()
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    else:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-
-
-def _umask() -> int:
-    m = os.umask(0)
-    os.umask(m)
-    return m
-
-
 def _emit(head: dict, summary: dict, sections, jsonl_out: str | None, json_out: str | None, tail: Callable[[], dict] = dict,
           skipped: list[str] = ()) -> None:
     """One pass over the merged items into both outputs (as findings.json_lines and a compact json.dumps); ``tail``:
     the document's last keys, made after every section went by (JSON Lines has no line for them, as
     findings.json_lines); ``skipped``: the document's ``skipped``."""
-    jl, jd = _open(jsonl_out), _open(json_out)
-    compact = {"ensure_ascii": False, "separators": (",", ":")}
-    ok = False
-    try:
+    with outputs.streamed(jsonl_out, "JSON Lines") as jl, outputs.streamed(json_out, "findings JSON") as jd:
+        compact = {"ensure_ascii": False, "separators": (",", ":")}
         if jl is not None:
-            jl.write(ndjson_line({"type": "summary", **head, "summary": summary, "skipped": list(skipped)}) + "\n")
+            jl(ndjson_line({"type": "summary", **head, "summary": summary, "skipped": list(skipped)}) + "\n")
         if jd is not None:
             start = json.dumps({**head, "summary": summary}, **compact)
-            jd.write(start[:-1])
+            jd(start[:-1])
         for kind, field, items in sections:
             if jd is not None:
-                jd.write(f',"{field}":[')
+                jd(f',"{field}":[')
             first = True
             for rec in items:
                 if jl is not None:
-                    jl.write(ndjson_line({"type": kind, **rec}) + "\n")
+                    jl(ndjson_line({"type": kind, **rec}) + "\n")
                 if jd is not None:
-                    jd.write(("" if first else ",") + json.dumps(rec, **compact))
+                    jd(("" if first else ",") + json.dumps(rec, **compact))
                 first = False
             if jd is not None:
-                jd.write("]")
+                jd("]")
                 if field == "inputs":
-                    jd.write(',"skipped":' + json.dumps(list(skipped), **compact))
+                    jd(',"skipped":' + json.dumps(list(skipped), **compact))
         last = tail()
         if jd is not None:
             for key, value in last.items():
-                jd.write(f",{json.dumps(key)}:{json.dumps(value, **compact)}")
-            jd.write("}\n")
-        ok = True
-    finally:
-        for fh in (jl, jd):
-            _close(fh, ok)
-
+                jd(f",{json.dumps(key)}:{json.dumps(value, **compact)}")
+            jd("}\n")

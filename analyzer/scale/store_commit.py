@@ -93,24 +93,32 @@ def _umask() -> int:
 
 
 def write_file_atomically(path: str | Path, data: bytes | Callable[[BinaryIO], None]) -> None:
-    """``data`` at ``path``, whole or not at all: a temp file beside it, fsync'd, renamed over it.
+    """``data`` at ``path``, whole or not at all (:func:`atomic_file`).  ``data`` may be a writer: a function that
+    writes the bytes to the binary file it is given (a large output is then never held whole in memory)."""
+    with atomic_file(path) as fh:
+        if callable(data):
+            data(fh)
+        else:
+            fh.write(data)
 
-    A crash or a full disk leaves the previous file (or none), never a truncated one.  A path that
-    is not a regular file (``/dev/stdout``, a FIFO) is written directly: it cannot be replaced.
-    ``data`` may be a writer: a function that writes the bytes to the binary file it is given (a
-    large output is then never held whole in memory)."""
-    write = data if callable(data) else (lambda fh: fh.write(data))
+
+@contextmanager
+def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
+    """A binary file that becomes ``path`` when the block ends without an error: a temp file beside it, fsync'd,
+    renamed over it, the folder fsync'd.  A crash, an error or a full disk leaves the previous file (or none), never
+    a truncated one.  A path that is not a regular file (``/dev/stdout``, a FIFO) is written directly: it cannot be
+    replaced."""
     path = Path(os.path.realpath(path))  # through a symlink: replace its target, keep the link
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists() and not path.is_file():
         with open(path, "wb") as fh:
-            write(fh)
+            yield fh
         return
     mode = path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask()  # what open() would keep or give
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
-            write(fh)
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)  # not mkstemp's 0600
