@@ -174,14 +174,18 @@ def sequence_checks(f: Frames, after: pl.DataFrame) -> pl.DataFrame:
             step=pl.col("seq") - pl.col("prev"),
             running_max=pl.max_horizontal(pl.col("cursor_seq"), pl.col("seq").cum_max().shift(1).over("gx")),
         )
+        # ids at or below what the client already had (its cursor, or an id delivered before on this connection)
+        # cannot be lost by this reconnect: after ids went back (2, 4 after the cursor 5), the 3 between is not a loss
+        .with_columns(rise=pl.col("seq") - pl.max_horizontal("prev", "running_max"))
         .with_row_index("rid")
     )
     shared = pl.col("id_scheme") == "integer_shared"
     expand = pl.when(shared).then(pl.lit(MAX_EXPAND)).otherwise(pl.lit(LIST_CAP))
     missing = (
-        seq.filter(pl.col("step") > 1)
+        seq.filter(pl.col("rise") > 1)
+        .with_columns(floor=pl.col("seq") - pl.col("rise"))
         .select("rid", "gx", "session", "stream", "id_scheme", "sprefix", "b_pos",
-                m=pl.int_ranges(pl.col("prev") + 1, pl.min_horizontal(pl.col("seq"), pl.col("prev") + 1 + expand)))
+                m=pl.int_ranges(pl.col("floor") + 1, pl.min_horizontal(pl.col("seq"), pl.col("floor") + 1 + expand)))
         .explode("m")
     )
     elsewhere = (
@@ -227,11 +231,11 @@ def sequence_checks(f: Frames, after: pl.DataFrame) -> pl.DataFrame:
         .join(passed, on="rid", how="left")
         .with_columns(
             # beyond the expansion cap nothing was subtracted: those ids count as missing
-            n_missing=pl.when(pl.col("step") <= 1)
+            n_missing=pl.when(pl.col("rise") <= 1)
             .then(0)
             .when(shared)
-            .then(pl.col("n_missing_listed").fill_null(0) + pl.max_horizontal(pl.col("step") - 1 - MAX_EXPAND, pl.lit(0)))
-            .otherwise(pl.col("step") - 1)
+            .then(pl.col("n_missing_listed").fill_null(0) + pl.max_horizontal(pl.col("rise") - 1 - MAX_EXPAND, pl.lit(0)))
+            .otherwise(pl.col("rise") - 1)
         )
         .with_columns(
             brk=pl.when(pl.col("step") <= 0).then(pl.lit("replay_reset")).when(pl.col("n_missing") > 0).then(pl.lit("gap")),
