@@ -1,6 +1,7 @@
 """Typed decoding of the proxy JSONL records with msgspec: the fast half of :mod:`analyzer.ingest.jsonl`.
 
-Each batch of lines is decoded by one msgspec ``Decoder`` of five ``Struct`` s tagged by ``kind`` (schemas/
+The ``sse`` lines of a batch that the recorder's regular expression does not take (another writer's spacing, key
+order or escapes: :func:`decode`) are decoded by one msgspec ``Decoder`` of five ``Struct`` s tagged by ``kind`` (schemas/
 proxy-jsonl.schema.json), in C, whatever the writer's JSON formatting: spacing (``", "`` / ``": "``), key order,
 escapes, CRLF.  msgspec is strict where Python's ``json`` is strict and stricter elsewhere (``"id": 5`` is no
 string, ``retry: 1.0`` no integer, a lone surrogate escape, ``NaN``, a number past a float are errors), and it
@@ -12,8 +13,10 @@ reader's (tests/test_jsonl_columns.py compares the readers).
 * ``sse`` records become columns (one C-level ``map`` per field over the batch's Structs: a ``zip(*rows)``
   transpose was 8x slower) and reach the tables column-wise, as the recorder's compact ones did before through
   a regular expression (:func:`analyzer.ingest.jsonl_columns.sse_rows`, kept for the tests).
-* the other kinds (request, response, body, close: a fifth of a log's lines) come back as the dict ``json.loads``
-  would have given, for the per-line reader's connection state machine, which then skips its own JSON parse.
+* the other kinds (request, response, body, close: a fifth of a log's lines) come back from :func:`typed` as the
+  dict ``json.loads`` would have given, for the per-line reader's connection state machine; :func:`decode` leaves
+  them to the per-line reader's ``json.loads`` (cheaper there, bench/SCALE.md 2026-12-05), and the tests keep
+  :func:`typed` equal to the per-line reader.
 
 Why not ``Decoder.decode_lines`` over the batch's bytes: it skips blank lines and accepts two objects on one line,
 so its rows would need recounting to keep line numbers true, and it was no faster than a ``map`` of ``decode``
