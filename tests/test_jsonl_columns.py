@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analyzer.errors import NotACapture
-from analyzer.ingest import jsonl as ingest_jsonl, jsonl_columns
+from analyzer.ingest import jsonl as ingest_jsonl, jsonl_columns, jsonl_typed
 from analyzer.ingest.reading import Reading
 from test_fuzz import jsonl_line, rows
 
@@ -287,13 +287,14 @@ def _paths(data: bytes, decode=None, batch_lines: int | None = None) -> dict[str
         ingest_jsonl.BATCH_LINES = old
 
 
-def _grammar_read(data: bytes, batch_lines: int | None = None):
-    """The reader before msgspec: the recorder's compact sse lines by a regular expression, the rest per line."""
+def _grammar_read(data: bytes, batch_lines: int | None = None, decode=ingest_jsonl._grammar):
+    """The reader before msgspec: the recorder's compact sse lines by a regular expression, the rest per line
+    (``decode``: or another way of decoding the batches)."""
     old = ingest_jsonl.BATCH_LINES
     if batch_lines:
         ingest_jsonl.BATCH_LINES = batch_lines
     try:
-        return ingest_jsonl._read("x.jsonl", io.BytesIO(data), Reading(), True, ingest_jsonl._grammar)[0]
+        return ingest_jsonl._read("x.jsonl", io.BytesIO(data), Reading(), True, decode)[0]
     except NotACapture as exc:
         return exc
     finally:
@@ -301,16 +302,18 @@ def _grammar_read(data: bytes, batch_lines: int | None = None):
 
 
 def assert_same_three(data: bytes, batch_lines: int | None = None) -> None:
-    """The msgspec reader gives the per-line reader's result (assert_same) and the result of the reader before it."""
+    """The msgspec reader gives the per-line reader's result (assert_same) and the result of the reader before it,
+    and so does msgspec alone (every record typed: ``jsonl_typed.typed``, the other kinds through the state machine
+    as dicts)."""
     assert_same(data, batch_lines)
     new, _ = both(data, batch_lines)
-    old = _grammar_read(data, batch_lines)
-    if isinstance(new, NotACapture) or isinstance(old, NotACapture):
-        assert str(new) == str(old)
-        return
-    assert (new.records, new.rejected) == (old.records, old.rejected)
-    for name in ("exchanges", "events", "messages", "anomalies"):
-        assert rows(getattr(new, name)) == rows(getattr(old, name)), name
+    for old in (_grammar_read(data, batch_lines), _grammar_read(data, batch_lines, jsonl_typed.typed)):
+        if isinstance(new, NotACapture) or isinstance(old, NotACapture):
+            assert str(new) == str(old)
+            continue
+        assert (new.records, new.rejected) == (old.records, old.rejected)
+        for name in ("exchanges", "events", "messages", "anomalies"):
+            assert rows(getattr(new, name)) == rows(getattr(old, name)), name
 
 
 _SEPARATORS = st.sampled_from([(",", ":"), (", ", ": "), (" , ", " : "), (",\t", ":\t"), (", ", ":")])
@@ -436,11 +439,13 @@ def _spaced_log(n: int, eol: bytes = b"\n") -> bytes:
 @pytest.mark.parametrize("eol", [b"\n", b"\r\n"])
 def test_spaced_json_takes_the_fast_paths(eol):
     """Python's default json.dumps (", " / ": ", ASCII escapes, any key order, CRLF): every sse record is read
-    column-wise and every other record typed by msgspec, none by json.loads per line.  The reader before msgspec
-    took none of them column-wise (its grammar is the recorder's compact bytes)."""
+    column-wise (msgspec alone types the other records too).  The reader before msgspec took none of them
+    column-wise (its grammar is the recorder's compact bytes)."""
     data = _spaced_log(300, eol)
-    assert _paths(data) == {"columns": 300, "typed": 4, "per_line": 0}
-    assert _paths(data, batch_lines=7) == {"columns": 300, "typed": 4, "per_line": 0}
+    # (the requests and responses are parsed per line, as the recorder's own are)
+    assert _paths(data) == {"columns": 300, "typed": 0, "per_line": 4}
+    assert _paths(data, batch_lines=7) == {"columns": 300, "typed": 0, "per_line": 4}
+    assert _paths(data, jsonl_typed.typed) == {"columns": 300, "typed": 4, "per_line": 0}
     assert _paths(data, ingest_jsonl._grammar) == {"columns": 0, "typed": 0, "per_line": 304}
     assert_same_three(data)
 

@@ -16,11 +16,11 @@ stream as SSE and wrote noise.  Such a stream (a coded event stream whose
 response record has no ``decoded`` field and whose first record holds
 U+FFFD) is read as not recorded, its records rejected (``jsonl_sse_not_decoded``).
 
-A log is read in batches of lines, each decoded by msgspec into Structs tagged by ``kind``
-(:mod:`analyzer.ingest.jsonl_typed`), whatever the writer's spacing, key order or escapes: the bulk, its ``sse``
-records, reaches the tables column-wise; the other records go through the connection state machine of the
-per-line reader (``_Reader.line``) without a JSON parse of their own; a line msgspec refuses is parsed there by
-``json.loads`` and gets its anomalies as before.  The result is the per-line reader's, row for row
+A log is read in batches of lines (:mod:`analyzer.ingest.jsonl_typed`): the bulk, its ``sse`` records, reaches
+the tables column-wise, whatever the writer's spacing, key order or escapes (the recorder's compact lines by a
+regular expression, any other by msgspec Structs tagged by ``kind``); every other line -- the other kinds, and a
+line neither takes -- goes through the per-line reader (``_Reader.line``), which keeps the connection state and
+gets every anomaly.  The result is the per-line reader's, row for row
 (``read(..., columns=False)``; tests/test_jsonl_columns.py, which also compares the reader before msgspec,
 ``_grammar``: the recorder's compact ``sse`` lines by a regular expression, :mod:`analyzer.ingest.jsonl_columns`).
 """

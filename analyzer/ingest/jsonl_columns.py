@@ -1,8 +1,8 @@
 """The column-wise half of the proxy JSONL reader before msgspec: the plain ``sse`` records, the bulk of a log.
 
-Since issue [4/5] the reader decodes every record with msgspec (:mod:`analyzer.ingest.jsonl_typed`), for any
-writer's JSON; this regular-expression reader of the recorder's compact bytes is kept for the tests that compare
-both (``jsonl._grammar``), and its time grammar (``_TS``) is the typed reader's.  As it was:
+Since issue [4/5] :mod:`analyzer.ingest.jsonl_typed` calls it first and decodes the ``sse`` lines it leaves (any
+other writer's JSON) with msgspec; its time grammar (``_TS``) is the typed reader's too.  (``jsonl._grammar``, this
+alone, is the reader before msgspec, which the tests compare.)
 
 :mod:`analyzer.ingest.jsonl` reads a log in batches of lines.  Of each batch, the lines that are an
 ``sse`` record in the recorder's own shape (analyzer/mitm_addon.py writes ``json.dumps(...,

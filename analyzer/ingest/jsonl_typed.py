@@ -1,6 +1,7 @@
 """Typed decoding of the proxy JSONL records with msgspec: the fast half of :mod:`analyzer.ingest.jsonl`.
 
-Each batch of lines is decoded by one msgspec ``Decoder`` of five ``Struct`` s tagged by ``kind`` (schemas/
+The ``sse`` lines of a batch that the recorder's regular expression does not take (another writer's spacing, key
+order or escapes: :func:`decode`) are decoded by one msgspec ``Decoder`` of five ``Struct`` s tagged by ``kind`` (schemas/
 proxy-jsonl.schema.json), in C, whatever the writer's JSON formatting: spacing (``", "`` / ``": "``), key order,
 escapes, CRLF.  msgspec is strict where Python's ``json`` is strict and stricter elsewhere (``"id": 5`` is no
 string, ``retry: 1.0`` no integer, a lone surrogate escape, ``NaN``, a number past a float are errors), and it
@@ -12,8 +13,10 @@ reader's (tests/test_jsonl_columns.py compares the readers).
 * ``sse`` records become columns (one C-level ``map`` per field over the batch's Structs: a ``zip(*rows)``
   transpose was 8x slower) and reach the tables column-wise, as the recorder's compact ones did before through
   a regular expression (:func:`analyzer.ingest.jsonl_columns.sse_rows`, kept for the tests).
-* the other kinds (request, response, body, close: a fifth of a log's lines) come back as the dict ``json.loads``
-  would have given, for the per-line reader's connection state machine, which then skips its own JSON parse.
+* the other kinds (request, response, body, close: a fifth of a log's lines) come back from :func:`typed` as the
+  dict ``json.loads`` would have given, for the per-line reader's connection state machine; :func:`decode` leaves
+  them to the per-line reader's ``json.loads`` (cheaper there, bench/SCALE.md 2026-12-05), and the tests keep
+  :func:`typed` equal to the per-line reader.
 
 Why not ``Decoder.decode_lines`` over the batch's bytes: it skips blank lines and accepts two objects on one line,
 so its rows would need recounting to keep line numbers true, and it was no faster than a ``map`` of ``decode``
@@ -35,6 +38,7 @@ from typing import Annotated, Any, Union
 import msgspec
 import polars as pl
 
+from analyzer.ingest import jsonl_columns
 from analyzer.ingest.jsonl_columns import COLUMNS, _TS
 
 UNSET = msgspec.UNSET
@@ -135,6 +139,27 @@ _SSE_SCHEMA = {"pos": pl.UInt32, "conn": pl.String, "ts": pl.String, "id": pl.St
 
 
 def decode(lines: list) -> tuple[pl.DataFrame, dict[int, dict]]:
+    """The batch decoded: the ``sse`` lines in the recorder's own compact shape by its regular expression, column-wise
+    in Polars (:func:`analyzer.ingest.jsonl_columns.sse_rows`: off the GIL, while the per-line reader runs), every
+    other line by msgspec (:func:`typed`).  On the recorder's logs msgspec alone cost 15 % more CPU than this
+    (1M events: 14.9-15.5 against 12.9-13.4 CPU-seconds for the read), its Python work on the GIL; another writer's
+    ``sse`` lines (spacing, key order) are msgspec's.  The other kinds' lines are left to the per-line reader."""
+    fast = jsonl_columns.sse_rows(lines)
+    taken = set(fast["pos"].to_list())
+    # the lines that may be sse records of another shape; the other kinds go to the per-line reader as they are (its
+    # json.loads of a request or response line is cheap beside its state machine: typing them by msgspec cost 1.5 s of
+    # CPU and saved the per-line reader 0.3 s on the 1M-event log)
+    where = [i for i, raw in enumerate(lines) if i not in taken and type(raw) is bytes and b'"sse"' in raw]
+    if not where:
+        return fast, {}
+    more, records = typed([lines[i] for i in where])
+    if more.height:
+        more = more.with_columns(pos=pl.Series(where, dtype=pl.UInt32).gather(more["pos"]))
+        fast = pl.concat([fast, more]).sort("pos")
+    return fast, {where[i]: rec for i, rec in records.items()}
+
+
+def typed(lines: list) -> tuple[pl.DataFrame, dict[int, dict]]:
     """The batch's plain ``sse`` records as columns (``pos``: index in ``lines``, and :data:`COLUMNS`), and the
     other records msgspec read, by index, as dicts for the per-line reader's state machine.  Every line in
     neither goes through the per-line reader whole."""
