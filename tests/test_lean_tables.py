@@ -180,3 +180,42 @@ def test_the_resumed_call_s_answers_are_looked_for_in_the_reconnects_sessions_al
     monkeypatch.setattr(pl.LazyFrame, "group_by", spy)
     rpc.wrong_results(frames, b, boundaries.foreign_deliveries(frames, b))
     assert grouped == [0]  # (the code before: [50], every answer of history)
+
+
+# ---------------------------------------------------------------------------- many HTTP/2 streams (issue [2/5] item 5)
+# bench/many_streams.py --h2 sse 60000 peaked at 1,174 MiB (bound: 821): the captured exchanges' rows were all dicts
+# until the read's end, and the document's calls_hit made every reconnect's record a dict (then --json wrote the
+# whole text from those dicts).  Counted, not timed.
+
+
+def test_a_capture_s_exchanges_leave_python_as_their_rows_are_made(monkeypatch):
+    from analyzer.ingest import pcap
+
+    monkeypatch.setattr(canonical, "SEAL_CHUNK", 4, raising=False)
+    held = []
+    finish = canonical.Builder.finish
+
+    def spy(self, *args, **kwargs):
+        held.append((sum(r is not None for r in self.exchanges), len(self._exchange_chunks)))
+        return finish(self, *args, **kwargs)
+
+    monkeypatch.setattr(canonical.Builder, "finish", spy)
+    with open("sample_logs/real-python-resume-dense.pcap", "rb") as f:
+        got = pcap.read("x.pcap", f, Reading(compact=True))
+    n = got.exchanges.num_rows
+    rows_held, chunks = held[0]
+    assert n >= 8 and rows_held == 0 and chunks == n // 4  # (the code before: every row a dict, no chunk)
+    monkeypatch.undo()
+    with open("sample_logs/real-python-resume-dense.pcap", "rb") as f:
+        assert rows(pcap.read("x.pcap", f, Reading(compact=True)).exchanges) == rows(got.exchanges)
+
+
+def test_calls_hit_reads_the_boundaries_without_making_their_records(tmp_path):
+    from analyzer.document.records import Records
+
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(_calls_and_one_reconnect(3))
+    doc = pipeline.run([str(path)], Reading(), columnar=True).document
+    assert isinstance(doc["boundaries"], Records) and len(doc["boundaries"]) == 1
+    assert doc["boundaries"]._rows is None  # (the code before: calls_hit.of made every boundary's dict, kept)
+    assert doc["calls_hit"] == []
