@@ -95,3 +95,127 @@ def test_the_frames_code_a_message_s_origin_direction_and_kind():
     for name, values in streams.MESSAGE_CODES.items():
         assert m.schema[name] == pl.Enum(values), name
     assert set(m.get_column("kind").cast(pl.String)) == {"request", "notification", "response"}
+
+
+# ---------------------------------------------------------------------------- the facts about reconnects read their sessions
+# Issue #40's 2M tiny JSON-RPC lines peaked at 4.3x their size, then 5.6x once the reconnect facts of issue #41 came:
+# the cross-stream check grouped every request of history by its id with its record (a log whose answers are JSON
+# bodies has no answer on a stream to check), the resumed call's answer grouped every answer of history by its id,
+# and every session's client was told twice more by reading every request body.  Counted, not timed.
+
+
+def _calls_and_one_reconnect(n: int) -> bytes:
+    """Session "a": ``n`` POST calls, each answered by a JSON body on its own connection; session "b": a GET stream
+    cut after event 1 and resumed from it (one reconnect)."""
+    def line(**rec) -> str:
+        return json.dumps(rec, separators=(",", ":")) + "\n"
+    ts = "2026-01-01T00:00:01Z"
+    out = []
+    for i in range(n):
+        c = f"c{i}"
+        out += [line(kind="request", ts=ts, conn=c, method="POST", url="http://x/mcp", headers={"mcp-session-id": "a"},
+                     body=json.dumps({"jsonrpc": "2.0", "id": i, "method": "ping"})),
+                line(kind="response", ts=ts, conn=c, status=200, headers={"content-type": "application/json"}),
+                line(kind="body", ts=ts, conn=c, data=json.dumps({"jsonrpc": "2.0", "id": i, "result": {}})),
+                line(kind="close", ts=ts, conn=c, reason="eof", by="server")]
+    for conn, last, eid in (("g1", None, "1"), ("g2", "1", "2")):
+        headers = {"mcp-session-id": "b", **({"last-event-id": last} if last else {})}
+        out += [line(kind="request", ts=ts, conn=conn, method="GET", url="http://x/mcp", headers=headers),
+                line(kind="response", ts=ts, conn=conn, status=200, headers={"content-type": "text/event-stream"}),
+                line(kind="sse", ts=ts, conn=conn, id=eid, data="{}"),
+                line(kind="close", ts=ts, conn=conn, reason="reset", by="client")]
+    return "".join(out).encode()
+
+
+def test_the_cross_stream_check_reads_only_the_calls_of_ids_answered_on_a_stream(monkeypatch):
+    from analyzer.rules import calls
+
+    frames, _ = streams.build(inputs.concat([_read(_calls_and_one_reconnect(50))]))
+    seen = []
+    real = calls.sent_elsewhere
+
+    def spy(requests, responses, *cols):
+        seen.append((requests.select(pl.len()).collect().item(), responses.select(pl.len()).collect().item()))
+        return real(requests, responses, *cols)
+
+    monkeypatch.setattr(calls, "sent_elsewhere", spy)
+    assert calls.findings(frames.lazy()).collect().height == 0
+    assert seen == [(0, 0)]  # (the code before: the 50 calls, for no answer on a stream)
+
+
+def test_the_reconnect_facts_tell_the_client_of_the_reconnects_sessions_alone_once(monkeypatch):
+    from analyzer.rules import verdicts
+    from analyzer.signals import clients, eras
+
+    frames, links = streams.build(inputs.concat([_read(_calls_and_one_reconnect(50))]))
+    told = []
+    real = clients.sessions
+
+    def spy(f, *args, **kwargs):
+        out = real(f, *args, **kwargs)
+        told.append(out.height)
+        return out
+
+    monkeypatch.setattr(clients, "sessions", spy)
+    b = verdicts.judge(frames, links, eras.revisions(frames))
+    assert b.height == 1 and told == [1]  # (the code before: [2, 2], both sessions, for each of two facts)
+
+
+def test_the_resumed_call_s_answers_are_looked_for_in_the_reconnects_sessions_alone(monkeypatch):
+    """rpc.wrong_results groups the answers by id (each id's first answer) only in the sessions with a reconnect: not
+    the 50 answers of session "a"."""
+    from analyzer.signals import boundaries, rpc
+
+    frames, links = streams.build(inputs.concat([_read(_calls_and_one_reconnect(50))]))
+    grouped = []
+    real = pl.LazyFrame.group_by
+
+    def spy(self, *by, **kwargs):
+        names = [b.meta.output_name() if isinstance(b, pl.Expr) else b for b in by]
+        if "v_id" in names:
+            grouped.append(self.select(pl.len()).collect().item())
+        return real(self, *by, **kwargs)
+
+    b = boundaries.boundaries(frames, links)
+    monkeypatch.setattr(pl.LazyFrame, "group_by", spy)
+    rpc.wrong_results(frames, b, boundaries.foreign_deliveries(frames, b))
+    assert grouped == [0]  # (the code before: [50], every answer of history)
+
+
+# ---------------------------------------------------------------------------- many HTTP/2 streams (issue [2/5] item 5)
+# bench/many_streams.py --h2 sse 60000 peaked at 1,174 MiB (bound: 821): the captured exchanges' rows were all dicts
+# until the read's end, and the document's calls_hit made every reconnect's record a dict (then --json wrote the
+# whole text from those dicts).  Counted, not timed.
+
+
+def test_a_capture_s_exchanges_leave_python_as_their_rows_are_made(monkeypatch):
+    from analyzer.ingest import pcap
+
+    monkeypatch.setattr(canonical, "SEAL_CHUNK", 4, raising=False)
+    held = []
+    finish = canonical.Builder.finish
+
+    def spy(self, *args, **kwargs):
+        held.append((sum(r is not None for r in self.exchanges), len(self._exchange_chunks)))
+        return finish(self, *args, **kwargs)
+
+    monkeypatch.setattr(canonical.Builder, "finish", spy)
+    with open("sample_logs/real-python-resume-dense.pcap", "rb") as f:
+        got = pcap.read("x.pcap", f, Reading(compact=True))
+    n = got.exchanges.num_rows
+    rows_held, chunks = held[0]
+    assert n >= 8 and rows_held == 0 and chunks == n // 4  # (the code before: every row a dict, no chunk)
+    monkeypatch.undo()
+    with open("sample_logs/real-python-resume-dense.pcap", "rb") as f:
+        assert rows(pcap.read("x.pcap", f, Reading(compact=True)).exchanges) == rows(got.exchanges)
+
+
+def test_calls_hit_reads_the_boundaries_without_making_their_records(tmp_path):
+    from analyzer.document.records import Records
+
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(_calls_and_one_reconnect(3))
+    doc = pipeline.run([str(path)], Reading(), columnar=True).document
+    assert isinstance(doc["boundaries"], Records) and len(doc["boundaries"]) == 1
+    assert doc["boundaries"]._rows is None  # (the code before: calls_hit.of made every boundary's dict, kept)
+    assert doc["calls_hit"] == []

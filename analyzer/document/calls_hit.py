@@ -21,6 +21,10 @@ made from the document's own records (boundaries, findings), so every engine -- 
 """
 from __future__ import annotations
 
+import polars as pl
+
+from analyzer.document.records import Records
+
 OUTCOMES = ("another_result", "ran_twice", "another_result_or_never_completed", "never_completed", "delivered_twice",
             "events_lost", "own_result")
 RANK = {o: i for i, o in enumerate(OUTCOMES)}
@@ -95,10 +99,18 @@ class Hits:
         return [{k: v for k, v in r.items() if k != "_order"} for r in out]
 
 
+# what add_boundary reads of a boundary; one with neither a call nor a wrong result adds nothing
+_READ = ("call", "wrong_result", "session", "session_id", "boundary_id", "started", "duplicated_count", "lost_count",
+         "call_answered", "verdict")
+
+
 def of(doc: dict) -> list[dict]:
     """``calls_hit`` of a whole document."""
     hits = Hits()
-    for b in doc.get("boundaries") or ():
+    bs = doc.get("boundaries") or ()
+    if isinstance(bs, Records):  # (its frame's few columns, for the boundaries that name a call: not a dict of each)
+        bs = bs.some(_READ, pl.col("call").is_not_null() | pl.col("wrong_result").is_not_null())
+    for b in bs:
         hits.add_boundary(b)
     for f in doc.get("findings") or ():
         hits.add_finding(f)

@@ -214,12 +214,17 @@ def _build(source: str, log: AnomalyLog, ing: _Ingest, reader: CaptureReader, re
             log.add("http_parse_error", f"packet {pkt}" if pkt is not None else "file", f"{detail}; the connection is not parsed further")
         else:
             not_http += 1
-    mcp = [ex for conv in ing.mcp for ex in conv.exchanges]
-    mcp.sort(key=lambda ex: (ex.req.pkt, ex.conv.flow.first_pkt, ex.index))
+    mcp: list[Exchange | None] = [ex for conv in ing.mcp for ex in conv.exchanges]
+    for conv in ing.mcp:  # the list above holds them now: each is let go once its row is made
+        conv.exchanges, conv.streams = [], {}
+    mcp.sort(key=lambda ex: (ex.req.pkt, ex.conv.flow.first_pkt, ex.index))  # type: ignore[union-attr]
     runs: list[tuple[int, str, Run]] = []
-    for ex in mcp:
-        xid = _emit(b, ex, ing.note)
-        runs.extend((xid, ex.conn, run) for run in ex.runs if run.size)
+    for i, ex in enumerate(mcp):
+        mcp[i] = None
+        row = _emit(b, ex, ing.note)  # type: ignore[arg-type]
+        b.seal(row)  # complete: it leaves the Python rows (an Arrow chunk every few thousand)
+        runs.extend((row["xid"], ex.conn, run) for run in ex.runs if run.size)  # type: ignore[union-attr]
+    ex = None  # (the last one too)
     _events(b, runs, ing.parsing.results(), ing.note)
     notes = []
     if ing.other_flows:
@@ -247,7 +252,7 @@ def _text(parts: list[bytes]) -> str:
     return b"".join(parts).decode("utf-8", "replace")
 
 
-def _emit(b: Builder, ex: Exchange, note) -> None:
+def _emit(b: Builder, ex: Exchange, note) -> dict:
     req = ex.req
 
     last: list = [None, None]  # events of one segment share its time: convert once
@@ -300,4 +305,4 @@ def _emit(b: Builder, ex: Exchange, note) -> None:
     row["end_reason"] = ex.end_reason if ex.end_reason != "open" else "capture_end"
     row["end_by"] = ex.end_by
     row["ended"] = _dt(ex.ended)
-    return row["xid"]
+    return row

@@ -35,8 +35,10 @@ def findings(f: Frames) -> pl.LazyFrame:
     answer = pl.col("kind").is_in(["response", "error"])
     # the client's requests; each is named (rpc.named: its request body read) only where a finding shows it -- naming
     # every request of history first cost 500k tiny POST exchanges +306 MiB and 6 s
-    requests = tagged(m.filter(c2s & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null()))
+    request_rows = m.filter(c2s & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null())
+    requests = tagged(request_rows)
     response_rows = m.filter(s2c & answer & pl.col("rpc_id").is_not_null())
+    on_stream = response_rows.filter(pl.col("origin") == "sse")
     responses = tagged(response_rows)
     # a stream that broke, that the client closed before the server finished it, or that the server
     # ended without the response (2025-11-25 polling close: if the client never resumes, nothing else
@@ -134,7 +136,9 @@ def findings(f: Frames) -> pl.LazyFrame:
     boundary_gx = f.exchanges.filter(pl.col("last_event_id").is_not_null()).select("gx")
     req_body = f.exchanges.select(pl.col("gx").alias("req_gx"), pl.col("request_body").alias("req_body"))
     cross = (
-        sent_elsewhere(requests, responses.filter(pl.col("origin") == "sse"), "gx", "method", "ref")
+        # (the responses on a stream and the requests of their ids alone tagged: not every call and answer of history)
+        sent_elsewhere(tagged(request_rows.join(on_stream.select("session", "rpc_id").unique(), on=["session", "rpc_id"], how="semi")),
+                       tagged(on_stream), "gx", "method", "ref")
         .join(boundary_gx, on="gx", how="anti", maintain_order="left")  # at a reconnect it is that boundary's verdict
         .join(req_body, on="req_gx", how="left", maintain_order="left")
         .with_columns(req_call=call_label(pl.col("req_method"), pl.col("req_body"), pl.col("rpc_id")))

@@ -478,7 +478,8 @@ def facts(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
         resent_count=(~pl.col("overlap") & (pl.col("prior") == "after_claim")).sum(),
     )
     elsewhere = foreign_deliveries(f, b)
-    wrong = rpc.wrong_results(f, b, elsewhere)
+    fam = clients.sessions(f, b)  # the client of each session with a reconnect: once, for the two facts that read it
+    wrong = rpc.wrong_results(f, b, elsewhere, fam)
     b = (
         b.join(first, on="gx", how="left")
         .join(seqs, on="gx", how="left")
@@ -492,21 +493,22 @@ def facts(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
         .join(wrong, on="gx", how="left")
         .join(progress.proof(f, b, wrong), on="gx", how="left")
         .join(undecrypted_before(f, b), on="gx", how="left")
-        .join(stale_cursor(f, b, after), on="gx", how="left")
+        .join(stale_cursor(f, b, after, fam), on="gx", how="left")
         .with_columns(pl.col("n_after").fill_null(0), pl.col("overlap").fill_null(False))
     )
     return b
 
 
-def stale_cursor(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.DataFrame:
+def stale_cursor(f: Frames, b: pl.DataFrame, after: pl.DataFrame, fam: pl.DataFrame | None = None) -> pl.DataFrame:
     """The python client's stale cursor (shared/reference/mcp-transport-facts.md point 3): when a *resumed* stream
     breaks again, it resumes with the cursor of its previous resume, not the last id it received
     (``_handle_reconnection``'s ``except`` branch).  A reconnect of a python-client session whose Last-Event-ID is
     the previous reconnect's of the same stream, after that reconnect's connection delivered events with ids: the
     client had those events, and a correct store sends them again (real-python-stale-cursor*: the client log shows
     them twice).  Per such boundary: ``sc_prev`` (the previous reconnect's request), ``sc_ids`` / ``sc_n`` (the events
-    delivered again, their ids), ``sc_call`` (the call that opened the stream)."""
-    python = clients.sessions(f).filter(pl.col("client") == clients.PYTHON).select("session")
+    delivered again, their ids), ``sc_call`` (the call that opened the stream).  ``fam``: clients.sessions of ``b``'s
+    sessions (made here when not given)."""
+    python = (clients.sessions(f, b) if fam is None else fam).filter(pl.col("client") == clients.PYTHON).select("session")
     keys = (
         b.lazy().filter(pl.col("header").is_not_null() & (pl.col("header") != ""))
         .join(python.lazy(), on="session", how="semi")

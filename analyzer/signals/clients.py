@@ -106,9 +106,13 @@ def family_of(agent: pl.Expr) -> pl.Expr:
     )
 
 
-def sessions(f: Frames) -> pl.DataFrame:
-    """One row per session: ``session``, ``client`` (family), ``user_agent``, ``client_name``, ``client_version``."""
+def sessions(f: Frames, among: pl.LazyFrame | pl.DataFrame | None = None) -> pl.DataFrame:
+    """One row per session: ``session``, ``client`` (family), ``user_agent``, ``client_name``, ``client_version``.
+    ``among`` (a frame with a ``session`` column): those sessions alone -- a rule about reconnects asks only about
+    the sessions that have one, not every request body of history (None: every session, as the document lists them)."""
     x = f.exchanges.lazy()
+    if among is not None:
+        x = x.filter(pl.col("session").is_in(among.lazy().select("session").unique().collect().to_series().implode()))
     agent = (
         x.filter(pl.col("user_agent").is_not_null() & (pl.col("user_agent") != ""))
         .sort("pos")

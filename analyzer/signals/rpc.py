@@ -106,7 +106,10 @@ def sent_elsewhere(requests: pl.LazyFrame, responses: pl.LazyFrame, *cols: str) 
     One row per response, not one per (response, request) pair: a client that numbers every call 1 sends n
     requests of one id, and n responses would each meet the n - 1 others (n = 1,000 POST streams: a million
     findings, 2.8 GB).  Per id, its first request and its first request on another stream than that one are
-    enough: whichever stream the response came on, one of the two is not on it."""
+    enough: whichever stream the response came on, one of the two is not on it.  Only the requests of the
+    responses' ids are looked at (500k tiny POST exchanges whose answers are JSON bodies, none on a stream, grouped
+    every request by its id with its record for nothing: +340 MiB)."""
+    requests = requests.join(responses.select("session", "rpc_id").unique(), on=["session", "rpc_id"], how="semi")
     first = requests.group_by("session", "rpc_id").agg(
         pl.col("stream", *cols).sort_by("pos", "method").first().name.prefix("req_"))
     second = (
@@ -320,7 +323,7 @@ def _preview(data: pl.Expr) -> pl.Expr:
     return pl.when(text.str.len_chars() > PREVIEW_CHARS).then(text.str.slice(0, PREVIEW_CHARS) + "…").otherwise(text)
 
 
-def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame) -> pl.DataFrame:
+def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame, fam: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per reconnect: another call's result, handed to the call that opened the resumed stream.
 
     The python and typescript clients give the first response (or error) that arrives on a resumed stream to
@@ -336,7 +339,8 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame) -> pl.DataF
     Only a request that was still unanswered when the reconnect began counts (one already answered is never
     resumed), and only a stream that one request opened (a batch's routing is the client's own).
     Columns: ``gx``, ``wr_message``, ``wr_call``, ``wr_got``, ``wr_preview``, ``wr_refs`` (the request, the
-    answer's event, and the request it really answered when known)."""
+    answer's event, and the request it really answered when known).  ``fam``: clients.sessions of ``b``'s sessions
+    (made here when not given)."""
     keys = b.lazy().select("gx", pl.col("pos").alias("b_pos"), "session", "stream")
     # the calls of the boundaries' sessions (every use below joins them by session) and of the sessions that had
     # been delivered an event a reconnect got (``foreign``: the other session's call is named from its opener)
@@ -356,8 +360,10 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame) -> pl.DataF
     )
     # each id's first answer in the session: answered before the reconnect when it came before it (a join with
     # every answer of the id would meet each of them at every reconnect of a client that numbers its calls alike)
+    # (the boundaries' sessions alone: every use joins it with a boundary's session; all 500k answers of a log
+    # without a reconnect were grouped by their id, +100 MiB)
     first_answer = (
-        f.messages.lazy()
+        in_sessions(f.messages.lazy(), keys)
         .filter(s2c_answer)
         .group_by("session", pl.col("rpc_id").alias("v_id"))
         .agg(r_pos=pl.col("pos").min())
@@ -406,7 +412,7 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame) -> pl.DataF
     # what the client on the wire does with it (signals/clients.py): its family, whether a request of this session
     # with the answer's id was still waiting at the reconnect (a client that keeps ids gives it that request), whether
     # the resumed call's own answer came later, and whether the client read on after it or closed the stream
-    fam = clients.sessions(f).lazy().select("session", "client", "user_agent")
+    fam = (clients.sessions(f, b) if fam is None else fam).lazy().select("session", "client", "user_agent")
     # (as-of joins: the latest request of the answer's id before the reconnect, not every request of that id -- a
     # client that numbers every call alike would meet each reconnect with each of them)
     asked = (
