@@ -70,7 +70,7 @@ def _echo(text: str, err: bool = True) -> None:
     except OSError as exc:  # the summary to a full disk (> /dev/full): the output is incomplete, exit 2, not a traceback
         if err:
             raise
-        from analyzer.scale.store_commit import describe
+        from analyzer.atomic import describe
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise AuditError(f"cannot write to standard output: {describe(exc)}; the output is incomplete") from None

@@ -152,7 +152,7 @@ def streamed(out: str | None, what: str = "") -> Iterator[Callable[[str], None] 
             yield lambda text: _to_stdout(text.encode(encoding, errors), what, flush=False)
             sys.stdout.buffer.flush()
         return
-    from analyzer.scale.store_commit import atomic_file, describe
+    from analyzer.atomic import atomic_file, describe
 
     try:
         with atomic_file(out) as fh:
@@ -176,7 +176,7 @@ def _stdout() -> Iterator[None]:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise AuditError("standard output was closed before the output was complete (broken pipe)") from None
     except OSError as exc:  # a full disk behind a redirection (> /dev/full, ENOSPC, a quota): exit 2, as for a file
-        from analyzer.scale.store_commit import describe
+        from analyzer.atomic import describe
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # what is still buffered cannot be written either
         raise AuditError(f"cannot write to standard output: {describe(exc)}; the output is incomplete") from None
@@ -197,7 +197,7 @@ def _to_stdout(data: bytes, what: str, flush: bool = True) -> None:
 def write(path: str, text: str | bytes | Callable) -> None:
     """Whole or not at all: a temp file beside ``path``, renamed over it (a full disk leaves no truncated file).
     ``text`` may be a writer (see :func:`emit`)."""
-    from analyzer.scale.store_commit import describe, write_file_atomically
+    from analyzer.atomic import describe, write_file_atomically
 
     try:
         write_file_atomically(path, text if isinstance(text, bytes) or callable(text) else text.encode("utf-8"))

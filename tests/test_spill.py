@@ -43,7 +43,8 @@ def test_spilled_outputs_are_whole_or_absent(tmp_path, monkeypatch):
     """A failure while writing the partitioned JSON leaves the previous file, never a truncated one; a whole one is
     renamed over it and its folder fsync'd (the outputs' one writer, analyzer.outputs.streamed)."""
     from analyzer import outputs
-    from analyzer.scale import spill, store_commit
+    from analyzer import atomic
+    from analyzer.scale import spill
 
     out = tmp_path / "f.json"
     out.write_text("previous\n")
@@ -58,7 +59,7 @@ def test_spilled_outputs_are_whole_or_absent(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert out.read_text() == "previous\n" and [p.name for p in tmp_path.iterdir()] == ["f.json"]
     synced = []
-    monkeypatch.setattr(store_commit, "fsync_dir", lambda path: synced.append(path))
+    monkeypatch.setattr(atomic, "fsync_dir", lambda path: synced.append(path))
     spill._emit({"k": 1}, {"n": 0}, [("finding", "findings", iter([{"a": 1}]))], None, str(out))
     assert json.loads(out.read_text()) == {"k": 1, "summary": {"n": 0}, "findings": [{"a": 1}]}
     assert [p.name for p in tmp_path.iterdir()] == ["f.json"] and synced == [tmp_path]

@@ -187,7 +187,8 @@ def commit(store, name: str, inputs: dict[str, str], held: dict[str, frozenset[s
     """Record a run's judged ``inputs`` (sha256 -> when), ``held`` ones (sha256 -> the fingerprints of the new
     failing findings in them) and ``reconnects`` (trend rows with ``reconnect`` and ``audited_at``): a
     read-merge-write no other audit's commit can interleave with.  The ledger committed."""
-    from analyzer.scale.store_commit import describe, hook, write_file_atomically
+    from analyzer.atomic import describe, write_file_atomically
+    from analyzer.scale.store_commit import hook
 
     where = locate(store)
     hook("audit_before_commit")  # the crash tests kill the run here: outputs written, nothing recorded
