@@ -204,8 +204,8 @@ class Ingested:
 
 
 VALUE_CHUNK = 65_536  # events per chunk of plain values (Builder.flush_values)
-# sealed exchange rows per Arrow chunk (Builder.seal; at most VALUE_CHUNK): a row waiting as a dict costs ~1.2 KB,
-# in Arrow ~200 bytes, and a capture of 60,000 HTTP/2 streams never filled a chunk of 65,536
+# sealed exchange rows per Arrow chunk of a capture's Builder (pcap._build; at most VALUE_CHUNK): a row waiting as a
+# dict costs ~1.2 KB, in Arrow ~200 bytes, and a capture of 60,000 HTTP/2 streams never filled a chunk of 65,536
 SEAL_CHUNK = 8_192
 # the one event path: a reader appends each event as plain values, one list per column; ``line`` is set
 # by the JSONL reader (its location is "line N", formatted column-wise), ``where`` by every other caller
@@ -234,6 +234,7 @@ class Builder:
         # and waits in ``_sealed`` until VALUE_CHUNK of them go into one Arrow chunk of ``_exchange_chunks``
         self.exchanges: list[dict | None] = []
         self._sealed: list[dict] = []
+        self.seal_chunk = VALUE_CHUNK  # sealed rows per chunk (a capture's: SEAL_CHUNK)
         self._exchange_chunks: list[pa.Table] = []
         # messages are kept as columns: one list append per field is several times cheaper than a dict per row;
         # every VALUE_CHUNK rows they go into an Arrow chunk of ``_message_chunks``
@@ -296,7 +297,7 @@ class Builder:
             return
         self.exchanges[row["xid"]] = None
         self._sealed.append(row)
-        if len(self._sealed) >= min(SEAL_CHUNK, VALUE_CHUNK):
+        if len(self._sealed) >= self.seal_chunk:
             self._flush_sealed()
 
     def _flush_sealed(self) -> None:

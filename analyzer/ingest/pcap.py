@@ -31,6 +31,7 @@ from analyzer.ingest import pcap_events
 from analyzer.ingest.pcap_body import MAX_BODY, Exchange, Run
 from analyzer.ingest.pcap_events import MAX_NS, MIN_NS
 from analyzer.ingest.pcap_tls import Conversation
+from analyzer import tables
 from analyzer.tables import SSE_MEDIA, Builder, Ingested, media_type
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -205,6 +206,7 @@ def _packets(source: str, stream: BinaryIO, reading: Reading, log: AnomalyLog, i
 
 def _build(source: str, log: AnomalyLog, ing: _Ingest, reader: CaptureReader, reading: Reading) -> Ingested:
     b = Builder(source, log, reading.redact, reading.compact, reading.digest_key)
+    b.seal_chunk = min(tables.SEAL_CHUNK, tables.VALUE_CHUNK)  # (every row is sealed at once below: a smaller chunk holds fewer dicts)
     not_http = 0
     for conv in ing.not_http:
         # Garbage towards an endpoint that spoke HTTP in other connections (or a selected port) is an
