@@ -104,3 +104,38 @@ def test_the_sample_logs_document_is_the_same(monkeypatch, samples_run, tmp_path
     outputs.emit(str(tmp_path / "doc.json"), writer, "findings JSON")
     assert (tmp_path / "doc.json").read_bytes() == outputs.document_json(slow)
     assert records.plain(fast) == slow
+
+
+def test_large_records_are_written_in_smaller_slices(monkeypatch):
+    # 2,000 records of 10 KB each: 32,768 of them a slice would make the whole text at once (and its UTF-8 copy);
+    # about SLICE_BYTES of the frame a slice instead (60,000 reconnects' boundaries: bench/SCALE.md, 2026-12-05)
+    rows = [{"n": i, "data": f"{i}" + "x" * 10_000} for i in range(2_000)]
+    texts = []
+    real = pl.DataFrame.write_json
+
+    def counted(self, *a, **k):
+        got = real(self, *a, **k)
+        texts.append(self.height)
+        return got
+
+    monkeypatch.setattr(pl.DataFrame, "write_json", counted)
+    buf = __import__("io").BytesIO()
+    Records(pl.DataFrame(rows)).write_json(buf)
+    assert buf.getvalue().decode("utf-8") == compact(rows)
+    assert len(texts) == 3 and max(texts) * 10_000 <= records.SLICE_BYTES  # (on the code before: one, of 2,000)
+
+
+def test_a_long_list_of_the_document_is_encoded_in_slices(monkeypatch):
+    # the findings (a list of dicts): 3,000 of them encoded LIST_SLICE at a time, the same bytes as the whole list
+    doc = {"findings": [{"id": f"f{i}", "message": "é\u2028" * (i % 5)} for i in range(3_000)], "n": 1}
+    lengths = []
+    real = records._COMPACT
+
+    def counted(value):
+        if isinstance(value, list):
+            lengths.append(len(value))
+        return real(value)
+
+    monkeypatch.setattr(records, "_COMPACT", counted)
+    assert records.document_json(doc) == compact(doc).encode("utf-8")
+    assert lengths == [1_024, 1_024, 952]  # (on the code before: [3000])

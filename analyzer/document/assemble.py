@@ -44,9 +44,36 @@ def finding_key(rec: dict, pos: int) -> tuple:
     for none), then rule and message, and at last the rest of the record as canonical JSON, without the
     references each engine numbers its own way, so the order never depends on the order the rules
     produced rows in or on how the document was assembled (audit jobs diff two runs)."""
+    return _key_head(rec, pos) + (_canonical(rec),)
+
+
+def _key_head(rec: dict, pos: int) -> tuple:
+    return (SEV_RANK[rec["severity"]], rec["rule"] not in FIRST_RULES, pos, rec["rule"], rec["message"])
+
+
+def _canonical(rec: dict) -> str:
     rest = {k: v for k, v in rec.items() if k not in _RENUMBERED and not k.startswith("_")}
-    return (SEV_RANK[rec["severity"]], rec["rule"] not in FIRST_RULES, pos, rec["rule"], rec["message"],
-            json.dumps(rest, sort_keys=True, default=str))
+    return json.dumps(rest, sort_keys=True, default=str)
+
+
+def finding_order(recs: list[dict], positions: list) -> list[int]:
+    """The places of ``recs`` (``positions``: each one's ``pos``) in :func:`finding_key` order, the same order, but the
+    canonical JSON of a record (its last part) made only for the records that tie on everything before it: a key per
+    finding held through the sort was a copy of every finding as text (60,000 reconnect findings, one per reconnect
+    and each at its own exchange, none tied: bench/SCALE.md)."""
+    heads = [_key_head(r, p) for r, p in zip(recs, positions)]
+    order = sorted(range(len(recs)), key=heads.__getitem__)
+    out, at = [], 0
+    while at < len(order):  # bounded: each pass moves past one run of equal heads
+        end = at + 1
+        while end < len(order) and heads[order[end]] == heads[order[at]]:
+            end += 1
+        run = order[at:end]
+        if len(run) > 1:  # (a stable sort: records equal in every part keep their order, as with the whole key)
+            run.sort(key=lambda i: _canonical(recs[i]))
+        out += run
+        at = end
+    return out
 
 
 def fingerprint(rule: str, session_id: str | None, time: str | None, subject: str | None) -> str:

@@ -14,7 +14,7 @@ import polars as pl
 from analyzer.rules import registry
 from analyzer import catalog
 from analyzer.document import names
-from analyzer.document.assemble import finding_key, fingerprint
+from analyzer.document.assemble import finding_order, fingerprint
 from analyzer.document.records import Records
 from analyzer.signals import clients, rpc, streams
 from analyzer.signals.streams import Frames
@@ -494,10 +494,13 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
             boundaries, exchanges = boundaries.to_dicts(), exchanges.collect().to_dicts()
         per_reconnect, hist = job.result()
     findings = per_reconnect.to_dicts()
+    del per_reconnect
     for fnd in findings:  # the attempts are told only for a reconnect retried
         if fnd["attempts"] == 1:
             del fnd["attempts"], fnd["attempts_span"]
-    findings += _once_per_incident(_one_story_per_call(hist.to_dicts(), rows), f.exchanges)
+    hist = hist.to_dicts()
+    findings += _once_per_incident(_one_story_per_call(hist, rows), f.exchanges)
+    del hist
     _identify(findings, f.exchanges)
     for fnd in findings:  # the captures that show it, when more than one does (a reconnect's views, a merged finding)
         sources = sorted({e["source"] for e in fnd["evidence"]})
@@ -505,17 +508,15 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
             fnd["seen_in"] = sources
     # worst first, then in the order the capture shows them; the whole record breaks ties, so the order
     # never depends on the order the rules produced rows in (audit jobs diff two runs)
-    keyed = []
-    for r in findings:
-        pos = r.pop("pos")
-        keyed.append((finding_key(r, pos), pos, r))
-    keyed.sort(key=lambda t: t[0])
-    findings = [r for _, _, r in keyed]
-    positions = [p for _, p, _ in keyed]
-    for i, (r, p) in enumerate(zip(findings, positions), start=1):
+    # (assemble.finding_key's order; the canonical JSON that breaks its ties made only for the findings that tie)
+    positions = [r.pop("pos") for r in findings]
+    order = finding_order(findings, positions)
+    findings, positions = [findings[i] for i in order], [positions[i] for i in order]
+    del order
+    for i, (r, p) in enumerate(zip(findings, positions)):
         r["exchange"] = f"x{p + 1}" if p is not None and p >= 0 else None  # where in history: the exchange it is found at
-        r["id"] = f"f{i}"
-    findings = [{k: r[k] for k in FINDING_FIRST} | r for r in findings]
+        r["id"] = f"f{i + 1}"
+        findings[i] = {k: r[k] for k in FINDING_FIRST} | r  # (in place: one finding's two dicts at a time, not every one's)
     if keep_pos:  # the sort key above popped it: analyzer.scale.partitions needs it back to merge partitions
         for r, p in zip(findings, positions):
             r["_pos"] = p

@@ -18,6 +18,7 @@ import polars as pl
 
 _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 SLICE_ROWS = 32_768  # records Polars writes as JSON at a time (Records.write_json)
+SLICE_BYTES = 8 * 2**20  # ... or fewer: about this much of a frame's memory a slice (Records._slice_rows)
 
 
 class Records(Sequence):
@@ -116,18 +117,29 @@ class Records(Sequence):
             return
         whole = self._frame if self._frame is not None else self._plan
         height = len(self)
-        if self._frame is not None and height <= SLICE_ROWS:
+        step = self._slice_rows()
+        if self._frame is not None and height <= step:
             whole.write_json(out)
             return
         out.write(b"[")
-        for at in range(0, height, SLICE_ROWS):
-            piece = whole.slice(at, SLICE_ROWS)
+        for at in range(0, height, step):
+            piece = whole.slice(at, step)
             text = (piece if self._frame is not None else piece.collect()).write_json().encode("utf-8")
             del piece
             out.write(b"," if at else b"")
             out.write(memoryview(text)[1:-1])  # (the slice's records, without its brackets)
             del text
         out.write(b"]")
+
+
+    def _slice_rows(self) -> int:
+        """The records written at a time: :data:`SLICE_ROWS`, fewer when a frame's records are large (about
+        :data:`SLICE_BYTES` of the frame a slice): a boundary with its event previews is ten times an exchange, and
+        32,768 of them were 80 MB of text, held with its UTF-8 copy (60,000 reconnects: +146 MiB, bench/SCALE.md)."""
+        if self._frame is None or not self._frame.height:
+            return SLICE_ROWS
+        per = max(1, self._frame.estimated_size() // self._frame.height)
+        return max(256, min(SLICE_ROWS, SLICE_BYTES // per))
 
 
 def _floats(dtype) -> bool:
@@ -166,9 +178,24 @@ def write_document_json(doc: dict, out, end: bytes = b"") -> None:
         out.write((("," if n else "") + _COMPACT(key) + ":").encode("utf-8"))
         if isinstance(value, Records):
             value.write_json(out)
+        elif isinstance(value, list) and len(value) > LIST_SLICE:
+            _write_list(value, out)
         else:
             out.write(_COMPACT(value).encode("utf-8"))
     out.write(b"}" + end)
+
+
+LIST_SLICE = 1_024  # records of a list (the findings) encoded at a time by write_document_json
+
+
+def _write_list(value: list, out) -> None:
+    """``_COMPACT(value)``'s UTF-8 bytes, :data:`LIST_SLICE` records at a time: the text of 60,000 reconnect findings
+    is never one string and its bytes beside it (bench/SCALE.md).  The same bytes: the slices' arrays joined into one."""
+    out.write(b"[")
+    for at in range(0, len(value), LIST_SLICE):
+        text = _COMPACT(value[at:at + LIST_SLICE])
+        out.write((("," if at else "") + text[1:-1]).encode("utf-8"))
+    out.write(b"]")
 
 
 def plain(doc: dict) -> dict:

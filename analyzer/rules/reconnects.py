@@ -23,6 +23,12 @@ _REF = pl.Struct({"source": pl.String, "location": pl.String})
 _REFS = pl.List(_REF)
 
 
+# the columns of the boundary rows the rule reads (besides the event previews, read into ``_base`` and ``_after_n`` first)
+_READ = ("session", "stream", "session_id", "boundary_id", "verdict", "severity", "reason", "rule_id", "handled_correctly",
+         "next_use", "started", "_pos", "last_event_id", "first_event_id_after", "request", "wrong_result",
+         "_wr_message", "_wr_rule", "_wr_severity", "_wr_refs")
+
+
 def findings(rows: pl.LazyFrame) -> pl.LazyFrame:
     """One finding per run of attempts, from the document's boundary rows (document/build.py) in
     boundary order, with ``next_use``, ``_hist_refs`` and ``_pos`` beside the record's fields.
@@ -61,6 +67,12 @@ def findings(rows: pl.LazyFrame) -> pl.LazyFrame:
                         pl.col("next_use").struct.field("location").fill_null("None")))
         .otherwise(pl.lit("the capture ends before the client re-initialized or used the session again"))
     )
+    # what the rule reads of the rows, the event previews (up to 400 characters of data each) made the few references
+    # and counts it uses first: the filter, sort and group-by below copied every boundary's previews (60,000
+    # reconnects: +240 MiB at the document's peak, bench/SCALE.md)
+    rows = rows.select(
+        *_READ, _base=base, _after_n=pl.col("events_after").list.len(),
+    )
     g = (
         rows.with_columns(_i=pl.int_range(pl.len()))
         .with_columns(
@@ -69,7 +81,7 @@ def findings(rows: pl.LazyFrame) -> pl.LazyFrame:
             _retry=(pl.col("verdict") != "continuous")
             & (prev("verdict") == pl.col("verdict")).fill_null(False)
             & prev("last_event_id").eq_missing(pl.col("last_event_id"))
-            & (prev("events_after").list.len() == 0).fill_null(False),
+            & (prev("_after_n") == 0).fill_null(False),
             _rank=pl.col("severity").replace_strict(rank, default=None, return_dtype=pl.Int32),
         )
         .with_columns(_run=(~pl.col("_retry")).cum_sum().over(key, order_by="_i"))
@@ -79,7 +91,7 @@ def findings(rows: pl.LazyFrame) -> pl.LazyFrame:
     runs = g.group_by(*key, "_run", maintain_order=True).agg(
         *(pl.col(c).first() for c in ("verdict", "session_id", "boundary_id", "reason", "handled_correctly", "next_use", "started", "_pos",
                                       "last_event_id", "first_event_id_after", "rule_id")),
-        _base=base.first(),
+        _base=pl.col("_base").first(),
         _requests=pl.col("request").slice(1),
         attempts=pl.len().cast(pl.Int64),
         _last_started=pl.col("started").last(),
