@@ -191,29 +191,12 @@ def _timeline_bars(rows: list[dict], axis: dict, x_anchor: dict) -> tuple[list[d
         total, n_cut = x.get("events") or 0, x.get("cut_off_events") or 0
         n_ev = total - n_cut
         k = min(total, TICKS_PER_BAR, budget)
-        timed_pts = _timed_ticks(x, k) if timed and k else None
-        if timed_pts:
-            budget -= k
-            # each tick where its event passed the capture point (the last ones: the cut-off events)
-            path = {False: "", True: ""}
-            for off, cut in timed_pts:
-                path[cut] += f"M{sx(s + off / 1000):.1f} {y - TICK:.1f}v{BAR_H + 2 * TICK}"
-            if path[False]:
-                ticks.append(path[False])
-            if path[True]:
-                cut_ticks.append(path[True])
-        elif k:
-            budget -= k
-            # k ticks spread over the bar in event order; the last ones stand for the cut-off events
-            k_cut = max(round(n_cut * k / total), 1) if n_cut else 0
-            step = w / k
-            first = f"M{x0 + step / 2:.1f} {y - TICK:.1f}v{BAR_H + 2 * TICK}"
-            rel = f"m{step:.1f}-{BAR_H + 2 * TICK}v{BAR_H + 2 * TICK}"
-            if k - k_cut:
-                ticks.append(first + rel * (k - k_cut - 1))
-            if k_cut:
-                cx = x0 + step / 2 + step * (k - k_cut)
-                cut_ticks.append(f"M{cx:.1f} {y - TICK:.1f}v{BAR_H + 2 * TICK}" + rel * (k_cut - 1))
+        budget -= k
+        tick, cut = _bar_ticks(x, k, total, n_cut, s, x0, w, y, timed, sx)
+        if tick:
+            ticks.append(tick)
+        if cut:
+            cut_ticks.append(cut)
         bars.append(
             {
                 "x": f"{x0:.1f}",
@@ -244,6 +227,28 @@ def _timeline_bars(rows: list[dict], axis: dict, x_anchor: dict) -> tuple[list[d
             }
         )
     return bars, ticks, cut_ticks, row_of
+
+
+def _bar_ticks(x: dict, k: int, total: int, n_cut: int, s: float, x0: float, w: float, y: float, timed: bool, sx) -> tuple[str, str]:
+    """A bar's k ticks as two SVG paths, its events' and its cut-off events'."""
+    timed_pts = _timed_ticks(x, k) if timed and k else None
+    if timed_pts:
+        # each tick where its event passed the capture point (the last ones: the cut-off events)
+        path = {False: "", True: ""}
+        for off, cut in timed_pts:
+            path[cut] += f"M{sx(s + off / 1000):.1f} {y - TICK:.1f}v{BAR_H + 2 * TICK}"
+        return path[False], path[True]
+    if not k:
+        return "", ""
+    # k ticks spread over the bar in event order; the last ones stand for the cut-off events
+    k_cut = max(round(n_cut * k / total), 1) if n_cut else 0
+    step = w / k
+    first = f"M{x0 + step / 2:.1f} {y - TICK:.1f}v{BAR_H + 2 * TICK}"
+    rel = f"m{step:.1f}-{BAR_H + 2 * TICK}v{BAR_H + 2 * TICK}"
+    tick = first + rel * (k - k_cut - 1) if k - k_cut else ""
+    cx = x0 + step / 2 + step * (k - k_cut)
+    cut = f"M{cx:.1f} {y - TICK:.1f}v{BAR_H + 2 * TICK}" + rel * (k_cut - 1) if k_cut else ""
+    return tick, cut
 
 
 def _boundary_mark(b: dict, req: dict | None, row: int | None, bars: list[dict], row_of: dict, timed: bool, sx,
