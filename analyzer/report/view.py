@@ -432,16 +432,7 @@ def _session_sections(sessions: list[dict], b_by_session: dict, f_by_session: di
         anchors.add(anchor)
         bs = b_by_session.get(sid, [])
         fs = f_by_session.get(sid, [])
-        sevs = sorted({f["_sev"] for f in fs} | {b["_sev"] for b in bs if b.get("severity") is not None}, key=lambda t: SEV_RANK.get(t, 9))
-        counts = Counter(b["_v"] for b in bs)
-        entry = {
-            "s": s, "key": sid, "anchor": anchor, "tokens": s_tokens[sid], "sort": session_sort(sid),
-            "boundaries": bs, "findings": fs, "_known": bool(fs) and all(f["_known"] for f in fs),
-            "_v": " ".join(sorted(counts, key=lambda v: V_RANK.get(v, 99))),
-            "_sev": " ".join(sevs),
-            # its reconnects by verdict, as the JSON's verdicts: "gap 2, continuous 1"
-            "vcounts": [(v, counts[v], _verdict_class(v)) for v in sorted(counts, key=lambda v: V_RANK.get(v, 99))],
-        }
+        entry, sevs = _session_entry(s, anchor, bs, fs, s_tokens[sid], session_sort(sid))
         if id(s) not in shown_full:
             # One row each: the sessions with findings in their list, the others (no reconnect, or continuous ones
             # only) in the list of sessions without findings.
@@ -475,6 +466,21 @@ def _session_sections(sessions: list[dict], b_by_session: dict, f_by_session: di
         full.append(entry)
     return {"full_sessions": full, "quiet_sessions": quiet, "busy_sessions": busy, "compact_cards": compact,
             "compact_more": compact_more, "s_anchor": s_anchor}
+
+
+def _session_entry(s: dict, anchor: str, bs: list[dict], fs: list[dict], tokens: str, sort: str) -> tuple[dict, list[str]]:
+    """What a session's section or row shows of it: its reconnects and findings, their verdicts' and
+    severities' filter tokens, known, and its reconnects by verdict; and its severities, worst first."""
+    sevs = sorted({f["_sev"] for f in fs} | {b["_sev"] for b in bs if b.get("severity") is not None}, key=lambda t: SEV_RANK.get(t, 9))
+    counts = Counter(b["_v"] for b in bs)
+    return {
+        "s": s, "key": s.get("session"), "anchor": anchor, "tokens": tokens, "sort": sort,
+        "boundaries": bs, "findings": fs, "_known": bool(fs) and all(f["_known"] for f in fs),
+        "_v": " ".join(sorted(counts, key=lambda v: V_RANK.get(v, 99))),
+        "_sev": " ".join(sevs),
+        # its reconnects by verdict, as the JSON's verdicts: "gap 2, continuous 1"
+        "vcounts": [(v, counts[v], _verdict_class(v)) for v in sorted(counts, key=lambda v: V_RANK.get(v, 99))],
+    }, sevs
 
 
 def _finding_links(prepared_findings: list[dict], full: list[dict], compact: list[dict], s_anchor: dict, s_tokens: dict,
