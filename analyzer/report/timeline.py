@@ -48,7 +48,74 @@ def _timeline(exchanges: list[dict], boundaries: list[dict], by_ref: dict, x_anc
     ``event_offsets_ms``, sampled) on a time axis; where the capture keeps no time per
     event (HAR) or the axis is by position, they are spread evenly over their connection,
     in order (the legend says so).
+
+    Each part of the drawing has its builder below: the rows (``_timeline_rows``), the axis
+    (``_timeline_axis``), the bars and ticks (``_timeline_bars``), per reconnect its mark, lost and
+    duplicated shading and the client's reaction, the reaction lane's rows (``_reaction_slots``),
+    the marks' labels (``_mark_labels``) and the axis' labels (``_axis_context``).
     """
+    rows, hidden = _timeline_rows(exchanges, boundaries, by_ref)
+    position = {id(x): n for n, x in enumerate(exchanges)}
+    reactions = [b["_reaction"] for b in boundaries if b.get("_reaction")]
+    axis = _timeline_axis(rows, boundaries, reactions, position)
+    timed, zoomed, sx = axis["timed"], axis["zoomed"], axis["sx"]
+    bars, ticks, cut_ticks, row_of = _timeline_bars(rows, axis, x_anchor)
+    lane = any(r for r in reactions)
+    lane_y = TOP + max(len(rows), 1) * ROW_H + LANE_H / 2
+    axis_y = TOP + max(len(rows), 1) * ROW_H + (LANE_H if lane else 0) + 6
+    height = axis_y + 20
+
+    marks, lost, dups, reacts = [], [], [], []
+    for b in boundaries:
+        req = by_ref.get(_key(b.get("request")))
+        row = row_of.get(id(req)) if req is not None else None
+        mark = _boundary_mark(b, req, row, bars, row_of, timed, sx, axis_y)
+        marks.append(mark)
+        x = mark["_x"]
+        shade = _lost_shade(b, x, row, bars, row_of, by_ref, len(rows))
+        if shade is not None:
+            lost.append(shade)
+        dup = _dup_shade(b, x, row, bars)
+        if dup is not None:
+            dups.append(dup)
+        react = _reaction_mark(b, timed, sx, position)
+        if react is not None:
+            reacts.append(react)
+    for m in marks:
+        del m["_x"]
+    extra = _reaction_slots(reacts)
+    axis_y += extra
+    height += extra
+    for m in marks:
+        m["y2"] = axis_y
+    _place_reactions(reacts, lane_y)
+    _mark_labels(marks)
+    for bar in bars:
+        del bar["x0"], bar["w_"]
+    return {
+        "timed": timed,
+        "width": SVG_W,
+        "height": height,
+        "plot_x0": PLOT_X0,
+        "plot_x1": PLOT_X0 + PLOT_W,
+        "axis_y": axis_y,
+        "lane": lane,
+        "lane_y": f"{lane_y + 4:.1f}",
+        "bars": bars,
+        "ticks": "".join(ticks),
+        "cut_ticks": "".join(cut_ticks),
+        "marks": marks,
+        "lost": lost,
+        "dups": dups,
+        "reacts": reacts,
+        "hidden": hidden,
+        **_axis_context(axis),
+    }
+
+
+def _timeline_rows(exchanges: list[dict], boundaries: list[dict], by_ref: dict) -> tuple[list[dict], int]:
+    """The connections drawn (SSE ones and the reconnects' requests and resumed streams, TIMELINE_ROWS at
+    most) and how many more are not."""
     wanted = {id(by_ref[k]) for b in boundaries for k in (_key(b.get("request")), _key(b.get("resumes"))) if k in by_ref}
     rows = [
         x
@@ -57,12 +124,14 @@ def _timeline(exchanges: list[dict], boundaries: list[dict], by_ref: dict, x_anc
         or str(x.get("content_type") or "").lower().startswith("text/event-stream")
     ]
     hidden = max(len(rows) - TIMELINE_ROWS, 0)
-    rows = rows[:TIMELINE_ROWS]
-    position = {id(x): n for n, x in enumerate(exchanges)}
+    return rows[:TIMELINE_ROWS], hidden
+
+
+def _timeline_axis(rows: list[dict], boundaries: list[dict], reactions: list[dict], position: dict) -> dict:
+    """The horizontal axis: by time when every row has a parseable start (zoomed to the reconnects when they
+    are a small part of the span), else by position; each row's span on it and ``sx``, a value's x in px."""
     starts = [_ts(x.get("started")) for x in rows]
     timed = bool(rows) and all(s is not None for s in starts)
-    reactions = [b["_reaction"] for b in boundaries if b.get("_reaction")]
-
     spans = []
     zoom = full = None
     if timed:
@@ -90,13 +159,18 @@ def _timeline(exchanges: list[dict], boundaries: list[dict], by_ref: dict, x_anc
     def sx(v: float) -> float:
         return min(max(PLOT_X0 + (v - lo) / width * PLOT_W, PLOT_X0), PLOT_X0 + PLOT_W)
 
-    zoomed = timed and zoom is not None
+    return {"timed": timed, "zoomed": timed and zoom is not None, "spans": spans, "lo": lo, "hi": hi, "full": full, "sx": sx}
 
+
+def _timeline_bars(rows: list[dict], axis: dict, x_anchor: dict) -> tuple[list[dict], list[str], list[str], dict]:
+    """One bar per row with its events' ticks (TICKS_PER_BAR each, TICKS_PER_TIMELINE in all), the cut-off
+    events' ticks apart; and each row's index by exchange."""
+    timed, zoomed, sx, lo, hi = axis["timed"], axis["zoomed"], axis["sx"], axis["lo"], axis["hi"]
     row_of = {}
     bars = []
     ticks, cut_ticks = [], []
     budget = TICKS_PER_TIMELINE
-    for n, (x, (s, e)) in enumerate(zip(rows, spans)):
+    for n, (x, (s, e)) in enumerate(zip(rows, axis["spans"])):
         row_of[id(x)] = n
         x0 = sx(s)
         if e is not None:
@@ -117,29 +191,12 @@ def _timeline(exchanges: list[dict], boundaries: list[dict], by_ref: dict, x_anc
         total, n_cut = x.get("events") or 0, x.get("cut_off_events") or 0
         n_ev = total - n_cut
         k = min(total, TICKS_PER_BAR, budget)
-        timed_pts = _timed_ticks(x, k) if timed and k else None
-        if timed_pts:
-            budget -= k
-            # each tick where its event passed the capture point (the last ones: the cut-off events)
-            path = {False: "", True: ""}
-            for off, cut in timed_pts:
-                path[cut] += f"M{sx(s + off / 1000):.1f} {y - TICK:.1f}v{BAR_H + 2 * TICK}"
-            if path[False]:
-                ticks.append(path[False])
-            if path[True]:
-                cut_ticks.append(path[True])
-        elif k:
-            budget -= k
-            # k ticks spread over the bar in event order; the last ones stand for the cut-off events
-            k_cut = max(round(n_cut * k / total), 1) if n_cut else 0
-            step = w / k
-            first = f"M{x0 + step / 2:.1f} {y - TICK:.1f}v{BAR_H + 2 * TICK}"
-            rel = f"m{step:.1f}-{BAR_H + 2 * TICK}v{BAR_H + 2 * TICK}"
-            if k - k_cut:
-                ticks.append(first + rel * (k - k_cut - 1))
-            if k_cut:
-                cx = x0 + step / 2 + step * (k - k_cut)
-                cut_ticks.append(f"M{cx:.1f} {y - TICK:.1f}v{BAR_H + 2 * TICK}" + rel * (k_cut - 1))
+        budget -= k
+        tick, cut = _bar_ticks(x, k, total, n_cut, s, x0, w, y, timed, sx)
+        if tick:
+            ticks.append(tick)
+        if cut:
+            cut_ticks.append(cut)
         bars.append(
             {
                 "x": f"{x0:.1f}",
@@ -169,123 +226,156 @@ def _timeline(exchanges: list[dict], boundaries: list[dict], by_ref: dict, x_anc
                 ),
             }
         )
-    lane = any(r for r in reactions)
-    lane_y = TOP + max(len(rows), 1) * ROW_H + LANE_H / 2
-    axis_y = TOP + max(len(rows), 1) * ROW_H + (LANE_H if lane else 0) + 6
-    height = axis_y + 20
+    return bars, ticks, cut_ticks, row_of
 
-    marks, lost, dups, reacts = [], [], [], []
-    for b in boundaries:
-        req = by_ref.get(_key(b.get("request")))
-        exact = True
-        if timed and _ts(b.get("started")) is not None:
-            x = sx(_ts(b["started"]))
-        elif req is not None and id(req) in row_of:
-            x = bars[row_of[id(req)]]["x0"]
-        elif timed and req is not None and _ts(req.get("started")) is not None:
-            x = sx(_ts(req["started"]))
-        else:
-            x, exact = PLOT_X0 + PLOT_W, False  # nowhere to put it: at the end, dashed
-        row = row_of.get(id(req)) if req is not None else None
-        bid = str(b.get("boundary_id", ""))
-        marks.append(
-            {
-                "x": f"{x:.1f}",
-                "y2": axis_y,
-                "cy": f"{TOP + row * ROW_H + ROW_H / 2:.1f}" if row is not None else None,
-                "exact": exact,
-                "verdict": b.get("verdict"),
-                "boundary_id": bid,
-                "anchor": b["_anchor"],
-                "cls": _verdict_class(b.get("verdict")),
-                "title": (
-                    f"{bid}: {b.get('verdict')} — {b.get('reason', '')}"
-                    f" (Last-Event-ID {b.get('last_event_id')!s}, first id after {b.get('first_event_id_after')!s})"
-                    + ("" if exact else "; time and request unknown, drawn at the end")
-                ),
-            }
-        )
-        # Lost events: emitted while the client was disconnected, so shaded between the end of
-        # the resumed connection and the reconnect, over both rows.
-        n_lost = b["_lost"]["count"]
-        if n_lost:
-            res = by_ref.get(_key(b.get("resumes")))
-            span_rows = [r for r in (row_of.get(id(res)) if res is not None else None, row) if r is not None]
-            x_start = x - 14
-            if res is not None and id(res) in row_of:
-                rb = bars[row_of[id(res)]]
-                x_start = min(rb["x0"] + rb["w_"], x - 8)
-            x_start = max(x_start, PLOT_X0)  # never left of the axis' start (a reconnect at the very start)
-            x_end = max(x, x_start + 3)
-            r0, r1 = (min(span_rows), max(span_rows)) if span_rows else (0, max(len(rows) - 1, 0))
-            label = f"{n_lost} lost"
-            lost.append(
-                {
-                    "x": f"{x_start:.1f}",
-                    "w": f"{x_end - x_start:.1f}",
-                    "y": f"{TOP + r0 * ROW_H + 1:.1f}",
-                    "h": f"{(r1 - r0 + 1) * ROW_H - 2:.1f}",
-                    "cls": _verdict_class(b.get("verdict")),
-                    "label": label if (x_end - x_start) >= 7 * len(label) else None,
-                    "lx": f"{(x_start + x_end) / 2:.1f}",
-                    "ly": f"{TOP + r0 * ROW_H + ROW_H / 2 + 4:.1f}",
-                    "title": f"{bid}: {_plural(n_lost, 'event')} lost — ids {' '.join(b['_lost']['shown'])}"
-                    + (f" … {b['_lost']['more']} more" if b["_lost"]["more"] else ""),
-                }
-            )
-        # Duplicated events: delivered again on the reconnect, so shaded on its bar over the
-        # ticks that stand for them (from the first duplicate the evidence shows).
-        n_dup = b["_dup"]["count"]
-        if n_dup:
-            title = f"{bid}: {_plural(n_dup, 'event')} delivered twice — ids {' '.join(b['_dup']['shown'])}" + (
-                f" … {b['_dup']['more']} more" if b["_dup"]["more"] else ""
-            )
-            if row is not None and bars[row]["total"]:
-                bar = bars[row]
-                dup_ids = set(str(i) for i in (b.get("duplicated_event_ids") or []))
-                after = [str(ev.get("id")) for ev in b.get("events_after") or []]
-                start = next((i for i, e in enumerate(after) if e in dup_ids), 0)
-                start = min(start, bar["total"] - 1)
-                end = min(start + n_dup, bar["total"])
-                dx0 = bar["x0"] + bar["w_"] * start / bar["total"]
-                dw = max(bar["w_"] * (end - start) / bar["total"], 3.0)
-                y = TOP + row * ROW_H + (ROW_H - BAR_H) / 2 - TICK - 1
-                dups.append({"x": f"{dx0:.1f}", "w": f"{dw:.1f}", "y": f"{y:.1f}", "h": BAR_H + 2 * TICK + 2, "title": title})
-            else:
-                y = TOP + (row if row is not None else 0) * ROW_H + 1
-                dups.append({"x": f"{x:.1f}", "w": "8.0", "y": f"{y:.1f}", "h": ROW_H - 2, "title": title})
-        r = b.get("_reaction")
-        if r:
-            kind = r["kind"]
-            rx = None
-            if r["x"] is not None:
-                if timed:
-                    t = _ts(r["x"].get("started"))
-                    rx = sx(t) if t is not None else None
-                elif id(r["x"]) in position:
-                    rx = sx(float(position[id(r["x"])]))
-            shape = {"reuse": "reuse", "reinit": "reinit"}.get(kind, "open")
-            if rx is None:
-                rx = PLOT_X0 + PLOT_W
-            what = {
-                "reuse": "kept using the session without re-initializing",
-                "reinit": "re-initialized (a new session started)",
-                "open": "the capture ends before the client re-initialized or used the session again",
-                "unlocated": "reaction not found in the exchanges",
-            }[kind]
-            when = f" at {r['x'].get('started') or '?'} ({r['x'].get('exchange_id', '')} {_ref(r['x'])})" if r["x"] else ""
-            reacts.append(
-                {
-                    "shape": shape,
-                    "rx": rx,
-                    "bid": bid,
-                    "title": f"{bid}: client {what}{when}",
-                    "anchor": b["_anchor"],
-                }
-            )
-    # Reactions of neighbouring reconnects would sit on one another: each takes the first of
-    # REACT_SLOTS rows of the lane where it clears the one before, and names its reconnect, so
-    # which belongs to which is never a guess.
+
+def _bar_ticks(x: dict, k: int, total: int, n_cut: int, s: float, x0: float, w: float, y: float, timed: bool, sx) -> tuple[str, str]:
+    """A bar's k ticks as two SVG paths, its events' and its cut-off events'."""
+    timed_pts = _timed_ticks(x, k) if timed and k else None
+    if timed_pts:
+        # each tick where its event passed the capture point (the last ones: the cut-off events)
+        path = {False: "", True: ""}
+        for off, cut in timed_pts:
+            path[cut] += f"M{sx(s + off / 1000):.1f} {y - TICK:.1f}v{BAR_H + 2 * TICK}"
+        return path[False], path[True]
+    if not k:
+        return "", ""
+    # k ticks spread over the bar in event order; the last ones stand for the cut-off events
+    k_cut = max(round(n_cut * k / total), 1) if n_cut else 0
+    step = w / k
+    first = f"M{x0 + step / 2:.1f} {y - TICK:.1f}v{BAR_H + 2 * TICK}"
+    rel = f"m{step:.1f}-{BAR_H + 2 * TICK}v{BAR_H + 2 * TICK}"
+    tick = first + rel * (k - k_cut - 1) if k - k_cut else ""
+    cx = x0 + step / 2 + step * (k - k_cut)
+    cut = f"M{cx:.1f} {y - TICK:.1f}v{BAR_H + 2 * TICK}" + rel * (k_cut - 1) if k_cut else ""
+    return tick, cut
+
+
+def _boundary_mark(b: dict, req: dict | None, row: int | None, bars: list[dict], row_of: dict, timed: bool, sx,
+                   axis_y: float) -> dict:
+    """A reconnect's mark: at its time, else its request's bar, else at the end, dashed (``_x``: its x in px,
+    for the shading beside it)."""
+    exact = True
+    if timed and _ts(b.get("started")) is not None:
+        x = sx(_ts(b["started"]))
+    elif req is not None and id(req) in row_of:
+        x = bars[row_of[id(req)]]["x0"]
+    elif timed and req is not None and _ts(req.get("started")) is not None:
+        x = sx(_ts(req["started"]))
+    else:
+        x, exact = PLOT_X0 + PLOT_W, False  # nowhere to put it: at the end, dashed
+    bid = str(b.get("boundary_id", ""))
+    return {
+        "x": f"{x:.1f}",
+        "y2": axis_y,
+        "cy": f"{TOP + row * ROW_H + ROW_H / 2:.1f}" if row is not None else None,
+        "exact": exact,
+        "verdict": b.get("verdict"),
+        "boundary_id": bid,
+        "anchor": b["_anchor"],
+        "cls": _verdict_class(b.get("verdict")),
+        "title": (
+            f"{bid}: {b.get('verdict')} — {b.get('reason', '')}"
+            f" (Last-Event-ID {b.get('last_event_id')!s}, first id after {b.get('first_event_id_after')!s})"
+            + ("" if exact else "; time and request unknown, drawn at the end")
+        ),
+        "_x": x,
+    }
+
+
+def _lost_shade(b: dict, x: float, row: int | None, bars: list[dict], row_of: dict, by_ref: dict, n_rows: int) -> dict | None:
+    """Lost events: emitted while the client was disconnected, so shaded between the end of the resumed
+    connection and the reconnect, over both rows."""
+    n_lost = b["_lost"]["count"]
+    if not n_lost:
+        return None
+    bid = str(b.get("boundary_id", ""))
+    res = by_ref.get(_key(b.get("resumes")))
+    span_rows = [r for r in (row_of.get(id(res)) if res is not None else None, row) if r is not None]
+    x_start = x - 14
+    if res is not None and id(res) in row_of:
+        rb = bars[row_of[id(res)]]
+        x_start = min(rb["x0"] + rb["w_"], x - 8)
+    x_start = max(x_start, PLOT_X0)  # never left of the axis' start (a reconnect at the very start)
+    x_end = max(x, x_start + 3)
+    r0, r1 = (min(span_rows), max(span_rows)) if span_rows else (0, max(n_rows - 1, 0))
+    label = f"{n_lost} lost"
+    return {
+        "x": f"{x_start:.1f}",
+        "w": f"{x_end - x_start:.1f}",
+        "y": f"{TOP + r0 * ROW_H + 1:.1f}",
+        "h": f"{(r1 - r0 + 1) * ROW_H - 2:.1f}",
+        "cls": _verdict_class(b.get("verdict")),
+        "label": label if (x_end - x_start) >= 7 * len(label) else None,
+        "lx": f"{(x_start + x_end) / 2:.1f}",
+        "ly": f"{TOP + r0 * ROW_H + ROW_H / 2 + 4:.1f}",
+        "title": f"{bid}: {_plural(n_lost, 'event')} lost — ids {' '.join(b['_lost']['shown'])}"
+        + (f" … {b['_lost']['more']} more" if b["_lost"]["more"] else ""),
+    }
+
+
+def _dup_shade(b: dict, x: float, row: int | None, bars: list[dict]) -> dict | None:
+    """Duplicated events: delivered again on the reconnect, so shaded on its bar over the ticks that stand
+    for them (from the first duplicate the evidence shows)."""
+    n_dup = b["_dup"]["count"]
+    if not n_dup:
+        return None
+    bid = str(b.get("boundary_id", ""))
+    title = f"{bid}: {_plural(n_dup, 'event')} delivered twice — ids {' '.join(b['_dup']['shown'])}" + (
+        f" … {b['_dup']['more']} more" if b["_dup"]["more"] else ""
+    )
+    if row is not None and bars[row]["total"]:
+        bar = bars[row]
+        dup_ids = set(str(i) for i in (b.get("duplicated_event_ids") or []))
+        after = [str(ev.get("id")) for ev in b.get("events_after") or []]
+        start = next((i for i, e in enumerate(after) if e in dup_ids), 0)
+        start = min(start, bar["total"] - 1)
+        end = min(start + n_dup, bar["total"])
+        dx0 = bar["x0"] + bar["w_"] * start / bar["total"]
+        dw = max(bar["w_"] * (end - start) / bar["total"], 3.0)
+        y = TOP + row * ROW_H + (ROW_H - BAR_H) / 2 - TICK - 1
+        return {"x": f"{dx0:.1f}", "w": f"{dw:.1f}", "y": f"{y:.1f}", "h": BAR_H + 2 * TICK + 2, "title": title}
+    y = TOP + (row if row is not None else 0) * ROW_H + 1
+    return {"x": f"{x:.1f}", "w": "8.0", "y": f"{y:.1f}", "h": ROW_H - 2, "title": title}
+
+
+def _reaction_mark(b: dict, timed: bool, sx, position: dict) -> dict | None:
+    """What the client did after the reconnect, for the lane (its x in ``rx``; its row comes later)."""
+    r = b.get("_reaction")
+    if not r:
+        return None
+    bid = str(b.get("boundary_id", ""))
+    kind = r["kind"]
+    rx = None
+    if r["x"] is not None:
+        if timed:
+            t = _ts(r["x"].get("started"))
+            rx = sx(t) if t is not None else None
+        elif id(r["x"]) in position:
+            rx = sx(float(position[id(r["x"])]))
+    shape = {"reuse": "reuse", "reinit": "reinit"}.get(kind, "open")
+    if rx is None:
+        rx = PLOT_X0 + PLOT_W
+    what = {
+        "reuse": "kept using the session without re-initializing",
+        "reinit": "re-initialized (a new session started)",
+        "open": "the capture ends before the client re-initialized or used the session again",
+        "unlocated": "reaction not found in the exchanges",
+    }[kind]
+    when = f" at {r['x'].get('started') or '?'} ({r['x'].get('exchange_id', '')} {_ref(r['x'])})" if r["x"] else ""
+    return {
+        "shape": shape,
+        "rx": rx,
+        "bid": bid,
+        "title": f"{bid}: client {what}{when}",
+        "anchor": b["_anchor"],
+    }
+
+
+def _reaction_slots(reacts: list[dict]) -> float:
+    """Reactions of neighbouring reconnects would sit on one another: each takes the first of REACT_SLOTS
+    rows of the lane where it clears the one before (``slot``), and names its reconnect, so which belongs to
+    which is never a guess. Returns the px the lane's further rows add."""
     slots_end: list[float] = []
     for r in sorted(reacts, key=lambda r: r["rx"]):
         slot = next((k for k, end in enumerate(slots_end) if r["rx"] - end >= REACT_GAP), None)
@@ -295,11 +385,12 @@ def _timeline(exchanges: list[dict], boundaries: list[dict], by_ref: dict, x_anc
                 slots_end.append(0.0)
         slots_end[slot] = r["rx"]
         r["slot"] = slot
-    extra = max(len(slots_end) - 1, 0) * LANE_H
-    axis_y += extra
-    height += extra
-    for m in marks:
-        m["y2"] = axis_y
+    return max(len(slots_end) - 1, 0) * LANE_H
+
+
+def _place_reactions(reacts: list[dict], lane_y: float) -> None:
+    """Each reaction's shape and label at its row of the lane, the label left of the mark where the right
+    has no room."""
     for r in reacts:
         ry = lane_y + r.pop("slot") * LANE_H
         rx = r.pop("rx")
@@ -307,9 +398,12 @@ def _timeline(exchanges: list[dict], boundaries: list[dict], by_ref: dict, x_anc
         right = rx + 8 + 7 * len(label) <= SVG_W  # else the name goes left of the mark
         r.update(x=f"{rx:.1f}", y=f"{ry:.1f}", d=_shape(r["shape"], rx, ry), label=label,
                  lx=f"{rx + 8 if right else rx - 8:.1f}", ly=f"{ry + 4:.1f}", lanchor="start" if right else "end")
-    # Marks closer than a label's width share one label ("r5xj2qd +4": the reconnect's name without its
-    # session's, whose timeline this is); neighbouring labels alternate between two lines. Every mark keeps
-    # its own line and link.
+
+
+def _mark_labels(marks: list[dict]) -> None:
+    """Marks closer than a label's width share one label ("r5xj2qd +4": the reconnect's name without its
+    session's, whose timeline this is); neighbouring labels alternate between two lines. Every mark keeps
+    its own line and link."""
     clusters: list[list[dict]] = []
     for m in sorted(marks, key=lambda m: float(m["x"])):
         if clusters and float(m["x"]) - float(clusters[-1][0]["x"]) < 30:
@@ -323,30 +417,17 @@ def _timeline(exchanges: list[dict], boundaries: list[dict], by_ref: dict, x_anc
             m["label"] = (short_label(m["boundary_id"]) + (f" +{len(group) - 1}" if len(group) > 1 else "")) if k == 0 else None
             m["y1"] = ly + 3 if k == 0 else TOP - 2
             m["clustered"] = len(group) > 1
-    for bar in bars:
-        del bar["x0"], bar["w_"]
-    # dates on the axis when it spans more than one (UTC) day, times alone otherwise
+
+
+def _axis_context(axis: dict) -> dict:
+    """The axis' ticks and end labels, with dates when it spans more than one (UTC) day, times alone
+    otherwise, and the note of a zoomed axis."""
+    timed, zoomed, sx, lo, hi, full = axis["timed"], axis["zoomed"], axis["sx"], axis["lo"], axis["hi"], axis["full"]
     dated = timed and _spans_days(lo, hi)
     full_dated = zoomed and _spans_days(*full)
     lo_label, hi_label = _axis_label(lo, timed, dated), _axis_label(hi, timed, dated)
     span_label = _span(hi - lo) if timed else ""
     return {
-        "timed": timed,
-        "width": SVG_W,
-        "height": height,
-        "plot_x0": PLOT_X0,
-        "plot_x1": PLOT_X0 + PLOT_W,
-        "axis_y": axis_y,
-        "lane": lane,
-        "lane_y": f"{lane_y + 4:.1f}",
-        "bars": bars,
-        "ticks": "".join(ticks),
-        "cut_ticks": "".join(cut_ticks),
-        "marks": marks,
-        "lost": lost,
-        "dups": dups,
-        "reacts": reacts,
-        "hidden": hidden,
         "axis_ticks": _axis_ticks(lo, hi, sx, dated, (lo_label, f"{hi_label} (+{span_label})")) if timed else [],
         "lo_label": lo_label,
         "hi_label": hi_label,

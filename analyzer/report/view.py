@@ -217,6 +217,9 @@ def _merged_sessions(sessions: list[dict]) -> list[dict]:
 
 
 def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_ROWS) -> dict:
+    """The template's context: one builder per part of the page (the findings and reconnects prepared, the
+    sessions' sections and rows, their links and timelines, then the summary's, the findings' and the inputs'
+    parts), each returning its part."""
     sessions = _merged_sessions(list(doc.get("sessions", [])))
     exchanges = doc.get("exchanges", [])
     boundaries = doc.get("boundaries", [])
@@ -227,13 +230,71 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
     def session_sort(key) -> str:
         return str(place[key]) if key in place else ""
 
+    x_by_session, by_ref, by_xid = _exchange_index(exchanges)
+    pf = _prepared_findings(findings, boundaries)
+    b_by_session = _prepared_boundaries(boundaries, findings, pf)
+    _add_orphan_sessions(sessions, b_by_session, pf["by_session"], x_by_session)
+    # Every session is called by its name, as the terminal and the JSON call it; its element's id is the name
+    # (``report.html#<name>`` scrolls there) and so is its filter token (``session_token``). The page never
+    # numbers sessions of its own.
+    s_tokens: dict[str, str] = {s.get("session"): session_token(s.get("session")) for s in sessions}  # name -> data-s
+    sec = _session_sections(sessions, b_by_session, pf["by_session"], x_by_session, s_tokens, session_sort, max_full, max_rows)
+    full, s_anchor = sec["full_sessions"], sec["s_anchor"]
+    card_anchor = _finding_links(pf["prepared"], full, sec["compact_cards"], s_anchor, s_tokens, session_sort, pf["b_pos"])
+    _session_timelines(full, sec["compact_cards"], by_ref, by_xid, s_anchor, max_rows)
+    summary = doc.get("summary", {})
+    return {
+        "doc": doc,
+        "tool": doc.get("tool", {}),
+        "headline": _headline(doc),
+        "status": _status(doc),
+        "summary": summary,
+        **_verdict_badges(summary),
+        **_calls_context(doc, card_anchor, s_anchor),
+        **_where_context(summary, boundaries, b_by_session, card_anchor, s_anchor, s_tokens, session_sort),
+        "overview": _overview(exchanges, boundaries),
+        "trend": trend_view(doc.get("trend")),  # (a store's document only)
+        **_inputs_context(doc),
+        **_findings_context(findings, pf, max_rows),
+        "busy_sessions": sec["busy_sessions"],
+        "compact_cards": sec["compact_cards"],
+        "compact_more": sec["compact_more"],
+        "compact_verdicts": [(v, _verdict_class(v), VERDICT[v].effect, VERDICT[v].next_step)
+                             for v in VERDICTS if any(b.get("verdict") == v for b in sec["compact_cards"])],
+        "evidence_shown": EVIDENCE_SHOWN,
+        "sessions_left_out": len(sessions) - len(full) - len(sec["busy_sessions"]) - len(sec["quiet_sessions"]),
+        "full_sessions": full,
+        "quiet_sessions": sec["quiet_sessions"],
+        # the session filter: one option per section or row with findings, in the document's order
+        "session_options": [(e["tokens"], str(e["key"]), e["s"].get("session_id"))
+                            for e in sorted(full + sec["busy_sessions"], key=lambda e: place.get(e["key"], len(place)))],
+        "where_critical": any(f.get("severity") == "critical" for f in findings),
+        "diverged_tokens": " ".join(DIVERGED),
+        "verdicts": VERDICTS,
+        "collapse": COLLAPSE_ROWS,
+        "ticks_per_bar": TICKS_PER_BAR,
+        "sev_class": _sev_class,
+        "sev_rank": lambda s: SEV_RANK.get(s, len(SEVERITIES)),
+        "verdict_class": _verdict_class,
+    }
+
+
+def _exchange_index(exchanges: list[dict]) -> tuple[dict, dict, dict]:
+    """The exchanges by session, by their record (source, location) and by id."""
     x_by_session: dict[str, list] = defaultdict(list)
     by_ref: dict[tuple, dict] = {}
     for x in exchanges:
         x_by_session[x.get("session")].append(x)
         by_ref.setdefault((x.get("source"), x.get("location")), x)
     by_xid = {x.get("exchange_id"): x for x in exchanges}
+    return x_by_session, by_ref, by_xid
 
+
+def _prepared_findings(findings: list[dict], boundaries: list[dict]) -> dict:
+    """Each finding copied with what the page shows of it (anchor, severity's class and token, its
+    reconnect's verdict, next step, known), sorted by severity, then its reconnect's place, then the
+    document's order; with the copies by reconnect, by session, by the request left unanswered, by the
+    document's finding (``of``), and each reconnect's place (``b_pos``)."""
     b_verdict = {b.get("boundary_id"): _verdict_token(b.get("verdict")) for b in boundaries}
     f_by_boundary: dict[str, list] = defaultdict(list)
     f_by_session: dict[str, list] = defaultdict(list)
@@ -269,55 +330,70 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
             order[id(f)],
         )
     )
+    return {"prepared": prepared_findings, "of": prepared_of, "by_boundary": f_by_boundary, "by_session": f_by_session,
+            "unanswered": unanswered_by_request, "b_pos": b_pos}
 
+
+def _prepared_boundaries(boundaries: list[dict], findings: list[dict], pf: dict) -> dict[str, list]:
+    """Each reconnect copied with what its card and rows show, by session."""
     b_by_session: dict[str, list] = defaultdict(list)
     b_anchors: set[str] = set()
     # a retried reconnect's later attempts carry no finding of their own: the first attempt's is theirs (new or known)
-    retry_of = {bid: prepared_of[id(f)] for bid, (_k, _n, f) in later_attempts(boundaries, findings).items()}
+    retry_of = {bid: pf["of"][id(f)] for bid, (_k, _n, f) in later_attempts(boundaries, findings).items()}
     for n, b in enumerate(boundaries, start=1):
-        pb = dict(b)
-        pb["_n"] = n
-        pb["_anchor"] = reconnect_anchor(b.get("boundary_id"), n)
+        pb = _prepared_boundary(b, n, pf, retry_of)
         if pb["_anchor"] in b_anchors:  # two boundaries with one id: the second by its index
             pb["_anchor"] = f"boundary-n{n}"
         b_anchors.add(pb["_anchor"])
-        pb["_cls"] = _verdict_class(b.get("verdict"))
-        pb["_v"] = _verdict_token(b.get("verdict"))
-        pb["_sev_cls"] = _sev_class(b.get("severity"))
-        pb["_sev"] = _sev_token(b.get("severity"))
-        pb["_handled"] = _handled_words(b.get("handled_correctly"), b.get("verdict"), b.get("rule_id"))
-        pb["_handled_cls"] = (
-            "ok" if b.get("verdict") == "continuous" else {True: "ok", False: "bad", None: "unknown"}.get(b.get("handled_correctly"), "unknown")
-        )
-        pb["_findings"] = f_by_boundary.get(b.get("boundary_id"), [])
-        # the reconnect's severity where it is listed alone (Where?): the worst of its verdict's and its findings' -- a
-        # wrong result handed over at a replay_reset is critical, whatever the verdict's own severity
-        worst = min((x for x in [b.get("severity"), *(f.get("severity") for f in pb["_findings"])] if x is not None),
-                    key=lambda x: SEV_RANK.get(x, len(SEVERITIES)), default=None)
-        pb["_worst"], pb["_worst_cls"] = worst, _sev_class(worst)
-        about = pb["_findings"] or ([retry_of[b["boundary_id"]]] if b.get("boundary_id") in retry_of else [])
-        pb["_new"] = any(not f["_known"] for f in about)  # with a baseline: a new finding is about this reconnect
-        pb["_known"] = bool(about) and not pb["_new"]
-        effects = []
-        for f in pb["_findings"]:
-            if f.get("effect") and f["effect"] not in effects:
-                effects.append(f["effect"])
-        if not effects and b.get("verdict") == "continuous":
-            effects.append(NO_EFFECT)
-        pb["_effects"] = effects
-        verdict = VERDICT.get(str(b.get("verdict")))
-        pb["_next"] = verdict.next_step if verdict is not None and verdict.name != "continuous" else ""
-        pb["_lost"] = _shorten(b.get("lost_event_ids") or [], b.get("lost_count", len(b.get("lost_event_ids") or [])))
-        pb["_dup"] = _shorten(
-            b.get("duplicated_event_ids") or [], b.get("duplicated_count", len(b.get("duplicated_event_ids") or []))
-        )
-        pb["_dup_ids"] = {str(i) for i in b.get("duplicated_event_ids") or []}
-        pb["_decisive"] = DECISIVE.get(b.get("verdict"), set())
-        pb["_evidence_words"] = catalog.EVIDENCE.get(str(b.get("evidence")), "")
-        pb["_unanswered"] = [pf for r in b.get("owed_requests") or [] for pf in unanswered_by_request.get(r, [])]
         b_by_session[b.get("session")].append(pb)
+    return b_by_session
 
-    # Boundaries or findings naming a session the sessions list lacks still get a section.
+
+def _prepared_boundary(b: dict, n: int, pf: dict, retry_of: dict) -> dict:
+    """One reconnect's copy: anchor, verdict and severity tokens, handling, its findings and the worst of
+    their severities, new or known, effects, next step, lost and duplicated ids, evidence words."""
+    pb = dict(b)
+    pb["_n"] = n
+    pb["_anchor"] = reconnect_anchor(b.get("boundary_id"), n)
+    pb["_cls"] = _verdict_class(b.get("verdict"))
+    pb["_v"] = _verdict_token(b.get("verdict"))
+    pb["_sev_cls"] = _sev_class(b.get("severity"))
+    pb["_sev"] = _sev_token(b.get("severity"))
+    pb["_handled"] = _handled_words(b.get("handled_correctly"), b.get("verdict"), b.get("rule_id"))
+    pb["_handled_cls"] = (
+        "ok" if b.get("verdict") == "continuous" else {True: "ok", False: "bad", None: "unknown"}.get(b.get("handled_correctly"), "unknown")
+    )
+    pb["_findings"] = pf["by_boundary"].get(b.get("boundary_id"), [])
+    # the reconnect's severity where it is listed alone (Where?): the worst of its verdict's and its findings' -- a
+    # wrong result handed over at a replay_reset is critical, whatever the verdict's own severity
+    worst = min((x for x in [b.get("severity"), *(f.get("severity") for f in pb["_findings"])] if x is not None),
+                key=lambda x: SEV_RANK.get(x, len(SEVERITIES)), default=None)
+    pb["_worst"], pb["_worst_cls"] = worst, _sev_class(worst)
+    about = pb["_findings"] or ([retry_of[b["boundary_id"]]] if b.get("boundary_id") in retry_of else [])
+    pb["_new"] = any(not f["_known"] for f in about)  # with a baseline: a new finding is about this reconnect
+    pb["_known"] = bool(about) and not pb["_new"]
+    effects = []
+    for f in pb["_findings"]:
+        if f.get("effect") and f["effect"] not in effects:
+            effects.append(f["effect"])
+    if not effects and b.get("verdict") == "continuous":
+        effects.append(NO_EFFECT)
+    pb["_effects"] = effects
+    verdict = VERDICT.get(str(b.get("verdict")))
+    pb["_next"] = verdict.next_step if verdict is not None and verdict.name != "continuous" else ""
+    pb["_lost"] = _shorten(b.get("lost_event_ids") or [], b.get("lost_count", len(b.get("lost_event_ids") or [])))
+    pb["_dup"] = _shorten(
+        b.get("duplicated_event_ids") or [], b.get("duplicated_count", len(b.get("duplicated_event_ids") or []))
+    )
+    pb["_dup_ids"] = {str(i) for i in b.get("duplicated_event_ids") or []}
+    pb["_decisive"] = DECISIVE.get(b.get("verdict"), set())
+    pb["_evidence_words"] = catalog.EVIDENCE.get(str(b.get("evidence")), "")
+    pb["_unanswered"] = [f for r in b.get("owed_requests") or [] for f in pf["unanswered"].get(r, [])]
+    return pb
+
+
+def _add_orphan_sessions(sessions: list[dict], b_by_session: dict, f_by_session: dict, x_by_session: dict) -> None:
+    """Boundaries or findings naming a session the sessions list lacks still get a section."""
     known = {s.get("session") for s in sessions}
     for sid in list(b_by_session) + list(f_by_session):
         if sid not in known:
@@ -329,12 +405,13 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
                  "sources": [], "_orphan": True}
             )
 
-    # Every session is called by its name, as the terminal and the JSON call it; its element's id is the name
-    # (``report.html#<name>`` scrolls there) and so is its filter token (``session_token``). The page never
-    # numbers sessions of its own.
-    s_anchor: dict[str, str] = {}
-    s_tokens: dict[str, str] = {s.get("session"): session_token(s.get("session")) for s in sessions}  # name -> data-s
 
+def _session_sections(sessions: list[dict], b_by_session: dict, f_by_session: dict, x_by_session: dict, s_tokens: dict,
+                      session_sort, max_full: int, max_rows: int) -> dict:
+    """The sessions' part of the page: the worst ``max_full`` in full sections, the others one row each
+    (``busy`` with findings, ``quiet`` without), compact cards for the critical reconnects of sessions not
+    shown in full; and each shown session's anchor (``s_anchor``)."""
+    s_anchor: dict[str, str] = {}
     full, quiet, busy = [], [], []
     # the worst sessions get full sections: by their worst finding, then how many, then position
     def badness(s: dict) -> tuple:
@@ -355,16 +432,7 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         anchors.add(anchor)
         bs = b_by_session.get(sid, [])
         fs = f_by_session.get(sid, [])
-        sevs = sorted({f["_sev"] for f in fs} | {b["_sev"] for b in bs if b.get("severity") is not None}, key=lambda t: SEV_RANK.get(t, 9))
-        counts = Counter(b["_v"] for b in bs)
-        entry = {
-            "s": s, "key": sid, "anchor": anchor, "tokens": s_tokens[sid], "sort": session_sort(sid),
-            "boundaries": bs, "findings": fs, "_known": bool(fs) and all(f["_known"] for f in fs),
-            "_v": " ".join(sorted(counts, key=lambda v: V_RANK.get(v, 99))),
-            "_sev": " ".join(sevs),
-            # its reconnects by verdict, as the JSON's verdicts: "gap 2, continuous 1"
-            "vcounts": [(v, counts[v], _verdict_class(v)) for v in sorted(counts, key=lambda v: V_RANK.get(v, 99))],
-        }
+        entry, sevs = _session_entry(s, anchor, bs, fs, s_tokens[sid], session_sort(sid))
         if id(s) not in shown_full:
             # One row each: the sessions with findings in their list, the others (no reconnect, or continuous ones
             # only) in the list of sessions without findings.
@@ -396,8 +464,30 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
             }
         )
         full.append(entry)
+    return {"full_sessions": full, "quiet_sessions": quiet, "busy_sessions": busy, "compact_cards": compact,
+            "compact_more": compact_more, "s_anchor": s_anchor}
 
-    # Cards exist for sessions shown in full and for those critical reconnects: links to the others go to their row.
+
+def _session_entry(s: dict, anchor: str, bs: list[dict], fs: list[dict], tokens: str, sort: str) -> tuple[dict, list[str]]:
+    """What a session's section or row shows of it: its reconnects and findings, their verdicts' and
+    severities' filter tokens, known, and its reconnects by verdict; and its severities, worst first."""
+    sevs = sorted({f["_sev"] for f in fs} | {b["_sev"] for b in bs if b.get("severity") is not None}, key=lambda t: SEV_RANK.get(t, 9))
+    counts = Counter(b["_v"] for b in bs)
+    return {
+        "s": s, "key": s.get("session"), "anchor": anchor, "tokens": tokens, "sort": sort,
+        "boundaries": bs, "findings": fs, "_known": bool(fs) and all(f["_known"] for f in fs),
+        "_v": " ".join(sorted(counts, key=lambda v: V_RANK.get(v, 99))),
+        "_sev": " ".join(sevs),
+        # its reconnects by verdict, as the JSON's verdicts: "gap 2, continuous 1"
+        "vcounts": [(v, counts[v], _verdict_class(v)) for v in sorted(counts, key=lambda v: V_RANK.get(v, 99))],
+    }, sevs
+
+
+def _finding_links(prepared_findings: list[dict], full: list[dict], compact: list[dict], s_anchor: dict, s_tokens: dict,
+                   session_sort, b_pos: dict) -> dict:
+    """Cards exist for sessions shown in full and for the compact cards' critical reconnects: links to the
+    others go to their row. Each finding gets its session's and reconnect's links; returns the cards' anchors
+    by reconnect."""
     card_anchor: dict[str, str] = {}
     for b in [b for e in full for b in e["boundaries"]] + compact:
         card_anchor.setdefault(b.get("boundary_id"), b["_anchor"])
@@ -408,8 +498,12 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         f["_session_sort"] = session_sort(f.get("session"))
         f["_boundary_anchor"] = card_anchor.get(f.get("boundary")) if f.get("boundary") is not None else None
         f["_boundary_n"] = b_pos.get(f.get("boundary"), "") if f.get("boundary") is not None else ""
+    return card_anchor
 
-    # Connection rows (and so link targets) exist for the first conn_rows exchanges of a full session.
+
+def _session_timelines(full: list[dict], compact: list[dict], by_ref: dict, by_xid: dict, s_anchor: dict, max_rows: int) -> None:
+    """A full session's connection rows (and so link targets: its first conn_rows exchanges), each card's
+    client reaction, and its timeline."""
     conn_rows = min(max_rows, CONN_ROWS)
     x_anchor: dict[int, str] = {}
     used: set[str] = set()
@@ -428,30 +522,37 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         e["rows"] = [(x, x_anchor[id(x)]) for x in e["exchanges"][:conn_rows]]
         e["rows_more"] = max(len(e["exchanges"]) - conn_rows, 0)
 
-    summary = doc.get("summary", {})
+
+def _verdict_badges(summary: dict) -> dict:
+    """The summary's counts: reconnects by verdict (grouped and one by one) and findings by severity."""
     verdict_counts = summary.get("verdicts", {})
     by_sev = summary.get("findings_by_severity", {})
-    major = [f for f in prepared_findings if f.get("severity") in ("critical", "error")]
-    # the summary's lists lead with what is new against a baseline (the known ones follow, muted); without one,
-    # nothing is known and the order is the findings'
-    # (in the document's order, the terminal's: worst first, wrong results first among the critical ones)
-    in_doc = [prepared_of[id(f)] for f in findings if f.get("severity") in ("critical", "error")]
-    top = _top_findings([f for f in in_doc if not f["_known"]] + [f for f in in_doc if f["_known"]])
-    first_of: dict[tuple, dict] = {}
-    for f in prepared_findings:
-        first_of.setdefault((f.get("rule"), f.get("severity"), f.get("boundary") is not None), f)
-    minor = [f for f in prepared_findings if f.get("severity") not in ("critical", "error")]
-    minor_rows = min(max_rows, MINOR_ROWS)
-    for f in major[:max_rows] + minor[:minor_rows]:  # rows on the page: links to the others would dangle
-        f["_shown"] = True
+    return {
+        "verdict_groups": [
+            ("Diverged", sum(verdict_counts.get(v, 0) for v in DIVERGED),
+             [(v, verdict_counts.get(v, 0), _verdict_class(v)) for v in DIVERGED]),
+            ("Could not be verified", verdict_counts.get("unverifiable", 0),
+             [("unverifiable", verdict_counts.get("unverifiable", 0), _verdict_class("unverifiable"))]),
+            ("Continuous", verdict_counts.get("continuous", 0),
+             [("continuous", verdict_counts.get("continuous", 0), _verdict_class("continuous"))]),
+        ],
+        "verdict_badges": [(v, verdict_counts.get(v, 0), _verdict_class(v)) for v in VERDICTS],
+        "severity_badges": [(s, by_sev.get(s, 0), _sev_class(s)) for s in SEVERITIES],
+    }
 
-    # Summary: the calls hit, one story each, in the document's order (the terminal's and the JSON's: calls_hit.py)
+
+def _calls_context(doc: dict, card_anchor: dict, s_anchor: dict) -> dict:
+    """Summary: the calls hit, one story each, in the document's order (the terminal's and the JSON's: calls_hit.py)."""
     all_calls = doc.get("calls_hit") or []
     calls = [c | {"link": card_anchor.get(c.get("reconnect")) or s_anchor.get(c.get("session")),
                   "session_link": s_anchor.get(c.get("session"))} for c in all_calls[:CALL_ROWS]]
-    calls_more = len(all_calls) - len(calls)
+    return {"calls_hit": calls, "calls_more": len(all_calls) - len(calls), "calls_first": SUMMARY_ROWS}
 
-    # Summary: where it diverged (the worst reconnects, most harmful first) and what the inputs cost.
+
+def _where_context(summary: dict, boundaries: list[dict], b_by_session: dict, card_anchor: dict, s_anchor: dict,
+                   s_tokens: dict, session_sort) -> dict:
+    """Summary: where it diverged (the worst reconnects, most harmful first; new ones first against a baseline)
+    and how the client handled the reconnects."""
     with_baseline = "baseline" in summary
     worst_b = sorted((b for bs in b_by_session.values() for b in bs if b.get("verdict") != "continuous"),
                      key=lambda b: (with_baseline and not b["_new"], harm_order(b)))
@@ -470,36 +571,17 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
         "lost": sum(b.get("lost_count") or len(b.get("lost_event_ids") or []) for b in boundaries),
         "dup": sum(b.get("duplicated_count") or len(b.get("duplicated_event_ids") or []) for b in boundaries),
     }
+    return {"where": where, "where_more": max(len(worst_b) - SUMMARY_ROWS, 0), "handling": handling,
+            "where_sessions": len({b.get("session") for b in worst_b})}
+
+
+def _inputs_context(doc: dict) -> dict:
+    """What the inputs cost: formats, counts as the terminal says them, the unreadable ones, the anomalies by
+    code; and the inputs, skipped files and anomalies themselves."""
     anomalies = doc.get("anomalies", [])
     codes = Counter((a.get("code"), a.get("severity")) for a in anomalies)
     inputs = doc.get("inputs", [])
     return {
-        "doc": doc,
-        "tool": doc.get("tool", {}),
-        "headline": _headline(doc),
-        "status": _status(doc),
-        "summary": summary,
-        "verdict_groups": [
-            ("Diverged", sum(verdict_counts.get(v, 0) for v in DIVERGED),
-             [(v, verdict_counts.get(v, 0), _verdict_class(v)) for v in DIVERGED]),
-            ("Could not be verified", verdict_counts.get("unverifiable", 0),
-             [("unverifiable", verdict_counts.get("unverifiable", 0), _verdict_class("unverifiable"))]),
-            ("Continuous", verdict_counts.get("continuous", 0),
-             [("continuous", verdict_counts.get("continuous", 0), _verdict_class("continuous"))]),
-        ],
-        "verdict_badges": [(v, verdict_counts.get(v, 0), _verdict_class(v)) for v in VERDICTS],
-        "severity_badges": [(s, by_sev.get(s, 0), _sev_class(s)) for s in SEVERITIES],
-        "top_findings": top,
-        "calls_hit": calls,
-        "calls_more": calls_more,
-        "calls_first": SUMMARY_ROWS,
-        "top_more": len(major) - len(top),
-        "where": where,
-        "where_more": max(len(worst_b) - SUMMARY_ROWS, 0),
-        "handling": handling,
-        "where_sessions": len({b.get("session") for b in worst_b}),
-        "overview": _overview(exchanges, boundaries),
-        "trend": trend_view(doc.get("trend")),  # (a store's document only)
         "formats": sorted(Counter(str(i.get("format")) for i in inputs).items()),
         "input_counts": facts.input_counts(doc),  # records, rejected, unreadable, skipped: as the terminal says them
         "unreadable": [i for i in inputs if i.get("error")][:SUMMARY_ROWS],
@@ -507,6 +589,30 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
             ((code, sev, n, _sev_class(sev)) for (code, sev), n in codes.items()),
             key=lambda r: (SEV_RANK.get(r[1], 9), -r[2], str(r[0])),
         )[:SUMMARY_ROWS],
+        "inputs": inputs,
+        "skipped": doc.get("skipped", []),
+        "anomalies": anomalies,
+    }
+
+
+def _findings_context(findings: list[dict], pf: dict, max_rows: int) -> dict:
+    """The findings: the summary's top ones (new before known, in the document's order: worst first, wrong
+    results first among the critical ones), the major and minor tables (capped; the rows on the page are
+    ``_shown``, links to the others would dangle), and the table of rules with effect and next step once each."""
+    prepared_findings, prepared_of = pf["prepared"], pf["of"]
+    major = [f for f in prepared_findings if f.get("severity") in ("critical", "error")]
+    in_doc = [prepared_of[id(f)] for f in findings if f.get("severity") in ("critical", "error")]
+    top = _top_findings([f for f in in_doc if not f["_known"]] + [f for f in in_doc if f["_known"]])
+    first_of: dict[tuple, dict] = {}
+    for f in prepared_findings:
+        first_of.setdefault((f.get("rule"), f.get("severity"), f.get("boundary") is not None), f)
+    minor = [f for f in prepared_findings if f.get("severity") not in ("critical", "error")]
+    minor_rows = min(max_rows, MINOR_ROWS)
+    for f in major[:max_rows] + minor[:minor_rows]:  # rows on the page: links to the others would dangle
+        f["_shown"] = True
+    return {
+        "top_findings": top,
+        "top_more": len(major) - len(top),
         "major_findings": major[:max_rows],
         "minor_findings": minor[:minor_rows],
         "findings_left_out": max(0, len(major) - max_rows) + max(0, len(minor) - minor_rows),
@@ -516,29 +622,6 @@ def _context(doc: dict, max_full: int = MAX_FULL_SESSIONS, max_rows: int = MAX_R
              for (rule, sev, b), n in _count_rules(prepared_findings).items()),
             key=lambda r: (SEV_RANK.get(r[1], 9), -r[2], r[0] or ""),
         ),
-        "busy_sessions": busy,
-        "compact_cards": compact,
-        "compact_more": compact_more,
-        "compact_verdicts": [(v, _verdict_class(v), VERDICT[v].effect, VERDICT[v].next_step)
-                             for v in VERDICTS if any(b.get("verdict") == v for b in compact)],
-        "evidence_shown": EVIDENCE_SHOWN,
-        "sessions_left_out": len(sessions) - len(full) - len(busy) - len(quiet),
-        "inputs": inputs,
-        "skipped": doc.get("skipped", []),
-        "anomalies": anomalies,
-        "full_sessions": full,
-        "quiet_sessions": quiet,
-        # the session filter: one option per section or row with findings, in the document's order
-        "session_options": [(e["tokens"], str(e["key"]), e["s"].get("session_id"))
-                            for e in sorted(full + busy, key=lambda e: place.get(e["key"], len(place)))],
-        "where_critical": any(f.get("severity") == "critical" for f in findings),
-        "diverged_tokens": " ".join(DIVERGED),
-        "verdicts": VERDICTS,
-        "collapse": COLLAPSE_ROWS,
-        "ticks_per_bar": TICKS_PER_BAR,
-        "sev_class": _sev_class,
-        "sev_rank": lambda s: SEV_RANK.get(s, len(SEVERITIES)),
-        "verdict_class": _verdict_class,
     }
 
 
