@@ -46,26 +46,33 @@ ROOT = Path(__file__).resolve().parent.parent
 SID = "sess-1"
 
 
-def write_log(n: int, path: Path) -> None:
-    sid, t = SID, [0]
+def _opened(out) -> tuple:
+    """The writer and the clock of a proxy log in ``out``, after the session's ``initialize`` exchange (conn c0)."""
+    t = [0]
 
     def ts() -> str:
         t[0] += 1
         v = t[0]
         return f"2026-12-01T{(v // 3_600_000) % 24:02d}:{(v // 60000) % 60:02d}:{(v // 1000) % 60:02d}.{v % 1000:03d}000Z"
 
-    with open(path, "w") as out:
-        def w(rec: dict) -> None:
-            out.write(json.dumps(rec) + "\n")
+    def w(rec: dict) -> None:
+        out.write(json.dumps(rec) + "\n")
 
-        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}}
-        w({"kind": "request", "ts": ts(), "conn": "c0", "method": "POST", "url": "http://127.0.0.1:8000/mcp",
-           "headers": {"content-type": "application/json"}, "body": json.dumps(init)})
-        w({"kind": "response", "ts": ts(), "conn": "c0", "status": 200, "headers": {"content-type": "application/json", "mcp-session-id": sid}})
-        w({"kind": "body", "ts": ts(), "conn": "c0", "data": json.dumps({"jsonrpc": "2.0", "id": 0, "result": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "s", "version": "1"}}})})
-        w({"kind": "close", "ts": ts(), "conn": "c0", "reason": "eof"})
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}}
+    w({"kind": "request", "ts": ts(), "conn": "c0", "method": "POST", "url": "http://127.0.0.1:8000/mcp",
+       "headers": {"content-type": "application/json"}, "body": json.dumps(init)})
+    w({"kind": "response", "ts": ts(), "conn": "c0", "status": 200, "headers": {"content-type": "application/json", "mcp-session-id": SID}})
+    w({"kind": "body", "ts": ts(), "conn": "c0", "data": json.dumps({"jsonrpc": "2.0", "id": 0, "result": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "s", "version": "1"}}})})
+    w({"kind": "close", "ts": ts(), "conn": "c0", "reason": "eof"})
+    return w, ts
+
+
+def write_log(n: int, path: Path) -> None:
+    sid = SID
+    with open(path, "w") as out:
+        w, ts = _opened(out)
         eid = 0
         for i in range(n):
             c = f"g{i}"
@@ -84,25 +91,8 @@ FAN_IN_CUT = 10  # the events of the long connection the client never received
 
 def write_fan_in(n: int, path: Path) -> None:
     """One connection of ``n`` events, then ``n`` reconnects resuming it from id ``n - FAN_IN_CUT`` (module doc)."""
-    t = [0]
-
-    def ts() -> str:
-        t[0] += 1
-        v = t[0]
-        return f"2026-12-01T{(v // 3_600_000) % 24:02d}:{(v // 60000) % 60:02d}:{(v // 1000) % 60:02d}.{v % 1000:03d}000Z"
-
     with open(path, "w") as out:
-        def w(rec: dict) -> None:
-            out.write(json.dumps(rec) + "\n")
-
-        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}}
-        w({"kind": "request", "ts": ts(), "conn": "c0", "method": "POST", "url": "http://127.0.0.1:8000/mcp",
-           "headers": {"content-type": "application/json"}, "body": json.dumps(init)})
-        w({"kind": "response", "ts": ts(), "conn": "c0", "status": 200, "headers": {"content-type": "application/json", "mcp-session-id": SID}})
-        w({"kind": "body", "ts": ts(), "conn": "c0", "data": json.dumps({"jsonrpc": "2.0", "id": 0, "result": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "s", "version": "1"}}})})
-        w({"kind": "close", "ts": ts(), "conn": "c0", "reason": "eof"})
+        w, ts = _opened(out)
         get = {"accept": "text/event-stream", "mcp-session-id": SID}
         w({"kind": "request", "ts": ts(), "conn": "g", "method": "GET", "url": "http://127.0.0.1:8000/mcp", "headers": get, "body": None})
         w({"kind": "response", "ts": ts(), "conn": "g", "status": 200, "headers": {"content-type": "text/event-stream", "mcp-session-id": SID}})
