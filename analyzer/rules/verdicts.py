@@ -101,13 +101,9 @@ def decision_chain() -> list[Branch]:
           pl.format("event id {} came after {}: ids went back, {} event(s) already processed were delivered again",
                     pl.col("break_id"), pl.col("break_prev"), pl.col("dup_count")),
           "contiguous ids: an id not above the client's Last-Event-ID (or the previous event) anywhere in the resumed connection"),
-        # contiguous ids reach here when they did not go back from the cursor: an id the stream delivered before the
-        # cursor's delivery came again all the same (two servers numbering one stream, the cursor naming another
-        # event of the other's: real-go-client-replica-failover)
-        B("opaque_redelivered", "replay_reset", pl.col("o_dup_count").fill_null(0) > 0,
+        B("opaque_redelivered", "replay_reset", ~contiguous & (pl.col("o_dup_count").fill_null(0) > 0),
           pl.format("{} event id(s) this stream had already delivered were delivered again", pl.col("o_dup_count")),
-          "an id the stream had delivered at or before the client's Last-Event-ID, delivered again (opaque ids; "
-          "contiguous ids too when they did not go back from the cursor: two counters numbering one stream)"),
+          "opaque ids: an id the stream had delivered at or before the client's Last-Event-ID, delivered again"),
         B("foreign_stream_ids", "cross_stream_replay", pl.col("foreign_count").fill_null(0) > 0,
           pl.format("{} event(s) carry ids of another stream (first: {}; the resumed stream is {})",
                     pl.col("foreign_count"), pl.col("foreign_id"), pl.col("cursor_prefix")),
@@ -245,11 +241,11 @@ def judge(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
         # the events the server sent twice past the capture point: definite duplicates (at or
         # before the client's cursor), then the ones resent after it (see ``_prior``)
         duplicated_event_ids=pl.when(pl.col("rule_id") == "stale_last_event_id").then(pl.col("sc_ids")).otherwise(pl.concat_list(
-            pl.when(is_int_verdict & (pl.col("rule_id") != "opaque_redelivered")).then(pl.col("dup_ids")).otherwise(pl.col("o_dup_ids")).fill_null(pl.lit([], dtype=pl.List(pl.String))),
+            pl.when(is_int_verdict).then(pl.col("dup_ids")).otherwise(pl.col("o_dup_ids")).fill_null(pl.lit([], dtype=pl.List(pl.String))),
             pl.col("resent_ids").fill_null(pl.lit([], dtype=pl.List(pl.String))),
         ).list.unique(maintain_order=True).list.head(LIST_CAP)),
         duplicated_count=pl.when(pl.col("rule_id") == "stale_last_event_id").then(pl.col("sc_n"))
-        .otherwise(pl.when(is_int_verdict & (pl.col("rule_id") != "opaque_redelivered")).then(pl.col("dup_count")).otherwise(pl.col("o_dup_count")).fill_null(0)
+        .otherwise(pl.when(is_int_verdict).then(pl.col("dup_count")).otherwise(pl.col("o_dup_count")).fill_null(0)
                    + pl.col("resent_count").fill_null(0)),
         handled_correctly=pl.when(pl.col("verdict") == "continuous").then(True)
         .when(pl.col("rule_id").is_in(list(CAPTURE_BLIND))).then(None)  # the client saw what the capture did not
