@@ -131,13 +131,16 @@ def test_go_replica_failover(fmt, monkeypatch):
 # delivery) was tried and reverted: on bench/generate.py's traffic it turned 134 of 3,929 reconnects (114 continuous,
 # 20 gaps) into replay_reset.  Pinned, strict, until a rule tells an ambiguous cursor (one id, two payloads) apart.
 
-@pytest.mark.xfail(strict=True, reason="the second resume (Last-Event-ID 4, a replica-1 id) is read as continuous; "
-                   "replica 2 replays from its own id 5: the log notification the POST stream had delivered comes again")
 def test_go_replica_failover_second_resume_delivers_a_log_note_twice(monkeypatch):
+    """The second resume's Last-Event-ID 4 named two events of the stream (replica 1's progress, replica 2's ping
+    answer); the replica that read it replayed after its own 4, so the log note the POST stream had delivered came
+    again, same id 5 and payload: the application got it twice (the client log), though the ids go up from 4."""
     name = "real-go-client-replica-failover"
     doc, log = analyze(name, "jsonl", monkeypatch), client_log(name)
     assert log.count('log notification info: "slow_count step 1"') == 2  # the application got it twice
-    assert doc["boundaries"][1]["duplicated_count"] == 1
+    second = doc["boundaries"][1]
+    assert (second["verdict"], second["rule_id"]) == ("replay_reset", "cursor_named_two_events")
+    assert second["duplicated_event_ids"] == ["5"] and second["duplicated_count"] == 1 and second["lost_count"] == 0
 
 
 def test_go_replica_failover_first_resume_went_back_and_lost_nothing(monkeypatch):

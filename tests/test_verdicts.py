@@ -259,3 +259,46 @@ def test_common_notifications_in_two_sessions_are_no_cross_session_replay(captur
     cap.stream(last="3", events=same[:1]).stream(sid=SID2, last="3", events=same[:1])
     doc = analyze(cap)
     assert "cross_session_replay" not in rules(doc)
+
+
+def _other(i):
+    return f'{{"jsonrpc": "2.0", "method": "notifications/message", "params": {{"other": {i}}}}}'
+
+
+def test_a_cursor_naming_two_events_that_brings_one_again_is_a_replay(capture, analyze):
+    """Two servers numbering one stream: the second resume's cursor 4 names two events (the first connection's and
+    the other server's), the server places it at the first one, and 5 comes again, same id and payload: a repeat,
+    though the ids go up from the cursor (real-go-client-replica-failover, reduced)."""
+    cap = capture.initialize().stream(ids=range(1, 6)).stream(last="5", ids=range(2, 5), data=_other)
+    doc = analyze(cap.stream(last="4", ids=range(5, 8)))
+    second = doc["boundaries"][1]
+    assert (second["verdict"], second["rule_id"]) == ("replay_reset", "cursor_named_two_events")
+    assert second["duplicated_event_ids"] == ["5"] and second["duplicated_count"] == 1 and second["lost_count"] == 0
+    assert "the client's Last-Event-ID 4 named 2 different events" in second["reason"]
+
+
+def test_a_counter_restarted_with_new_payloads_goes_on_continuous(capture, analyze):
+    """The same ids after a restart, with new payloads: the cursor 4 names two events, but nothing came again (5 and 6
+    are new events): continuous, as counting ids alone would not say (bench/generate.py's restarts)."""
+    cap = capture.initialize().stream(ids=range(1, 6)).stream(last="5", ids=range(1, 5), data=_other)
+    doc = analyze(cap.stream(last="4", ids=range(5, 7), data=_other))
+    assert [(b["verdict"], b["rule_id"]) for b in doc["boundaries"]] == [("replay_reset", "ids_went_back"), ("continuous", "ids_continue")]
+
+
+def test_one_equal_payload_after_a_restarted_counter_is_chance_not_a_repeat(capture, analyze):
+    """After a restart (new payloads for the old ids) the cursor 4 names two events and the next event 5 happens to
+    carry the first run's payload, but 6 carries another: the server numbers anew, 5 is no repeat (9 of 3,929
+    reconnects of bench/generate.py's traffic look like this: a progress notification equal by chance)."""
+    default = lambda i: json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"n": i}})  # noqa: E731
+    cap = capture.initialize().stream(ids=range(1, 7)).stream(last="6", ids=range(1, 5), data=_other)
+    doc = analyze(cap.stream(last="4", events=[("5", default(5)), ("6", _other(6))]))
+    assert [(b["verdict"], b["rule_id"]) for b in doc["boundaries"]] == [("replay_reset", "ids_went_back"), ("continuous", "ids_continue")]
+
+
+def test_a_resend_of_what_followed_the_cursor_is_no_repeat_of_an_ambiguous_cursor(capture, analyze):
+    """The cursor 3 names two events (a restart in between), and the client resumes from the newer 3 although the
+    old connection had gone on to 5: the resent 4 and 5 are what the client never got, not a repeat of what it had
+    (their payloads were delivered after the cursor's last delivery, its claim): continuous."""
+    cap = capture.initialize().stream(ids=range(1, 7)).stream(last="6", ids=range(1, 6), data=_other)
+    doc = analyze(cap.stream(last="3", ids=range(4, 8), data=_other))
+    assert [(b["verdict"], b["rule_id"]) for b in doc["boundaries"]] == [("replay_reset", "ids_went_back"), ("continuous", "ids_continue")]

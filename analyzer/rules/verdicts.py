@@ -104,6 +104,12 @@ def decision_chain() -> list[Branch]:
         B("opaque_redelivered", "replay_reset", ~contiguous & (pl.col("o_dup_count").fill_null(0) > 0),
           pl.format("{} event id(s) this stream had already delivered were delivered again", pl.col("o_dup_count")),
           "opaque ids: an id the stream had delivered at or before the client's Last-Event-ID, delivered again"),
+        B("cursor_named_two_events", "replay_reset", pl.col("amb_count").fill_null(0) > 0,
+          pl.format("the client's Last-Event-ID {} named {} different events on this stream (two servers numbering it), and {} "
+                    "event(s) it had already been delivered came again, same id and payload (first: {})",
+                    pl.col("cursor_str"), pl.col("amb_cursor_n"), pl.col("amb_count"), pl.col("amb_ids").list.first()),
+          "any id scheme: the Last-Event-ID had been delivered on the stream with two payloads or more, and events the "
+          "stream had delivered before (same id, same payload) came again"),
         B("foreign_stream_ids", "cross_stream_replay", pl.col("foreign_count").fill_null(0) > 0,
           pl.format("{} event(s) carry ids of another stream (first: {}; the resumed stream is {})",
                     pl.col("foreign_count"), pl.col("foreign_id"), pl.col("cursor_prefix")),
@@ -185,7 +191,7 @@ FALLBACK = ("opaque_unproven", "unverifiable", "opaque ids and nothing proves wh
 EVIDENCE = {
     "no_response": "none", "refused": "http", "other_session_id": "http", "forgotten_session": "jsonrpc",
     "epoch_changed": "http", "not_an_event_stream": "http", "body_not_recorded": "none", "other_sessions_events": "content",
-    "stale_last_event_id": "ids", "ids_went_back": "ids", "opaque_redelivered": "ids", "foreign_stream_ids": "ids", "response_of_other_stream": "jsonrpc",
+    "stale_last_event_id": "ids", "ids_went_back": "ids", "opaque_redelivered": "ids", "cursor_named_two_events": "ids", "foreign_stream_ids": "ids", "response_of_other_stream": "jsonrpc",
     "ids_jumped": "ids", "lost_after_capture_point": "second_view", "lost_in_history": "second_view",
     "progress_skipped": "progress_skipped", "owed_nothing_replayed": "jsonrpc", "no_event_after": "none", "no_cursor": "none", "resumed_undecrypted": "none", "ids_continue": "ids",
     "successor_proven": "second_view", "progress_continues": "progress_and_response", "opaque_unproven": "none",
@@ -241,11 +247,13 @@ def judge(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
         # the events the server sent twice past the capture point: definite duplicates (at or
         # before the client's cursor), then the ones resent after it (see ``_prior``)
         duplicated_event_ids=pl.when(pl.col("rule_id") == "stale_last_event_id").then(pl.col("sc_ids")).otherwise(pl.concat_list(
-            pl.when(is_int_verdict).then(pl.col("dup_ids")).otherwise(pl.col("o_dup_ids")).fill_null(pl.lit([], dtype=pl.List(pl.String))),
+            pl.when(pl.col("rule_id") == "cursor_named_two_events").then(pl.col("amb_ids"))
+            .when(is_int_verdict).then(pl.col("dup_ids")).otherwise(pl.col("o_dup_ids")).fill_null(pl.lit([], dtype=pl.List(pl.String))),
             pl.col("resent_ids").fill_null(pl.lit([], dtype=pl.List(pl.String))),
         ).list.unique(maintain_order=True).list.head(LIST_CAP)),
         duplicated_count=pl.when(pl.col("rule_id") == "stale_last_event_id").then(pl.col("sc_n"))
-        .otherwise(pl.when(is_int_verdict).then(pl.col("dup_count")).otherwise(pl.col("o_dup_count")).fill_null(0)
+        .otherwise(pl.when(pl.col("rule_id") == "cursor_named_two_events").then(pl.col("amb_count"))
+                   .when(is_int_verdict).then(pl.col("dup_count")).otherwise(pl.col("o_dup_count")).fill_null(0)
                    + pl.col("resent_count").fill_null(0)),
         handled_correctly=pl.when(pl.col("verdict") == "continuous").then(True)
         .when(pl.col("rule_id").is_in(list(CAPTURE_BLIND))).then(None)  # the client saw what the capture did not
