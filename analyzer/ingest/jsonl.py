@@ -31,6 +31,7 @@ import binascii
 import json
 import re
 from concurrent.futures import ThreadPoolExecutor
+from itertools import repeat
 from datetime import datetime
 from typing import BinaryIO
 
@@ -42,7 +43,7 @@ from analyzer.ingest import jsonl_columns, jsonl_typed
 from analyzer.ingest.reading import Reading
 from analyzer.anomalies import AnomalyLog
 from analyzer.errors import NotACapture
-from analyzer.decode.jsonrpc import text_safe
+from analyzer.decode.jsonrpc import loads, text_safe
 from analyzer.decode.sse import parse_all
 from analyzer.ingest.timestamps import parse_ts
 from analyzer.tables import FRAME_COLUMNS, SSE_MEDIA, VALUE_CHUNK, Builder, Ingested
@@ -60,7 +61,11 @@ def _headers(value: object) -> dict[str, str] | None:
         return None
     # repeated headers as a list, as some proxies write them: joined, or the first of a single-valued one (add_header);
     # a name given twice in other case ("Content-Type" and "content-type") is a repeat too
-    out: dict[str, str] = {}
+    # the common case in C: one value per name, every name once in lower case (what add_header makes of it)
+    out = dict(zip(map(str.lower, value), value.values()))
+    if len(out) == len(value) and all(map(isinstance, out.values(), repeat(str))):
+        return out
+    out = {}
     for k, v in value.items():
         for one in (v if type(v) is list else (v,)):
             add_header(out, str(k).lower(), str(one))
@@ -247,7 +252,7 @@ class _Reader:
                 log.add("jsonl_invalid_utf8", where, f"byte {exc.start}")
                 text = raw.decode("utf-8", "replace")
             try:
-                rec = json.loads(text)
+                rec = loads(text)  # (json.loads' value or error, mostly by msgspec)
             except (ValueError, RecursionError) as exc:
                 log.add("jsonl_bad_line", where, str(exc)[:120])
                 return
