@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from concurrent.futures import ThreadPoolExecutor
 from itertools import repeat
