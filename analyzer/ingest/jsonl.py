@@ -205,12 +205,18 @@ def _raw_body(b: Builder, row: dict, data: str, coding: str | None, where: str, 
         b.event(row, location=at, ts=ts, event_id=ev.id, event_type=ev.event, data=ev.data, retry=retry, fate=ev.fate, line=lineno)
 
 
+# exchange rows per Arrow chunk: rows sealed lately are still in the CPU's caches when they are converted (1M events,
+# 59k exchanges: 0.40 thread-s in chunks of 4,096 against 0.69-0.75 in one chunk of all of them at the end)
+SEAL_ROWS = 4_096
+
+
 class _Reader:
     """The per-line reader: the connection state machine, and every record the column-wise path does not take."""
 
     def __init__(self, source: str, reading: Reading) -> None:
         self.log = AnomalyLog(source)
         self.b = Builder(source, self.log, reading.redact, reading.compact, reading.digest_key)
+        self.b.seal_chunk = SEAL_ROWS
         self.max_line = reading.limits.line_bytes
         self.ratio = reading.limits.gunzip_ratio
         self.current: dict[str, dict] = {}  # conn -> its open exchange row
