@@ -17,8 +17,8 @@ response record has no ``decoded`` field and whose first record holds
 U+FFFD) is read as not recorded, its records rejected (``jsonl_sse_not_decoded``).
 
 A log is read in batches of lines (:mod:`analyzer.ingest.jsonl_typed`): the bulk, its ``sse`` records, reaches
-the tables column-wise, whatever the writer's spacing, key order or escapes (the recorder's compact lines by a
-regular expression, any other by msgspec Structs tagged by ``kind``); every other line -- the other kinds, and a
+the tables column-wise, whatever the writer's spacing, key order or escapes (the recorder's key order, spaced or
+not, by a grammar and one ``read_ndjson`` of the lines it vets, any other by msgspec Structs tagged by ``kind``); every other line -- the other kinds, and a
 line neither takes -- goes through the per-line reader (``_Reader.line``), which keeps the connection state and
 gets every anomaly.  The result is the per-line reader's, row for row
 (``read(..., columns=False)``; tests/test_jsonl_columns.py, which also compares the reader before msgspec,

@@ -2,7 +2,10 @@
 
 Since issue [4/5] :mod:`analyzer.ingest.jsonl_typed` calls it first and decodes the ``sse`` lines it leaves (any
 other writer's JSON) with msgspec; its time grammar (``_TS``) is the typed reader's too.  (``jsonl._grammar``, this
-alone, is the reader before msgspec, which the tests compare.)
+alone, is the reader before msgspec, which the tests compare.)  Since issue #42 the reader calls :func:`sse_frame`:
+the same grammar with any JSON white space (:data:`SSE_ANY`, Python's default ``", "`` / ``": "`` too), and the
+lines it vets parsed by one ``read_ndjson``; :func:`sse_rows` below, one regular expression or split per field, is
+the reader before, kept for the tests.
 
 :mod:`analyzer.ingest.jsonl` reads a log in batches of lines.  Of each batch, the lines that are an
 ``sse`` record in the recorder's own shape (analyzer/mitm_addon.py writes ``json.dumps(...,
