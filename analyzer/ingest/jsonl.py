@@ -216,7 +216,7 @@ class _Reader:
     def __init__(self, source: str, reading: Reading) -> None:
         self.log = AnomalyLog(source)
         self.b = Builder(source, self.log, reading.redact, reading.compact, reading.digest_key)
-        self.b.seal_chunk = SEAL_ROWS
+        self.b.seal_chunk = min(SEAL_ROWS, self.b.seal_chunk)  # (tests make the Builder's chunks smaller still)
         self.max_line = reading.limits.line_bytes
         self.ratio = reading.limits.gunzip_ratio
         self.current: dict[str, dict] = {}  # conn -> its open exchange row
