@@ -468,3 +468,79 @@ def test_what_msgspec_reads_differently_from_json_goes_per_line():
     codes = [(a["code"], a["location"]) for a in rows(fast.anomalies) if a["code"].startswith("jsonl")]
     assert ("jsonl_bad_line", "line 6") in codes and ("jsonl_invalid_utf8", "line 7") in codes and ("jsonl_orphan_record", "line 8") in codes
     assert [r["location"] for r in rows(fast.events)] == ["line 5", "line 11"]
+
+
+# -- issue #42 (2026-12-06): the vetted sse lines of any spacing by read_ndjson; headers and JSON in C --------
+
+@st.composite
+def recorder_order_sse(draw) -> bytes:
+    """An sse record in the recorder's key order, with any writer's white space (and sometimes a quirk)."""
+    line = draw(plain_sse()).rstrip(b"\r\n")
+    rec = json.loads(line)
+    if list(rec)[:3] != ["kind", "ts", "conn"]:
+        return line
+    sep, colon = draw(st.sampled_from([(",", ":"), (", ", ": "), (" , ", " : "), (",\t", ":\t"), (", ", ":"), (",\r", ":")]))
+    pad = draw(st.sampled_from(["", " ", "\t", " \r"]))
+    text = json.dumps(rec, ensure_ascii=draw(st.booleans()), separators=(sep, colon))
+    return (pad + text[0] + pad + text[1:-1] + pad + text[-1] + pad).encode("utf-8", "surrogatepass")
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(recorder_order_sse(), plain_sse().map(lambda b: b.rstrip(b"\n")), LINE.map(lambda b: b.rstrip(b"\n"))), max_size=30))
+def test_sse_frame_reads_what_msgspec_reads(lines):
+    """``sse_frame`` (the grammar of any spacing, then one ``read_ndjson`` of the lines it vets) gives, for every
+    line it takes, the values msgspec's typed reading gives; the lines it leaves that hold ``"sse"`` are named for
+    msgspec; and every line the compact grammar took before (``sse_rows``) it takes too, to the same values."""
+    import polars as pl
+
+    frame, rest = jsonl_columns.sse_frame(lines)
+    typed, _ = jsonl_typed.typed(lines)
+    assert frame.schema == typed.schema
+    assert frame.to_dicts() == typed.filter(pl.col("pos").is_in(frame["pos"].implode())).to_dicts()
+    taken = set(frame["pos"].to_list())
+    assert not taken & set(rest)
+    assert rest == [i for i, raw in enumerate(lines) if i not in taken and b'"sse"' in raw]
+    old = jsonl_columns.sse_rows(lines)
+    assert old.to_dicts() == frame.filter(pl.col("pos").is_in(old["pos"].implode())).to_dicts()
+
+
+def test_spaced_records_in_the_recorders_order_go_to_read_ndjson():
+    """bench/run.py --spaced's copy (Python's default json.dumps of the recorder's records): every sse line is taken
+    by the grammar, none left to msgspec (the reader before #42 typed every one of them by msgspec Structs)."""
+    lines = [json.dumps({"kind": "sse", "ts": "2026-11-13T09:00:01.250000Z", "conn": "1.1", "id": str(i), "event": "message",
+                         "data": json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": f"é {i} \u2028"}}),
+                         "retry": [None, 3000][i % 2]}).encode() + eol for i, eol in enumerate([b"", b"\r"] * 50)]
+    frame, rest = jsonl_columns.sse_frame(lines)
+    assert frame["pos"].to_list() == list(range(100)) and rest == []
+    assert frame["data"][3] == '{"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": "\\u00e9 3 \\u2028"}}'
+    assert frame["retry"].to_list()[:2] == [None, 3000]
+
+
+def _headers_before(value):
+    """``jsonl._headers`` before its fast path: add_header for every name and value."""
+    from analyzer.decode.http1 import add_header
+
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        return None
+    out: dict[str, str] = {}
+    for k, v in value.items():
+        for one in (v if type(v) is list else (v,)):
+            add_header(out, str(k).lower(), str(one))
+    return out
+
+
+_HEADER_NAMES = st.sampled_from(["Content-Type", "content-type", "CONTENT-TYPE", "Cookie", "cookie", "last-event-id", "Last-Event-ID",
+                                 "x-a", "X-A", "mcp-session-id", "İ", "ß", "K"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(st.none(), st.lists(st.text(max_size=2)), st.dictionaries(
+    _HEADER_NAMES | st.text(max_size=4),
+    st.one_of(st.text(max_size=4), st.lists(st.text(max_size=3) | st.integers(), max_size=3), st.integers(), st.none(), st.booleans()),
+    max_size=6)))
+def test_headers_are_the_add_header_loops(value):
+    got = ingest_jsonl._headers(value)
+    want = _headers_before(value)
+    assert got == want and (got is None or list(got.items()) == list(want.items()))

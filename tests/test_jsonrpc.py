@@ -99,3 +99,41 @@ def test_blank_is_the_same_character_set_on_both_paths():
     assert [hex(ord(c)) for c, a, b in zip(chars, column_blank, python_blank) if a != b] == []
     fast, slow, inv_fast, inv_slow = both(["\x1f", " \x1c ", "\u2028", "\t"])
     assert fast == slow == [] and inv_fast == inv_slow and len(inv_slow) == 2
+
+
+# -- jsonrpc.loads: msgspec first, json.loads where they differ ---------------------------------------------------
+
+def _outcome(fn, text):
+    try:
+        value = fn(text)
+    except (ValueError, RecursionError) as exc:
+        return ("error", type(exc).__name__, str(exc))
+    return ("value", repr(value), json.dumps(value, sort_keys=False, default=repr) if value == value else "nan")
+
+
+_JSON_VALUES = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True, allow_infinity=True),
+              st.text(st.characters(codec="utf-8") | st.sampled_from(["\ud800", "\udfff", "\x00", "\u2028"]))),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=12,
+)
+_LOADS_EDGES = ["NaN", "-Infinity", "1e400", "-1e400", "1e-400", "-0.0", "1" * 4301, "0." + "1" * 5000, '"\\ud800"',
+                '"\\udc00\\ud800"', '{"a":1,"a":2,"b":3,"a":4}', "[" * 600 + "]" * 600, "[" * 3000 + "]" * 3000,
+                '{"a":' * 400 + "1" + "}" * 400, "01", "[1,]", '"\x01"', " {} ", "", "tru", '{"a":1}x', '"\ud800"']
+
+
+@settings(max_examples=400, deadline=None)
+@given(_JSON_VALUES, st.sampled_from([(",", ":"), (", ", ": ")]), st.booleans(), st.integers(0, 30), st.sampled_from(["", "x", "]", " ", "\\", '"']))
+def test_loads_is_json_loads(value, seps, ascii_only, cut, junk):
+    """:func:`jsonrpc.loads` gives json.loads' value (same types, same float bits, the last of a repeated key in the
+    first one's place) or its exception and message, on valid JSON and on JSON cut short or with a byte more."""
+    text = json.dumps(value, separators=seps, ensure_ascii=ascii_only)
+    for t in (text, text[: len(text) - cut] + junk, junk + text):
+        assert _outcome(jsonrpc.loads, t) == _outcome(json.loads, t)
+
+
+@pytest.mark.parametrize("text", _LOADS_EDGES, ids=range(len(_LOADS_EDGES)))
+def test_loads_edges(text):
+    """Where msgspec and json.loads read differently (NaN, a number past a float, an integer past Python's digit
+    limit, a lone surrogate, deep nesting), ``loads`` is json.loads."""
+    assert _outcome(jsonrpc.loads, text) == _outcome(json.loads, text)

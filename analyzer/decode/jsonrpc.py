@@ -11,6 +11,8 @@ import json
 import re
 from dataclasses import dataclass
 
+import msgspec
+
 META_VERSION = "io.modelcontextprotocol/protocolVersion"  # params._meta key of revision 2026-07-28
 # json.dumps with these options, without the encoder json.dumps makes for every call that passes options
 _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
@@ -36,6 +38,26 @@ def id_text(rid: object) -> str | None:
     if isinstance(rid, str):
         return text_safe('"' + rid.replace("\\", "\\\\").replace('"', '\\"') + '"')
     return text_safe(_COMPACT(rid))
+
+
+_MSGSPEC = msgspec.json.decode
+# Python's json and msgspec both refuse nesting past the recursion limit, counted from the depth of the stack of the
+# call: a text that may nest this deep (brackets counted, in strings too) is left to json.loads (jsonl_typed._DEEP)
+_DEEP = 500
+
+
+def loads(text: str) -> object:
+    """``json.loads(text)``, the same value or the same exception, by msgspec's decoder where it reads the text
+    (1.8 µs against 5 µs for a proxy log's request line).  Where the two differ msgspec raises -- a lone surrogate
+    escape, ``NaN``/``Infinity``, a number past a float, an integer past Python's digit limit, deep nesting --
+    and ``json.loads`` reads the text, so its value or its error is the result (tests/test_jsonrpc.py compares them
+    on the fuzz corpus)."""
+    if text.count("[") + text.count("{") < _DEEP:
+        try:
+            return _MSGSPEC(text)
+        except Exception:  # (msgspec's errors, RecursionError, a str with a lone surrogate: json.loads decides)
+            pass
+    return json.loads(text)
 
 
 class NotJsonRpc(ValueError):
@@ -112,7 +134,7 @@ def extract(text: str) -> list[Message]:
     if not text or (text.isspace() and _SEPARATORS.search(text) is None):
         return []
     try:
-        obj = json.loads(text)
+        obj = loads(text)
     except (ValueError, RecursionError) as exc:
         raise NotJsonRpc(f"not JSON ({exc.__class__.__name__})") from None
     if isinstance(obj, list):

@@ -1,7 +1,7 @@
 """Typed decoding of the proxy JSONL records with msgspec: the fast half of :mod:`analyzer.ingest.jsonl`.
 
-The ``sse`` lines of a batch that the recorder's regular expression does not take (another writer's spacing, key
-order or escapes: :func:`decode`) are decoded by one msgspec ``Decoder`` of five ``Struct`` s tagged by ``kind`` (schemas/
+The ``sse`` lines of a batch that the recorder's grammar does not take (another key order, escapes it leaves out:
+:func:`decode`) are decoded by one msgspec ``Decoder`` of five ``Struct`` s tagged by ``kind`` (schemas/
 proxy-jsonl.schema.json), in C, whatever the writer's JSON formatting: spacing (``", "`` / ``": "``), key order,
 escapes, CRLF.  msgspec is strict where Python's ``json`` is strict and stricter elsewhere (``"id": 5`` is no
 string, ``retry: 1.0`` no integer, a lone surrogate escape, ``NaN``, a number past a float are errors), and it
@@ -139,17 +139,15 @@ _SSE_SCHEMA = {"pos": pl.UInt32, "conn": pl.String, "ts": pl.String, "id": pl.St
 
 
 def decode(lines: list) -> tuple[pl.DataFrame, dict[int, dict]]:
-    """The batch decoded: the ``sse`` lines in the recorder's own compact shape by its regular expression, column-wise
-    in Polars (:func:`analyzer.ingest.jsonl_columns.sse_rows`: off the GIL, while the per-line reader runs), every
-    other line by msgspec (:func:`typed`).  On the recorder's logs msgspec alone cost 15 % more CPU than this
+    """The batch decoded: the ``sse`` lines in the recorder's key order, with any spacing, by its grammar and one
+    ``read_ndjson``, column-wise in Polars (:func:`analyzer.ingest.jsonl_columns.sse_frame`: off the GIL, while the
+    per-line reader runs), every other line that may be an ``sse`` record by msgspec (:func:`typed`).  On the recorder's logs msgspec alone cost 15 % more CPU than this
     (1M events: 14.9-15.5 against 12.9-13.4 CPU-seconds for the read), its Python work on the GIL; another writer's
     ``sse`` lines (spacing, key order) are msgspec's.  The other kinds' lines are left to the per-line reader."""
-    fast = jsonl_columns.sse_rows(lines)
-    taken = set(fast["pos"].to_list())
-    # the lines that may be sse records of another shape; the other kinds go to the per-line reader as they are (its
-    # json.loads of a request or response line is cheap beside its state machine: typing them by msgspec cost 1.5 s of
-    # CPU and saved the per-line reader 0.3 s on the 1M-event log)
-    where = [i for i, raw in enumerate(lines) if i not in taken and type(raw) is bytes and b'"sse"' in raw]
+    # (where: the lines that may be sse records of another shape; the other kinds go to the per-line reader as they are
+    # (its json.loads of a request or response line is cheap beside its state machine: typing them by msgspec cost 1.5 s
+    # of CPU and saved the per-line reader 0.3 s on the 1M-event log)
+    fast, where = jsonl_columns.sse_frame(lines)
     if not where:
         return fast, {}
     more, records = typed([lines[i] for i in where])
