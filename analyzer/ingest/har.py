@@ -28,7 +28,6 @@ import binascii
 import codecs
 import json
 import re
-import uuid
 from datetime import datetime, timedelta, timezone
 from typing import BinaryIO
 
@@ -36,6 +35,8 @@ import polars as pl
 
 from analyzer.decode import content_coding, sse_columns
 from analyzer.decode.http1 import add_header
+from analyzer.ingest import har_typed
+from analyzer.ingest.har_typed import ENTRIES as _ENTRIES, Entry, is_log_entries, outside_strings as _outside_strings
 from analyzer.ingest.reading import Reading
 from analyzer.limits import Limits
 from analyzer.anomalies import AnomalyLog
@@ -124,9 +125,6 @@ def _is_text(data: bytes) -> bool:
     return True
 
 
-_ENTRIES = re.compile(r'"entries"\s*:\s*\[')
-
-
 def _json_error(line: int, col: int, msg: str) -> str:
     """A JSON error as the note and the rejected entry's row quote it."""
     return f"JSON error at line {line} column {col}: {msg}"
@@ -205,7 +203,7 @@ def _salvage(text: str) -> tuple[list, bool] | None:
 
 
 TOO_DEEP = "nested too deeply to parse"
-_STRUCTURE = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]]', re.S)  # a whole string, or a bracket
+_STRUCTURE = har_typed.STRUCTURE
 
 
 def _value_end(text: str, pos: int) -> int | None:
@@ -234,16 +232,6 @@ class _NotStreamable(Exception):
 
 
 STREAM_CHUNK = 1 << 20
-
-
-def _outside_strings(text: str, at: int) -> bool:
-    """``text[at]`` is not inside a JSON string (the strings before it skipped whole, one regex pass)."""
-    for tok in _STRUCTURE.finditer(text):
-        if tok.start() >= at:
-            return True
-        if tok.end() > at:  # a string that began before ``at`` and goes on past it
-            return False
-    return True
 
 
 def stream_entries(source: str, stream: BinaryIO, outcome: dict | None = None, cap: int = Limits.document_bytes):
@@ -356,17 +344,16 @@ def stream_entries(source: str, stream: BinaryIO, outcome: dict | None = None, c
         pass
     if inside is None:
         # the array read must be the document's log.entries (not an `entries` of a page, nor one that a later
-        # duplicate key overrides): the document with a marker in its place must parse, the marker there
-        marker = f"\\u0000streamed entries {uuid.uuid4()}"
+        # duplicate key overrides)
         try:
-            doc = json.loads(f'{head}"{marker}"{buf[pos:]}')
-        except json.JSONDecodeError:
-            inside = False  # the document breaks off after its entries
+            whole = is_log_entries(head, buf[pos:])
         except (ValueError, RecursionError):
             raise _NotStreamable from None
+        if whole is None:
+            inside = False  # the document breaks off after its entries
+        elif not whole:
+            raise _NotStreamable
         else:
-            if not (isinstance(doc, dict) and isinstance(doc.get("log"), dict) and doc["log"].get("entries") == [json.loads(f'"{marker}"')]):
-                raise _NotStreamable
             return
     if not first_match:
         raise _NotStreamable
@@ -445,13 +432,21 @@ class _EventBodies:
 
 
 def read(source: str, stream: BinaryIO, reading: Reading = Reading()) -> Ingested:
-    """A HAR document, streamed entry by entry when it is well-formed (:func:`stream_entries`), else read
-    whole by :func:`load` (its size capped by --max-har-mb) with the entries before a break salvaged."""
+    """A HAR document, streamed entry by entry when it is well-formed: decoded by msgspec
+    (:func:`analyzer.ingest.har_typed.entries`), or, for a document msgspec does not read as Python's
+    ``json`` would (one that breaks off, ``NaN``, a lone surrogate escape), by ``json``
+    (:func:`stream_entries`); else read whole by :func:`load` (its size capped by --max-har-mb) with the
+    entries before a break salvaged."""
     if stream.seekable():
         start = stream.tell()
+        cap = reading.limits.document_bytes
+        try:
+            return _read(source, har_typed.entries(stream, cap, STREAM_CHUNK), {}, reading)
+        except har_typed.Refused:
+            stream.seek(start)
         outcome: dict = {}
         try:
-            return _read(source, stream_entries(source, stream, outcome, reading.limits.document_bytes), outcome, reading)
+            return _read(source, stream_entries(source, stream, outcome, cap), outcome, reading)
         except _NotStreamable:
             stream.seek(start)
     entries, broken = load(source, stream, reading.limits.document_bytes)
@@ -477,49 +472,51 @@ def _read(source: str, entries, outcome: dict, reading: Reading) -> Ingested:
         if entry is TOO_DEEP:
             log.add("har_entry_invalid", where, TOO_DEEP)
             continue
-        if not isinstance(entry, dict) or not isinstance(entry.get("request"), dict) or not isinstance(entry.get("response"), dict):
+        if type(entry) is not Entry:  # as json.loads gave it (the json readers)
+            entry = har_typed.typed(entry)
+        if entry is None:
             log.add("har_entry_invalid", where, "needs `request` and `response` objects")
             continue
-        started = parse_ts(entry.get("startedDateTime"))
+        started = parse_ts(entry.startedDateTime)
         if started is None:
-            log.add("har_bad_timestamp", where, repr(entry.get("startedDateTime"))[:60])
+            log.add("har_bad_timestamp", where, repr(entry.startedDateTime)[:60])
             started = far_future
-        req, resp = entry["request"], entry["response"]
-        req_headers = _headers(req.get("headers"), clean)
-        resp_headers = _headers(resp.get("headers"), clean)
-        if req_headers is None or resp_headers is None or not isinstance(req.get("method"), str):
+        req, resp = entry.request, entry.response
+        req_headers = _headers(req.headers, clean)
+        resp_headers = _headers(resp.headers, clean)
+        if req_headers is None or resp_headers is None or not isinstance(req.method, str):
             log.add("har_entry_invalid", where, "request.method and name/value header lists are required")
             continue
-        post = req.get("postData")
+        post = req.postData
         body = clean(post["text"]) if isinstance(post, dict) and isinstance(post.get("text"), str) else None
         row = b.exchange(
-            conn=clean(str(entry.get("connection") or f"entry-{n}")),
+            conn=clean(str(entry.connection or f"entry-{n}")),
             location=where,
             started=None if started.year == 9999 else started,
-            method=clean(req["method"]),
-            url=clean(req["url"]) if isinstance(req.get("url"), str) else None,
+            method=clean(req.method),
+            url=clean(req.url) if isinstance(req.url, str) else None,
             req_headers=req_headers,
             request_body=body,
         )
         order.append((started, n))
-        status = resp.get("status")
+        status = resp.status
         # (an integer that is no HTTP status, like 2**64, is as unknown as a missing one)
         status = status if isinstance(status, int) and not isinstance(status, bool) and 0 <= status <= 999 else None
-        error = entry.get("_error") or resp.get("_error") or resp.get("_failureText") or entry.get("_failureText")
+        error = entry.error or resp.error or resp.failure or entry.failure
         if status in (0, None):
             b.response(row, None, {})
             row["end_reason"] = "aborted"
         else:
             b.response(row, status, resp_headers)
-            row["end_reason"] = "aborted" if entry.get("_wasAborted") else ("error" if error else "complete")
-        elapsed = entry.get("time")
+            row["end_reason"] = "aborted" if entry.aborted else ("error" if error else "complete")
+        elapsed = entry.time
         if row["started"] is not None and isinstance(elapsed, (int, float)) and elapsed >= 0:
             try:
                 row["ended"] = row["started"] + timedelta(milliseconds=elapsed)
             except (OverflowError, ValueError):  # Infinity (Python's json reads it), or past the year 9999
                 row["ended"] = None
 
-        content = resp.get("content") if isinstance(resp.get("content"), dict) else {}
+        content = resp.content if isinstance(resp.content, dict) else {}
         if row["content_type"] is None:
             mime = content.get("mimeType")
             # "x-unknown" is what browsers write when the response had no Content-Type: a placeholder, not a type
