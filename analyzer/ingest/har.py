@@ -66,9 +66,13 @@ class _Cleaner:
 
 
 
+def _as_is(text: str) -> str:
+    return text
+
+
 PLACEHOLDER_MIME = frozenset({"", "x-unknown"})  # HAR content.mimeType values that mean "no Content-Type"
 
-def _headers(items: object, clean: _Cleaner) -> dict[str, str] | None:
+def _headers(items: object, clean) -> dict[str, str] | None:
     if items is None:
         return {}
     if not isinstance(items, list):
@@ -472,8 +476,10 @@ def _read(source: str, entries, outcome: dict, reading: Reading) -> Ingested:
         if entry is TOO_DEEP:
             log.add("har_entry_invalid", where, TOO_DEEP)
             continue
-        if type(entry) is not Entry:  # as json.loads gave it (the json readers)
-            entry = har_typed.typed(entry)
+        if type(entry) is Entry:
+            cl = _as_is  # decoded by msgspec, which refuses lone surrogates (escaped or encoded): nothing to clean
+        else:  # as json.loads gave it
+            entry, cl = har_typed.typed(entry), clean
         if entry is None:
             log.add("har_entry_invalid", where, "needs `request` and `response` objects")
             continue
@@ -482,19 +488,19 @@ def _read(source: str, entries, outcome: dict, reading: Reading) -> Ingested:
             log.add("har_bad_timestamp", where, repr(entry.startedDateTime)[:60])
             started = far_future
         req, resp = entry.request, entry.response
-        req_headers = _headers(req.headers, clean)
-        resp_headers = _headers(resp.headers, clean)
+        req_headers = _headers(req.headers, cl)
+        resp_headers = _headers(resp.headers, cl)
         if req_headers is None or resp_headers is None or not isinstance(req.method, str):
             log.add("har_entry_invalid", where, "request.method and name/value header lists are required")
             continue
         post = req.postData
-        body = clean(post["text"]) if isinstance(post, dict) and isinstance(post.get("text"), str) else None
+        body = cl(post["text"]) if isinstance(post, dict) and isinstance(post.get("text"), str) else None
         row = b.exchange(
-            conn=clean(str(entry.connection or f"entry-{n}")),
+            conn=cl(str(entry.connection or f"entry-{n}")),
             location=where,
             started=None if started.year == 9999 else started,
-            method=clean(req.method),
-            url=clean(req.url) if isinstance(req.url, str) else None,
+            method=cl(req.method),
+            url=cl(req.url) if isinstance(req.url, str) else None,
             req_headers=req_headers,
             request_body=body,
         )
@@ -521,7 +527,7 @@ def _read(source: str, entries, outcome: dict, reading: Reading) -> Ingested:
             mime = content.get("mimeType")
             # "x-unknown" is what browsers write when the response had no Content-Type: a placeholder, not a type
             mime = None if not isinstance(mime, str) or mime.strip().lower() in PLACEHOLDER_MIME else mime
-            row["content_type"] = media_type(clean(mime) if mime is not None else None)
+            row["content_type"] = media_type(cl(mime) if mime is not None else None)
         data = _body_bytes(content, log, where)
         undecodable = False
         coding = resp_headers.get("content-encoding")

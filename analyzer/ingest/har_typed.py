@@ -116,24 +116,23 @@ def is_log_entries(head: str, tail: str) -> bool | None:
     return isinstance(doc, dict) and isinstance(doc.get("log"), dict) and doc["log"].get("entries") == [json.loads(f'"{marker}"')]
 
 
-def _decoded(raw: memoryview) -> Entry | None:
-    """One entry's bytes as an :class:`Entry` (None: not an entry the reader takes); :class:`Refused` when
-    ``json`` would not read them."""
+def _decoded(raw: memoryview) -> object:
+    """One entry's bytes as an :class:`Entry`, or, where msgspec refuses them, as ``json.loads`` reads them
+    (the reader then converts them with :func:`typed` and cleans their strings of lone surrogates);
+    :class:`Refused` when ``json`` would not read them either."""
     try:
         return _ENTRY(raw)
-    except msgspec.ValidationError:
-        pass  # valid JSON of another shape: read below, as json reads it
     except (msgspec.DecodeError, RecursionError):
-        pass  # JSON that msgspec refuses (json may take it)
+        pass  # JSON of another shape, or JSON that msgspec refuses (json may take it)
     try:
-        return typed(json.loads(bytes(raw).decode("utf-8", "replace")))
+        return json.loads(bytes(raw).decode("utf-8", "replace"))
     except (ValueError, RecursionError):
         raise Refused from None  # json would stop here too: the document breaks (or nests too deeply) here
 
 
 def entries(stream: BinaryIO, cap: int, chunk: int):
-    """``log.entries`` of a well-formed HAR, one :class:`Entry` (or None: an entry that is no object with
-    request and response objects) at a time.  Holds one entry and a read buffer of at least ``chunk``
+    """``log.entries`` of a well-formed HAR, one entry at a time: an :class:`Entry`, or the value ``json.loads``
+    gives for an entry msgspec refuses (:func:`_decoded`).  Holds one entry and a read buffer of at least ``chunk``
     bytes.  Raises :class:`Refused` (possibly after yielding entries) for any document it does not read
     as the ``json`` reader does."""
     buf, eof = b"", False
