@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from analyzer.errors import InputError
 from analyzer.ingest import har as ingest_har, har_typed
 from analyzer.ingest.reading import Reading
+from test_fuzz import fuzz, mutated_har
 
 ROOT = Path(__file__).resolve().parent.parent
 HARS = sorted((ROOT / "sample_logs").rglob("*.har"))
@@ -117,6 +118,17 @@ def test_a_wrong_value_in_any_field_gives_the_json_readers_tables(data):
     raw = _document(entries, draw(st.sampled_from([{}, {"indent": 1}, {"ensure_ascii": False}, {"separators": (",", ":")}])))
     assert outcome(raw) == outcome(raw, typed=False)
     assert outcome(raw, chunk=draw(st.integers(1, 64))) == outcome(raw, typed=False)
+
+
+@fuzz(60)
+@given(mutated_har(), st.integers(1, 64))
+def test_the_fuzzers_mutated_sample_hars_read_alike(case, chunk):
+    """tests/test_fuzz.py's mutations of the sample HARs (values of every type in every field, keys removed,
+    lone surrogates, NaN and Infinity, huge numbers, deep nesting): the same tables by both readers."""
+    raw, _ = case
+    want = outcome(raw, typed=False)
+    assert outcome(raw) == want
+    assert outcome(raw, chunk=chunk) == want
 
 
 def test_values_msgspec_refuses_in_one_entry_cost_only_that_entry_its_json_reading():
