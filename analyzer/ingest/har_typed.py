@@ -13,15 +13,18 @@ of the brackets and strings, in C).
 
 msgspec and Python's ``json`` disagree on some documents; for each, the result stays ``json``'s:
 
-* an entry msgspec refuses (a lone surrogate escape, ``NaN``, a number past a float, invalid UTF-8 in a
-  field read, an entry nested deeper than the recursion limit allows msgspec) is decoded by
-  ``json.loads`` of its text (invalid UTF-8 replaced, as the whole document's reader does) and
-  converted (:func:`typed`);
-* a document whose structure msgspec cannot follow as ``json`` would (one that breaks off, is not JSON
-  between or after its entries, has no ``"entries": [`` where the streaming reader looks, an entry
-  ``json`` refuses, one longer than the cap) raises :class:`Refused`, and the caller reads it again with
-  :func:`analyzer.ingest.har.stream_entries` (then :func:`~analyzer.ingest.har.load`): the same
-  entries, anomalies and errors as before, at the cost of a second read of a damaged file.
+* an entry whose end msgspec finds but whose fields it refuses (a number past a float, invalid UTF-8 in a
+  field read, a duplicate key whose first value is of another type) is decoded by ``json.loads`` of its
+  text (invalid UTF-8 replaced, as the ``json`` reader does), converted by :func:`typed` and cleaned of
+  lone surrogates by the reader;
+* a document msgspec cannot follow as ``json`` would raises :class:`Refused`, and the caller reads it
+  again with :func:`analyzer.ingest.har.stream_entries` (then :func:`~analyzer.ingest.har.load`): the
+  same entries, anomalies and errors as before, at the cost of a second read of a damaged file.  These
+  are the documents that break off or are not JSON between or after their entries, those with ``NaN``,
+  ``Infinity``, a lone surrogate escape or an entry nested past the recursion limit anywhere in an entry
+  (msgspec cannot even find where that entry ends), an entry ``json`` refuses too, an entries array that
+  is not the first ``"entries": [`` outside a string or not ``log.entries``, and an entry or document head
+  larger than the cap.
 
 Invalid UTF-8 in a field msgspec skips is not checked: ``json`` would replace it, in a value no one reads.
 """
