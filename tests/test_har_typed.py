@@ -223,3 +223,28 @@ def test_fields_not_read_are_never_python_objects():
     assert set(msgspec.structs.asdict(got.request)) == {"method", "url", "headers", "postData"}
     # a json reading converts to the same Struct
     assert har_typed.typed(json.loads(json.dumps(_entry(0)))) == got
+
+
+def test_a_file_cut_short_goes_to_the_json_reader_at_once(tmp_path, monkeypatch):
+    """A HAR file that does not end in ``}`` (an exporter killed) is read by the json reader first, not read by
+    msgspec up to the cut and then again; a whole one is msgspec's.  (gzip inputs have no file end to look at.)"""
+    raw = _document([_entry(i) for i in range(6)], {"indent": 2})
+    cut, whole = tmp_path / "cut.har", tmp_path / "whole.har"
+    cut.write_bytes(raw[: raw.rfind(b'"startedDateTime"')])
+    whole.write_bytes(raw + b"\n")
+    want = {p: outcome(p.read_bytes(), typed=False) for p in (cut, whole)}
+    tried = []
+    real = har_typed.entries
+
+    def spy(*args, **kwargs):
+        tried.append(True)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(har_typed, "entries", spy)
+    for path, typed in ((cut, False), (whole, True)):
+        tried.clear()
+        with open(path, "rb") as f:
+            ing = ingest_har.read("x.har", f, Reading())
+        assert bool(tried) is typed
+        assert (ing.records, ing.rejected, ing.exchanges.to_pylist(), ing.events.to_pylist(), ing.messages.to_pylist(),
+                ing.anomalies.to_pylist(), ing.notes) == want[path]

@@ -26,7 +26,9 @@ from __future__ import annotations
 import base64
 import binascii
 import codecs
+import io
 import json
+import os
 import re
 from datetime import datetime, timedelta, timezone
 from typing import BinaryIO
@@ -444,10 +446,11 @@ def read(source: str, stream: BinaryIO, reading: Reading = Reading()) -> Ingeste
     if stream.seekable():
         start = stream.tell()
         cap = reading.limits.document_bytes
-        try:
-            return _read(source, har_typed.entries(stream, cap, STREAM_CHUNK), {}, reading)
-        except har_typed.Refused:
-            stream.seek(start)
+        if _may_be_whole(stream):
+            try:
+                return _read(source, har_typed.entries(stream, cap, STREAM_CHUNK), {}, reading)
+            except har_typed.Refused:
+                stream.seek(start)
         outcome: dict = {}
         try:
             return _read(source, stream_entries(source, stream, outcome, cap), outcome, reading)
@@ -455,6 +458,25 @@ def read(source: str, stream: BinaryIO, reading: Reading = Reading()) -> Ingeste
             stream.seek(start)
     entries, broken = load(source, stream, reading.limits.document_bytes)
     return _read(source, iter(entries), {"broken": broken}, reading)
+
+
+_WHOLE_END = re.compile(rb"\][ \t\r\n]*\}[ \t\r\n]*\}[ \t\r\n]*\Z")  # `]}}`: log.entries, log and the document closed
+
+
+def _may_be_whole(stream: BinaryIO) -> bool:
+    """False when the file the stream reads does not end as every producer's HAR ends, in ``]}}`` (blanks aside):
+    likely a HAR cut short, which the msgspec reader would read up to the cut and then hand to the json reader to
+    read again, so the json reader goes first.  True when it does, or when the stream has no file to look at (a
+    gzip input: its end is known only once decompressed).  The file's end is read with ``pread``, which moves
+    neither the stream nor the progress meter.  Only which reader goes first depends on this, never what is read
+    (a whole HAR with other keys after its entries is read by the json reader, as before)."""
+    try:
+        fd = stream.fileno()
+        size = os.fstat(fd).st_size
+        tail = os.pread(fd, 64, max(0, size - 64))
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return True
+    return _WHOLE_END.search(tail) is not None or not tail
 
 
 def _read(source: str, entries, outcome: dict, reading: Reading) -> Ingested:
