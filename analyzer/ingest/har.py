@@ -26,9 +26,10 @@ from __future__ import annotations
 import base64
 import binascii
 import codecs
+import io
 import json
+import os
 import re
-import uuid
 from datetime import datetime, timedelta, timezone
 from typing import BinaryIO
 
@@ -36,6 +37,8 @@ import polars as pl
 
 from analyzer.decode import content_coding, sse_columns
 from analyzer.decode.http1 import add_header
+from analyzer.ingest import har_typed
+from analyzer.ingest.har_typed import ENTRIES as _ENTRIES, Entry, is_log_entries, outside_strings as _outside_strings
 from analyzer.ingest.reading import Reading
 from analyzer.limits import Limits
 from analyzer.anomalies import AnomalyLog
@@ -65,9 +68,13 @@ class _Cleaner:
 
 
 
+def _as_is(text: str) -> str:
+    return text
+
+
 PLACEHOLDER_MIME = frozenset({"", "x-unknown"})  # HAR content.mimeType values that mean "no Content-Type"
 
-def _headers(items: object, clean: _Cleaner) -> dict[str, str] | None:
+def _headers(items: object, clean) -> dict[str, str] | None:
     if items is None:
         return {}
     if not isinstance(items, list):
@@ -122,9 +129,6 @@ def _is_text(data: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
-
-
-_ENTRIES = re.compile(r'"entries"\s*:\s*\[')
 
 
 def _json_error(line: int, col: int, msg: str) -> str:
@@ -205,7 +209,7 @@ def _salvage(text: str) -> tuple[list, bool] | None:
 
 
 TOO_DEEP = "nested too deeply to parse"
-_STRUCTURE = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]]', re.S)  # a whole string, or a bracket
+_STRUCTURE = har_typed.STRUCTURE
 
 
 def _value_end(text: str, pos: int) -> int | None:
@@ -234,16 +238,6 @@ class _NotStreamable(Exception):
 
 
 STREAM_CHUNK = 1 << 20
-
-
-def _outside_strings(text: str, at: int) -> bool:
-    """``text[at]`` is not inside a JSON string (the strings before it skipped whole, one regex pass)."""
-    for tok in _STRUCTURE.finditer(text):
-        if tok.start() >= at:
-            return True
-        if tok.end() > at:  # a string that began before ``at`` and goes on past it
-            return False
-    return True
 
 
 def stream_entries(source: str, stream: BinaryIO, outcome: dict | None = None, cap: int = Limits.document_bytes):
@@ -356,17 +350,16 @@ def stream_entries(source: str, stream: BinaryIO, outcome: dict | None = None, c
         pass
     if inside is None:
         # the array read must be the document's log.entries (not an `entries` of a page, nor one that a later
-        # duplicate key overrides): the document with a marker in its place must parse, the marker there
-        marker = f"\\u0000streamed entries {uuid.uuid4()}"
+        # duplicate key overrides)
         try:
-            doc = json.loads(f'{head}"{marker}"{buf[pos:]}')
-        except json.JSONDecodeError:
-            inside = False  # the document breaks off after its entries
+            whole = is_log_entries(head, buf[pos:])
         except (ValueError, RecursionError):
             raise _NotStreamable from None
+        if whole is None:
+            inside = False  # the document breaks off after its entries
+        elif not whole:
+            raise _NotStreamable
         else:
-            if not (isinstance(doc, dict) and isinstance(doc.get("log"), dict) and doc["log"].get("entries") == [json.loads(f'"{marker}"')]):
-                raise _NotStreamable
             return
     if not first_match:
         raise _NotStreamable
@@ -445,17 +438,45 @@ class _EventBodies:
 
 
 def read(source: str, stream: BinaryIO, reading: Reading = Reading()) -> Ingested:
-    """A HAR document, streamed entry by entry when it is well-formed (:func:`stream_entries`), else read
-    whole by :func:`load` (its size capped by --max-har-mb) with the entries before a break salvaged."""
+    """A HAR document, streamed entry by entry when it is well-formed: decoded by msgspec
+    (:func:`analyzer.ingest.har_typed.entries`), or, for a document msgspec does not read as Python's
+    ``json`` would (one that breaks off, ``NaN``, a lone surrogate escape), by ``json``
+    (:func:`stream_entries`); else read whole by :func:`load` (its size capped by --max-har-mb) with the
+    entries before a break salvaged."""
     if stream.seekable():
         start = stream.tell()
+        cap = reading.limits.document_bytes
+        if _may_be_whole(stream):
+            try:
+                return _read(source, har_typed.entries(stream, cap, STREAM_CHUNK), {}, reading)
+            except har_typed.Refused:
+                stream.seek(start)
         outcome: dict = {}
         try:
-            return _read(source, stream_entries(source, stream, outcome, reading.limits.document_bytes), outcome, reading)
+            return _read(source, stream_entries(source, stream, outcome, cap), outcome, reading)
         except _NotStreamable:
             stream.seek(start)
     entries, broken = load(source, stream, reading.limits.document_bytes)
     return _read(source, iter(entries), {"broken": broken}, reading)
+
+
+_WHOLE_END = re.compile(rb"\][ \t\r\n]*\}[ \t\r\n]*\}[ \t\r\n]*\Z")  # `]}}`: log.entries, log and the document closed
+
+
+def _may_be_whole(stream: BinaryIO) -> bool:
+    """False when the file the stream reads does not end as every producer's HAR ends, in ``]}}`` (blanks aside):
+    likely a HAR cut short, which the msgspec reader would read up to the cut and then hand to the json reader to
+    read again, so the json reader goes first.  True when it does, or when the stream has no file to look at (a
+    gzip input: its end is known only once decompressed).  The file's end is read with ``pread``, which moves
+    neither the stream nor the progress meter.  Only which reader goes first depends on this, never what is read
+    (a whole HAR with other keys after its entries is read by the json reader, as before)."""
+    try:
+        fd = stream.fileno()
+        size = os.fstat(fd).st_size
+        tail = os.pread(fd, 64, max(0, size - 64))
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return True
+    return _WHOLE_END.search(tail) is not None or not tail
 
 
 def _read(source: str, entries, outcome: dict, reading: Reading) -> Ingested:
@@ -477,54 +498,58 @@ def _read(source: str, entries, outcome: dict, reading: Reading) -> Ingested:
         if entry is TOO_DEEP:
             log.add("har_entry_invalid", where, TOO_DEEP)
             continue
-        if not isinstance(entry, dict) or not isinstance(entry.get("request"), dict) or not isinstance(entry.get("response"), dict):
+        if type(entry) is Entry:
+            cl = _as_is  # decoded by msgspec, which refuses lone surrogates (escaped or encoded): nothing to clean
+        else:  # as json.loads gave it
+            entry, cl = har_typed.typed(entry), clean
+        if entry is None:
             log.add("har_entry_invalid", where, "needs `request` and `response` objects")
             continue
-        started = parse_ts(entry.get("startedDateTime"))
+        started = parse_ts(entry.startedDateTime)
         if started is None:
-            log.add("har_bad_timestamp", where, repr(entry.get("startedDateTime"))[:60])
+            log.add("har_bad_timestamp", where, repr(entry.startedDateTime)[:60])
             started = far_future
-        req, resp = entry["request"], entry["response"]
-        req_headers = _headers(req.get("headers"), clean)
-        resp_headers = _headers(resp.get("headers"), clean)
-        if req_headers is None or resp_headers is None or not isinstance(req.get("method"), str):
+        req, resp = entry.request, entry.response
+        req_headers = _headers(req.headers, cl)
+        resp_headers = _headers(resp.headers, cl)
+        if req_headers is None or resp_headers is None or not isinstance(req.method, str):
             log.add("har_entry_invalid", where, "request.method and name/value header lists are required")
             continue
-        post = req.get("postData")
-        body = clean(post["text"]) if isinstance(post, dict) and isinstance(post.get("text"), str) else None
+        post = req.postData
+        body = cl(post["text"]) if isinstance(post, dict) and isinstance(post.get("text"), str) else None
         row = b.exchange(
-            conn=clean(str(entry.get("connection") or f"entry-{n}")),
+            conn=cl(str(entry.connection or f"entry-{n}")),
             location=where,
             started=None if started.year == 9999 else started,
-            method=clean(req["method"]),
-            url=clean(req["url"]) if isinstance(req.get("url"), str) else None,
+            method=cl(req.method),
+            url=cl(req.url) if isinstance(req.url, str) else None,
             req_headers=req_headers,
             request_body=body,
         )
         order.append((started, n))
-        status = resp.get("status")
+        status = resp.status
         # (an integer that is no HTTP status, like 2**64, is as unknown as a missing one)
         status = status if isinstance(status, int) and not isinstance(status, bool) and 0 <= status <= 999 else None
-        error = entry.get("_error") or resp.get("_error") or resp.get("_failureText") or entry.get("_failureText")
+        error = entry.error or resp.error or resp.failure or entry.failure
         if status in (0, None):
             b.response(row, None, {})
             row["end_reason"] = "aborted"
         else:
             b.response(row, status, resp_headers)
-            row["end_reason"] = "aborted" if entry.get("_wasAborted") else ("error" if error else "complete")
-        elapsed = entry.get("time")
+            row["end_reason"] = "aborted" if entry.aborted else ("error" if error else "complete")
+        elapsed = entry.time
         if row["started"] is not None and isinstance(elapsed, (int, float)) and elapsed >= 0:
             try:
                 row["ended"] = row["started"] + timedelta(milliseconds=elapsed)
             except (OverflowError, ValueError):  # Infinity (Python's json reads it), or past the year 9999
                 row["ended"] = None
 
-        content = resp.get("content") if isinstance(resp.get("content"), dict) else {}
+        content = resp.content if isinstance(resp.content, dict) else {}
         if row["content_type"] is None:
             mime = content.get("mimeType")
             # "x-unknown" is what browsers write when the response had no Content-Type: a placeholder, not a type
             mime = None if not isinstance(mime, str) or mime.strip().lower() in PLACEHOLDER_MIME else mime
-            row["content_type"] = media_type(clean(mime) if mime is not None else None)
+            row["content_type"] = media_type(cl(mime) if mime is not None else None)
         data = _body_bytes(content, log, where)
         undecodable = False
         coding = resp_headers.get("content-encoding")
