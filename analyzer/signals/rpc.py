@@ -344,13 +344,14 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame, fam: pl.Dat
     Columns: ``gx``, ``wr_message``, ``wr_call``, ``wr_got``, ``wr_preview``, ``wr_refs`` (the request, the
     answer's event, and the request it really answered when known).  ``fam``: clients.sessions of ``b``'s sessions
     (made here when not given)."""
-    keys = b.lazy().select("gx", pl.col("pos").alias("b_pos"), "session", "stream")
+    # ``session`` is the session's integer ``sk`` (streams.session_key) in every join and grouping below; none shows it
+    keys = b.lazy().select("gx", pl.col("pos").alias("b_pos"), pl.col("sk").alias("session"), "stream")
     # the calls of the boundaries' sessions (every use below joins them by session) and of the sessions that had
     # been delivered an event a reconnect got (``foreign``: the other session's call is named from its opener)
-    others = foreign.lazy().select("o_pos").join(f.exchanges.lazy().select(pl.col("pos").alias("o_pos"), "session"), on="o_pos")
-    among = pl.concat([keys.select("session"), others.select("session")])
-    c = calls(f, among)
-    opener = openers(f, among)
+    others = foreign.lazy().select("o_pos").join(f.exchanges.lazy().select(pl.col("pos").alias("o_pos"), "sk"), on="o_pos")
+    among = pl.concat([keys.select(sk="session"), others.select("sk")])
+    c = calls(f, among, "sk")
+    opener = openers(f, among, "sk")
     s2c_answer = (pl.col("direction") == "server_to_client") & pl.col("kind").is_in(["response", "error"]) & pl.col("rpc_id").is_not_null()
     first = (
         f.messages.lazy()
@@ -366,9 +367,9 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame, fam: pl.Dat
     # (the boundaries' sessions alone: every use joins it with a boundary's session; all 500k answers of a log
     # without a reconnect were grouped by their id, +100 MiB)
     first_answer = (
-        in_sessions(f.messages.lazy(), keys)
+        in_sessions(f.messages.lazy(), keys.select(sk="session"), "sk")
         .filter(s2c_answer)
-        .group_by("session", pl.col("rpc_id").alias("v_id"))
+        .group_by(pl.col("sk").alias("session"), pl.col("rpc_id").alias("v_id"))
         .agg(r_pos=pl.col("pos").min())
     )
     resumed = keys.join(opener, on=["session", "stream"])
@@ -386,7 +387,7 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame, fam: pl.Dat
     )
     cand = cand.join(ev, on=["gx", "ordinal"], how="left")
     # another session had been delivered that event: the call that opened the stream it came on
-    x = f.exchanges.lazy().select(pl.col("pos").alias("o_pos"), pl.col("session").alias("o_session"), pl.col("stream").alias("o_stream"))
+    x = f.exchanges.lazy().select(pl.col("pos").alias("o_pos"), pl.col("sk").alias("o_session"), pl.col("stream").alias("o_stream"))
     o_opener = opener.select(pl.col("session").alias("o_session"), pl.col("stream").alias("o_stream"),
                              pl.col("v_call").alias("o_call"), pl.col("v_ref").alias("o_ref"))
     elsewhere = (
@@ -415,7 +416,11 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame, fam: pl.Dat
     # what the client on the wire does with it (signals/clients.py): its family, whether a request of this session
     # with the answer's id was still waiting at the reconnect (a client that keeps ids gives it that request), whether
     # the resumed call's own answer came later, and whether the client read on after it or closed the stream
-    fam = (clients.sessions(f, b) if fam is None else fam).lazy().select("session", "client", "user_agent")
+    fam = (
+        (clients.sessions(f, b) if fam is None else fam).lazy().select("session", "client", "user_agent")
+        .join(f.exchanges.lazy().select("session", "sk").unique(), on="session")
+        .select(pl.col("sk").alias("session"), "client", "user_agent")
+    )
     # (as-of joins: the latest request of the answer's id before the reconnect, not every request of that id -- a
     # client that numbers every call alike would meet each reconnect with each of them)
     asked = (
