@@ -240,13 +240,13 @@ def test_session_key_is_one_integer_per_session_string(tmp_path):
     assert x.get_column("sk").is_sorted()
 
 
-def test_stream_id_key_tells_every_pair_apart():
+def test_keyed_id_tells_every_pair_apart():
     """The (stream, id) key of boundaries._prior: the same pair, the same key; 1M pairs of 1,000 streams that share
     their ids (the case a key that dropped the stream, or added it, would merge), 1M keys."""
     n = 1000
     pairs = pl.DataFrame({"stream": pl.int_range(n * n, eager=True) // n, "id": (pl.int_range(n * n, eager=True) % n).cast(pl.String)})
-    keys = pairs.select(streams.stream_id_key(pl.col("stream"), streams.id_hash(pl.col("id")))).to_series()
+    keys = pairs.select(streams.keyed_id(pl.col("stream"), streams.id_hash(pl.col("id")))).to_series()
     assert keys.dtype == pl.UInt64 and keys.null_count() == 0
     assert keys.n_unique() == n * n
-    again = pairs.head(5).select(streams.stream_id_key(pl.col("stream"), streams.id_hash(pl.col("id")))).to_series()
+    again = pairs.head(5).select(streams.keyed_id(pl.col("stream"), streams.id_hash(pl.col("id")))).to_series()
     assert again.to_list() == keys.head(5).to_list()
