@@ -203,3 +203,50 @@ def test_last_cursor_counts_an_id_of_an_event_cut_off_inside_a_stream(tmp_path):
     got = [streams.build({"exchanges": p.exchanges, "events": e, "messages": p.messages})[0].exchanges["last_cursor"].to_list()
            for p, e in ((full, full.events), (small, small.events_polars()))]
     assert got == [["2"], ["2"]]
+
+
+def test_session_key_is_one_integer_per_session_string(tmp_path):
+    """``sk`` (the session as an integer, what the rules join and group on): equal exactly where ``session`` is,
+    on the exchanges, events and messages alike, and in the strings' order (a sort by it is a sort by them)."""
+    import json
+
+    from analyzer.ingest import inputs
+
+    recs = []
+    for n, sid in enumerate(["s-b", "s-a", "s-b", "", "s-c"]):
+        conn = f"c{n}"
+        ts = f"2026-01-01T00:00:0{n}Z"
+        headers = {"accept": "text/event-stream"} | ({"mcp-session-id": sid} if sid else {})
+        recs += [
+            {"kind": "request", "ts": ts, "conn": conn, "method": "POST", "url": "http://127.0.0.1/mcp", "headers": headers,
+             "body": json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "t"}})},
+            {"kind": "response", "ts": ts, "conn": conn, "status": 200, "headers": {"content-type": "text/event-stream"}},
+            {"kind": "sse", "ts": ts, "conn": conn, "id": f"{n}", "data": json.dumps({"jsonrpc": "2.0", "id": n, "result": {}})},
+            {"kind": "close", "ts": ts, "conn": conn, "reason": "eof", "by": "server"},
+        ]
+    path = tmp_path / "keys.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    # a second view of the same log: its sessions are others (the view is part of the key)
+    other = tmp_path / "keys2.jsonl"
+    other.write_text(path.read_text())
+    parts = [inputs.read_one(str(p), Reading(compact=True)) for p in (path, other)]
+    f, _ = streams.build(inputs.concat(parts))
+    for frame in (f.exchanges, f.events, f.messages):
+        assert frame.height > 0
+        pairs = frame.select("session", "sk").unique()
+        assert pairs.get_column("session").n_unique() == pairs.get_column("sk").n_unique() == pairs.height
+    x = f.exchanges.select("session", "sk").unique().sort("session")
+    assert x.height == 8  # 4 session ids (one empty) in each of the two views
+    assert x.get_column("sk").is_sorted()
+
+
+def test_keyed_id_tells_every_pair_apart():
+    """The (stream, id) key of boundaries._prior: the same pair, the same key; 1M pairs of 1,000 streams that share
+    their ids (the case a key that dropped the stream, or added it, would merge), 1M keys."""
+    n = 1000
+    pairs = pl.DataFrame({"stream": pl.int_range(n * n, eager=True) // n, "id": (pl.int_range(n * n, eager=True) % n).cast(pl.String)})
+    keys = pairs.select(streams.keyed_id(pl.col("stream"), streams.id_hash(pl.col("id")))).to_series()
+    assert keys.dtype == pl.UInt64 and keys.null_count() == 0
+    assert keys.n_unique() == n * n
+    again = pairs.head(5).select(streams.keyed_id(pl.col("stream"), streams.id_hash(pl.col("id")))).to_series()
+    assert again.to_list() == keys.head(5).to_list()

@@ -102,9 +102,11 @@ def digest_conflicts(f: Frames, b: pl.LazyFrame) -> pl.LazyFrame:
     """
     restart = b.filter(pl.col("verdict") == "session_resurrected").group_by("session").agg(r_pos=pl.col("pos").min())
     # a cut-off event holds only part of its data: its digest says nothing about its id
-    # only the events of a (session, id) that may have two digests are compared (keys.where_varies)
+    # only the events of a (session, id) that may have two digests are compared (keys.where_varies; it hashes the
+    # integers sk and idh, the session and id as numbers, not the strings: a (session, id) with two digests has
+    # two under its (sk, idh) too, and the exact grouping below drops the rest)
     ev = (
-        where_varies(f.events.filter(pl.col("has_id") & pl.col("visible") & (pl.col("session_id") != "")), ["session", "id"], "digest")
+        where_varies(f.events.filter(pl.col("has_id") & pl.col("visible") & (pl.col("session_id") != "")), ["sk", "idh"], "digest")
         .join(restart, on="session", how="left", maintain_order="left")
         .filter(pl.col("r_pos").is_null() | (pl.col("pos") < pl.col("r_pos")))
         .with_columns(_epoch=pl.lit(False))

@@ -14,9 +14,9 @@ HIDDEN_SCHEMA = {"source": pl.String, "packet": pl.Int64}
 
 @dataclass(frozen=True)
 class Frames:
-    exchanges: pl.DataFrame  # + gx, pos, session, stream, n_events, first_id, last_cursor, sent_retry
-    events: pl.DataFrame  # + gx, pos, session, stream, visible, has_id, idh, id_scheme, seq, sprefix; - xid, cursor, retry; sorted by pos, ordinal
-    messages: pl.DataFrame  # + gx, pos, session
+    exchanges: pl.DataFrame  # + gx, pos, session, sk (the session as an integer: streams.session_key), stream, n_events, first_id, last_cursor, sent_retry
+    events: pl.DataFrame  # + gx, pos, session, sk, stream, visible, has_id, idh, id_scheme, seq, sprefix; - xid, cursor, retry; sorted by pos, ordinal
+    messages: pl.DataFrame  # + gx, pos, session, sk
     # TLS connections of a capture that no key decrypted: ``source`` and the ``packet`` its anomaly names
     # (where its encrypted HTTP began); a stream, a request or a response may lie in them, unseen
     hidden: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=HIDDEN_SCHEMA))

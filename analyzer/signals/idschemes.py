@@ -38,7 +38,8 @@ SEPARATOR = {"integer": "", "integer_shared": "", "stream_seq": "_", "csharp": "
 
 
 def classify(ev: pl.DataFrame) -> pl.DataFrame:
-    """One row per session: ``id_scheme``.  ``ev`` needs session, stream, id, has_id."""
+    """One row per session: ``id_scheme``.  ``ev`` needs session (its string, or any key of it: streams.build
+    passes the integer ``sk``), stream, id, has_id."""
     ids = ev.lazy().filter(pl.col("has_id")).select("session", "stream", "id")
     per = (
         ids.with_columns(

@@ -47,7 +47,8 @@ def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame) -> pl.DataFrame:
         b.lazy()
         # only opaque ids are judged by it (contiguous ids decide before the decision chain reaches its branch)
         .filter(pl.col("header").is_not_null() & ~pl.col("id_scheme").is_in(idschemes.CONTIGUOUS))
-        .select("gx", pl.col("pos").alias("b_pos"), "session", "stream", pl.col("header").alias("cursor"))
+        # (``session`` is the session's integer ``sk`` here, streams.session_key: every join below is on it)
+        .select("gx", pl.col("pos").alias("b_pos"), pl.col("sk").alias("session"), "stream", pl.col("header").alias("cursor"))
         .join(wrong.lazy().select("gx"), on="gx", how="anti")
     )
     # the events of the resumed streams alone, in delivery order (connection by connection): the events' own order
@@ -55,7 +56,7 @@ def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame) -> pl.DataFrame:
     # events by the integer gx, and a window over an integer per (session, stream): the strings' semi-join, sort
     # and window over 1M events were 0.3 s)
     conns = (
-        f.exchanges.lazy().select("gx", "session", "stream")
+        f.exchanges.lazy().select("gx", pl.col("sk").alias("session"), "stream")
         .join(keys.select("session", "stream").unique(), on=["session", "stream"], how="semi")
         .with_columns(_ss=pl.struct("session", "stream").rank("dense"))
     )
@@ -63,7 +64,7 @@ def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame) -> pl.DataFrame:
         f.events.lazy()
         .filter(pl.col("visible"))
         .join(conns, on="gx", how="inner", maintain_order="left", suffix="_x")
-        .select("session", "stream", "gx", "pos", "ordinal", "id", "data", _k=pl.int_range(pl.len()).over("_ss"))
+        .select(pl.col("sk").alias("session"), "stream", "gx", "pos", "ordinal", "id", "data", _k=pl.int_range(pl.len()).over("_ss"))
         .collect()  # once: the plans below read it three times (a lazy frame is scanned again by each)
     )
     # where the client's cursor is: the last delivery of its id before the reconnect
@@ -107,12 +108,12 @@ def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame) -> pl.DataFrame:
         .agg(values=pl.col("value"), tokens=pl.col("token").unique(), first_k=pl.col("_k").min())
     )
     # the call's own response after the reconnect, on the stream (this connection or a later one)
-    opener = rpc.openers(f, keys.select("session")).select("session", "stream", "v_call", call_id="v_id")
+    opener = rpc.openers(f, keys.select(sk="session"), key="sk").select("session", "stream", "v_call", call_id="v_id")
     answers = (
         f.messages.lazy()
         .filter((pl.col("direction") == "server_to_client") & pl.col("kind").is_in(["response", "error"]) & pl.col("rpc_id").is_not_null()
                 & (pl.col("origin") == "sse"))
-        .select("session", pl.col("gx").alias("a_gx"), pl.col("pos").alias("a_pos"), "ordinal", pl.col("rpc_id").alias("a_id"))
+        .select(pl.col("sk").alias("session"), pl.col("gx").alias("a_gx"), pl.col("pos").alias("a_pos"), "ordinal", pl.col("rpc_id").alias("a_id"))
         .join(f.exchanges.lazy().select(pl.col("gx").alias("a_gx"), "stream"), on="a_gx")
     )
     responded = (

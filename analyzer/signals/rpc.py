@@ -58,24 +58,25 @@ def named(requests: pl.LazyFrame, f: Frames) -> pl.LazyFrame:
     )
 
 
-def in_sessions(messages: pl.LazyFrame, sessions: pl.LazyFrame | None) -> pl.LazyFrame:
-    """The messages of ``sessions`` (a frame with a ``session`` column) alone, in their order; all of them for None.
-    A signal about reconnects reads only the sessions that have one: 500k tiny POST exchanges without a
-    reconnect named every one of their 500k calls for nothing (+460 MiB)."""
+def in_sessions(messages: pl.LazyFrame, sessions: pl.LazyFrame | None, key: str = "session") -> pl.LazyFrame:
+    """The messages of ``sessions`` (a frame with a ``session`` column, or ``key``: ``sk``) alone, in their order; all
+    of them for None.  A signal about reconnects reads only the sessions that have one: 500k tiny POST exchanges
+    without a reconnect named every one of their 500k calls for nothing (+460 MiB)."""
     if sessions is None:
         return messages
-    return messages.filter(pl.col("session").is_in(sessions.select("session").unique().collect().to_series().implode()))
+    return messages.filter(pl.col(key).is_in(sessions.select(key).unique().collect().to_series().implode()))
 
 
-def calls(f: Frames, sessions: pl.LazyFrame | None = None) -> pl.LazyFrame:
+def calls(f: Frames, sessions: pl.LazyFrame | None = None, key: str = "session") -> pl.LazyFrame:
     """Every JSON-RPC request the client sent, named (:func:`call_label`): ``session``, ``session_id``,
     ``rpc_id``, ``method``, ``call``, ``gx``, ``pos``, ``stream``, ``content_type`` and ``ref`` (its request record).
-    ``sessions``: only those sessions' (:func:`in_sessions`)."""
+    ``sessions``: only those sessions' (:func:`in_sessions`); ``key="sk"``: ``sessions`` names them by their integer
+    ``sk``, and the ``session`` column is that integer too (for joins, not to show)."""
     x = f.exchanges.lazy().select("gx", "stream", "content_type", "request_body", pl.col("location").alias("x_location"))
     return (
-        in_sessions(f.messages.lazy(), sessions)
+        in_sessions(f.messages.lazy(), sessions, key)
         .filter((pl.col("direction") == "client_to_server") & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null())
-        .select("session", "session_id", "source", "gx", "pos", "rpc_id", "method")
+        .select(pl.col(key).alias("session"), "session_id", "source", "gx", "pos", "rpc_id", "method")
         .join(x, on="gx", how="left", maintain_order="left")
         .select(
             "session", "session_id", "rpc_id", "method", "gx", "pos", "stream", "content_type",
@@ -85,12 +86,12 @@ def calls(f: Frames, sessions: pl.LazyFrame | None = None) -> pl.LazyFrame:
     )
 
 
-def openers(f: Frames, sessions: pl.LazyFrame | None = None) -> pl.LazyFrame:
+def openers(f: Frames, sessions: pl.LazyFrame | None = None, key: str = "session") -> pl.LazyFrame:
     """The request that opened each SSE stream, where one did (a batch's routing is the client's own):
-    ``session``, ``stream``, ``v_id`` (its id), ``v_call`` (:func:`call_label`) and ``v_ref``; ``sessions``: as
+    ``session``, ``stream``, ``v_id`` (its id), ``v_call`` (:func:`call_label`) and ``v_ref``; ``sessions``, ``key``: as
     :func:`calls`."""
     return (
-        calls(f, sessions)
+        calls(f, sessions, key)
         .filter(pl.col("content_type") == SSE)
         .group_by("session", "stream")
         .agg(n=pl.len(), v_id=pl.col("rpc_id").first(), v_call=pl.col("call").first(), v_ref=pl.col("ref").first())
@@ -128,11 +129,11 @@ def sent_elsewhere(requests: pl.LazyFrame, responses: pl.LazyFrame, *cols: str) 
     )
 
 
-def _tagged(f: Frames, sessions: pl.LazyFrame | None = None, messages=None) -> pl.DataFrame:
-    """``messages`` (default: all of ``f``'s; ``sessions``: see :func:`in_sessions`) with their exchange's stream,
+def _tagged(f: Frames, sessions: pl.LazyFrame | None = None, messages=None, key: str = "session") -> pl.DataFrame:
+    """``messages`` (default: all of ``f``'s; ``sessions``, ``key``: see :func:`in_sessions`) with their exchange's stream,
     status, content type, method (``http_method``) and location (``x_location``)."""
     x = f.exchanges.select("gx", "stream", "status", "content_type", "method", pl.col("location").alias("x_location"))
-    return in_sessions(f.messages if messages is None else messages, sessions).join(x.rename({"method": "http_method"}), on="gx", how="left", maintain_order="left")
+    return in_sessions(f.messages if messages is None else messages, sessions, key).join(x.rename({"method": "http_method"}), on="gx", how="left", maintain_order="left")
 
 
 def boundary_signals(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
@@ -141,13 +142,15 @@ def boundary_signals(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
 
     One lazy plan, collected at the end: the messages table is as long as the events table, and
     eager joins of it would copy every column of it several times over."""
-    keys = b.lazy().select("gx", "pos", "session", "stream")
+    # ``session`` here is the session's integer ``sk`` (streams.session_key): every part joins, groups and as-of joins
+    # on it, and none shows it
+    keys = b.lazy().select("gx", "pos", pl.col("sk").alias("session"), "stream")
     # every part below looks at the boundaries' own sessions alone (each joins the boundaries by session or gx).
     # Collected once, with the columns the parts read: as a plan, each of its seven uses filtered the messages by
     # session and joined their exchanges again (1M messages: 0.6 of this function's 1.0 s went to that)
     m = (
-        _tagged(f.lazy(), keys)
-        .select("gx", "pos", "session", "stream", "direction", "kind", "origin", "rpc_id", "method", "error_code", "error_message",
+        _tagged(f.lazy(), keys.select(pl.col("session").alias("sk")), key="sk")
+        .select("gx", "pos", pl.col("sk").alias("session"), "stream", "direction", "kind", "origin", "rpc_id", "method", "error_code", "error_message",
                 "protocol_version", "params_digest", "status", "content_type", "x_location")
         .collect()
         .lazy()
@@ -341,13 +344,14 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame, fam: pl.Dat
     Columns: ``gx``, ``wr_message``, ``wr_call``, ``wr_got``, ``wr_preview``, ``wr_refs`` (the request, the
     answer's event, and the request it really answered when known).  ``fam``: clients.sessions of ``b``'s sessions
     (made here when not given)."""
-    keys = b.lazy().select("gx", pl.col("pos").alias("b_pos"), "session", "stream")
+    # ``session`` is the session's integer ``sk`` (streams.session_key) in every join and grouping below; none shows it
+    keys = b.lazy().select("gx", pl.col("pos").alias("b_pos"), pl.col("sk").alias("session"), "stream")
     # the calls of the boundaries' sessions (every use below joins them by session) and of the sessions that had
     # been delivered an event a reconnect got (``foreign``: the other session's call is named from its opener)
-    others = foreign.lazy().select("o_pos").join(f.exchanges.lazy().select(pl.col("pos").alias("o_pos"), "session"), on="o_pos")
-    among = pl.concat([keys.select("session"), others.select("session")])
-    c = calls(f, among)
-    opener = openers(f, among)
+    others = foreign.lazy().select("o_pos").join(f.exchanges.lazy().select(pl.col("pos").alias("o_pos"), "sk"), on="o_pos")
+    among = pl.concat([keys.select(sk="session"), others.select("sk")])
+    c = calls(f, among, "sk")
+    opener = openers(f, among, "sk")
     s2c_answer = (pl.col("direction") == "server_to_client") & pl.col("kind").is_in(["response", "error"]) & pl.col("rpc_id").is_not_null()
     first = (
         f.messages.lazy()
@@ -363,9 +367,9 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame, fam: pl.Dat
     # (the boundaries' sessions alone: every use joins it with a boundary's session; all 500k answers of a log
     # without a reconnect were grouped by their id, +100 MiB)
     first_answer = (
-        in_sessions(f.messages.lazy(), keys)
+        in_sessions(f.messages.lazy(), keys.select(sk="session"), "sk")
         .filter(s2c_answer)
-        .group_by("session", pl.col("rpc_id").alias("v_id"))
+        .group_by(pl.col("sk").alias("session"), pl.col("rpc_id").alias("v_id"))
         .agg(r_pos=pl.col("pos").min())
     )
     resumed = keys.join(opener, on=["session", "stream"])
@@ -383,7 +387,7 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame, fam: pl.Dat
     )
     cand = cand.join(ev, on=["gx", "ordinal"], how="left")
     # another session had been delivered that event: the call that opened the stream it came on
-    x = f.exchanges.lazy().select(pl.col("pos").alias("o_pos"), pl.col("session").alias("o_session"), pl.col("stream").alias("o_stream"))
+    x = f.exchanges.lazy().select(pl.col("pos").alias("o_pos"), pl.col("sk").alias("o_session"), pl.col("stream").alias("o_stream"))
     o_opener = opener.select(pl.col("session").alias("o_session"), pl.col("stream").alias("o_stream"),
                              pl.col("v_call").alias("o_call"), pl.col("v_ref").alias("o_ref"))
     elsewhere = (
@@ -412,7 +416,11 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame, fam: pl.Dat
     # what the client on the wire does with it (signals/clients.py): its family, whether a request of this session
     # with the answer's id was still waiting at the reconnect (a client that keeps ids gives it that request), whether
     # the resumed call's own answer came later, and whether the client read on after it or closed the stream
-    fam = (clients.sessions(f, b) if fam is None else fam).lazy().select("session", "client", "user_agent")
+    fam = (
+        (clients.sessions(f, b) if fam is None else fam).lazy().select("session", "client", "user_agent")
+        .join(f.exchanges.lazy().select("session", "sk").unique(), on="session")
+        .select(pl.col("sk").alias("session"), "client", "user_agent")
+    )
     # (as-of joins: the latest request of the answer's id before the reconnect, not every request of that id -- a
     # client that numbers every call alike would meet each reconnect with each of them)
     asked = (

@@ -46,6 +46,9 @@ def _ordered_exchanges(x: pl.DataFrame) -> pl.DataFrame:
         # history, the same id in two views is two sessions.  Views of one incident are tied by
         # shared exchanges (``incident``).
         .with_columns((pl.col("view") + "\x1f" + pl.col("session_id")).alias("session"))
+        # the session as one integer (``sk``, its rank among the sessions' strings: exact, no hash): the rules
+        # join and group on it, the string stays for what the document shows
+        .with_columns(sk=session_key(pl.col("session")))
         .pipe(in_order, ["_t", "source", "xid"])
         .with_row_index("pos")
         .with_columns(pl.col("pos").cast(pl.Int64))
@@ -70,20 +73,26 @@ def _resume_links(x: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
     # only events whose id some request named can be the delivery it names: the rest are never copied
     named = x.get_column("last_event_id").drop_nulls().unique()
     deliveries = ev.filter(pl.col("visible") & pl.col("has_id") & pl.col("id").is_in(named.implode())).join(x.select("gx", "finished"), on="gx").select(
-        "session", pl.col("id").alias("last_event_id"), pl.col("gx").alias("by_id_gx"), pl.col("pos").alias("by_id_pos"),
+        "session", "sk", "idh", pl.col("id").alias("last_event_id"), pl.col("gx").alias("by_id_gx"), pl.col("pos").alias("by_id_pos"),
         (~pl.col("finished")).alias("unfinished"),
     )
     with_header = x.filter(pl.col("last_event_id").is_not_null() & (pl.col("last_event_id") != ""))
     # the latest delivery before the boundary, an unfinished one first: two as-of joins (the latest unfinished
     # one, the latest of all), not a join with every earlier delivery of the id (a session whose streams all
     # name and re-deliver one id would meet each of them at every boundary: quadratic in its streams)
-    asked = with_header.select("gx", "pos", "session", "last_event_id").sort("pos")
-    by_pos = deliveries.sort("by_id_pos")
+    # (session, id) as one integer key (keyed_id of sk and idh), and only the deliveries of the pairs some request
+    # named: by the strings, over every delivery of any named id, these two joins took 0.33 s at 1M events
+    asked = with_header.select("gx", "pos", k=keyed_id(pl.col("sk"), id_hash(pl.col("last_event_id")))).sort("pos")
+    by_pos = (
+        deliveries.select("by_id_gx", "by_id_pos", "unfinished", k=keyed_id(pl.col("sk"), pl.col("idh")))
+        .filter(pl.col("k").is_in(asked.get_column("k").implode()))
+        .sort("by_id_pos")
+    )
 
     def latest(left: pl.DataFrame, d: pl.DataFrame, name: str) -> pl.DataFrame:
         return left.join_asof(
-            d.select("session", "last_event_id", "by_id_pos", pl.col("by_id_gx").alias(name)), left_on="pos", right_on="by_id_pos",
-            by=["session", "last_event_id"], strategy="backward", allow_exact_matches=False, check_sortedness=False,
+            d.select("k", "by_id_pos", pl.col("by_id_gx").alias(name)), left_on="pos", right_on="by_id_pos",
+            by="k", strategy="backward", allow_exact_matches=False, check_sortedness=False,
         ).drop("by_id_pos")
 
     own = (
@@ -325,7 +334,7 @@ def build(tables: dict, consume: bool = False) -> tuple[Frames, pl.DataFrame]:
     if ev.get_column("gx").null_count():  # events of exchanges that are not in the table (narrowed away)
         ev = ev.filter(pl.col("gx").is_not_null())
     ev = ev.with_columns(
-        *_by_gx(x, "pos", "view", "session", "session_id"),
+        *_by_gx(x, "pos", "view", "session", "session_id", "sk"),
         visible=pl.col("fate") != "cut_off",
         has_id=pl.col("id").is_not_null() & (pl.col("id") != ""),
         # the id as one integer (64 bits of its hash, made once here): the rules that look an event's id up among
@@ -347,11 +356,11 @@ def build(tables: dict, consume: bool = False) -> tuple[Frames, pl.DataFrame]:
         msgs = msgs.filter(pl.col("gx").is_not_null())
     # (its source too: the same value, now a view of the exchanges' own column, not a copy of the path per message
     # converted from Arrow: 1M messages, 105 -> 15 MiB)
-    msgs = msgs.with_columns(*_by_gx(x, "source", "pos", "view", "session", "session_id"))
+    msgs = msgs.with_columns(*_by_gx(x, "source", "pos", "view", "session", "session_id", "sk"))
     x = attach(x, _finished(msgs), "gx").with_columns(pl.col("finished").fill_null(False))
     x = views.fingerprint(x)
     x = attach(x, views.incidents(x), "session")
-    links = _resume_links(x, ev.select("gx", "pos", "session", "id", "visible", "has_id"))
+    links = _resume_links(x, ev.select("gx", "pos", "session", "sk", "id", "idh", "visible", "has_id"))
     x = x.with_columns(stream=pl.lit(_streams(x, links)).gather(pl.col("pos")))
 
     visible, ids = pl.col("visible"), pl.col("id")
@@ -398,14 +407,35 @@ def build(tables: dict, consume: bool = False) -> tuple[Frames, pl.DataFrame]:
     # the rules read the exchange as gx, the cursor as its last_cursor and a retry field as its sent_retry:
     # the single pass's read never made a cursor; a store's events lose three columns here
     ev = ev.drop("xid", "cursor", "retry", strict=False).with_columns(_by_gx(x, "stream"))
-    schemes = idschemes.classify(ev.select("session", "stream", "id", "has_id"))
-    x = attach(x, schemes, "session").with_columns(pl.col("id_scheme").fill_null("none"))
+    # (grouped by the session's integer sk, not its string)
+    schemes = idschemes.classify(ev.select(pl.col("sk").alias("session"), "stream", "id", "has_id")).rename({"session": "sk"})
+    x = attach(x, schemes, "sk").with_columns(pl.col("id_scheme").fill_null("none"))
     present = x.get_column("id_scheme").unique().to_list()  # only their readings are made, per event
     ev = ev.with_columns(_by_gx(x.with_columns(pl.col("id_scheme").cast(pl.Enum(idschemes.SCHEMES))), "id_scheme")).with_columns(
         seq=idschemes.seq(pl.col("id"), pl.col("id_scheme"), present),
         sprefix=idschemes.prefix(pl.col("id"), pl.col("id_scheme"), present),
     )
     return Frames(x, ev, msgs, hidden(tables.get("anomalies"))), links
+
+
+def session_key(session: pl.Expr) -> pl.Expr:
+    """The frames' ``sk``: a session (``view`` + "\\x1f" + ``session_id``) as its dense rank among the sessions,
+    made once over the exchanges and gathered onto the events and messages.  Two sessions never share it (a rank,
+    not a hash); it is the sessions' order by their strings, so it changes with the set of sessions and is never
+    shown or stored: a join or a grouping on it is one on the strings (1M events: a string semi-join 0.3-0.65 s,
+    the same on integers 0.01-0.2 s)."""
+    return session.rank("dense").cast(pl.UInt32)
+
+
+MIX = 0x9E3779B97F4A7C15  # 2**64 / the golden ratio, odd: a multiplication by it spreads the stream's bits over all 64
+
+
+def keyed_id(owner: pl.Expr, idh: pl.Expr) -> pl.Expr:
+    """(owner, id) as one UInt64, the owner an integer (a stream, a session's ``sk``): ``idh`` (the id's hash) xor the
+    owner times :data:`MIX`.  A join on it is a join on one column, not on two (Polars encodes a key of two columns row
+    by row: twice the time at 1M events).  Two pairs share it only when their ids' hashes differ by exactly their
+    owners' mix: odds of 2**-64 a pair, as ``idh``."""
+    return (idh ^ (owner.cast(pl.UInt64) * pl.lit(MIX, dtype=pl.UInt64))).alias("k")
 
 
 def id_hash(ids: pl.Expr) -> pl.Expr:
