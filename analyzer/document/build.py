@@ -12,9 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 import polars as pl
 
 from analyzer.rules import registry
-from analyzer import catalog
 from analyzer.document import names
-from analyzer.document.finding_rows import FINDING_FIRST, FindingRecords, identify  # noqa: F401 (FINDING_FIRST: build's name too)
+from analyzer.document.finding_rows import FindingRecords, identify
 from analyzer.document.records import Records
 from analyzer.signals import clients, rpc, streams
 from analyzer.signals.streams import Frames
