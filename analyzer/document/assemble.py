@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timezone
 
 from analyzer import __version__, catalog
@@ -48,7 +48,12 @@ def finding_key(rec: dict, pos: int) -> tuple:
 
 
 def _key_head(rec: dict, pos: int) -> tuple:
-    return (SEV_RANK[rec["severity"]], rec["rule"] not in FIRST_RULES, pos, rec["rule"], rec["message"])
+    return key_head(rec["severity"], rec["rule"], pos, rec["message"])
+
+
+def key_head(severity: str, rule: str, pos, message: str) -> tuple:
+    """:func:`finding_key` without its last part, from the four keys it reads."""
+    return (SEV_RANK[severity], rule not in FIRST_RULES, pos, rule, message)
 
 
 def _canonical(rec: dict) -> str:
@@ -61,8 +66,13 @@ def finding_order(recs: list[dict], positions: list) -> list[int]:
     canonical JSON of a record (its last part) made only for the records that tie on everything before it: a key per
     finding held through the sort was a copy of every finding as text (60,000 reconnect findings, one per reconnect
     and each at its own exchange, none tied: bench/SCALE.md)."""
-    heads = [_key_head(r, p) for r, p in zip(recs, positions)]
-    order = sorted(range(len(recs)), key=heads.__getitem__)
+    return order_of([_key_head(r, p) for r, p in zip(recs, positions)], lambda i: _canonical(recs[i]))
+
+
+def order_of(heads: list[tuple], canonical: Callable[[int], str]) -> list[int]:
+    """:func:`finding_order` from each finding's :func:`key_head` (``heads``) and the canonical JSON of the ``i``-th
+    (``canonical(i)``), asked only of the findings that tie on their heads (document/finding_rows.py makes it from a frame)."""
+    order = sorted(range(len(heads)), key=heads.__getitem__)
     out, at = [], 0
     while at < len(order):  # bounded: each pass moves past one run of equal heads
         end = at + 1
@@ -70,7 +80,7 @@ def finding_order(recs: list[dict], positions: list) -> list[int]:
             end += 1
         run = order[at:end]
         if len(run) > 1:  # (a stable sort: records equal in every part keep their order, as with the whole key)
-            run.sort(key=lambda i: _canonical(recs[i]))
+            run.sort(key=canonical)
         out += run
         at = end
     return out
@@ -138,7 +148,11 @@ class Summary:
 
         for kind, key in (("session", "sessions"), ("exchange", "exchanges"), ("boundary", "boundaries"), ("finding", "findings")):
             records = body[key]
-            if isinstance(records, Records):  # counted from its columns, without making its dicts
+            if isinstance(records, Records):  # counted from its columns, without making its dicts (or a slice of them)
+                if kind == "finding":
+                    for severity in records.column("severity"):
+                        self.findings[severity] += 1
+                    continue
                 self.items[kind] += len(records)
                 if kind == "boundary":
                     for verdict in records.column("verdict"):

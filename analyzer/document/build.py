@@ -12,9 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 import polars as pl
 
 from analyzer.rules import registry
-from analyzer import catalog
 from analyzer.document import names
-from analyzer.document.assemble import finding_order, fingerprint
+from analyzer.document.finding_rows import FindingRecords, identify
 from analyzer.document.records import Records
 from analyzer.signals import clients, rpc, streams
 from analyzer.signals.streams import Frames
@@ -123,7 +122,9 @@ def _evidence_events(f: Frames, gxs: pl.DataFrame, where: pl.Expr, keep: str | N
     if keep is not None:  # (an exchange's ordinals are 0..n-1, each once: the rank is the place in the stream)
         q = q.filter(pl.col("ordinal").rank("ordinal", descending=keep == "tail").over("gx") <= EVIDENCE_EVENTS)
     kept = f.events.select(PREVIEW_COLUMNS)[q.collect()["_r"]]
-    return _event_preview(kept.lazy()).group_by("gx").agg(pl.col("ev").sort_by("ordinal")).collect()
+    # in one chunk: the boundaries' joins gather these lists, and a gather of a list of structs in several chunks (as a
+    # parallel group-by leaves them) cost ten times the column (60,000 reconnects: +119 MiB for 21 MiB; one chunk +12)
+    return _event_preview(kept.lazy()).group_by("gx").agg(pl.col("ev").sort_by("ordinal")).collect().rechunk()
 
 
 def _boundary_evidence(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
@@ -388,22 +389,13 @@ def _sessions_and_exchanges(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, key: 
     return sessions, exchanges
 
 
-# the keys of a finding a reader looks for first, in this order (then attempts, seen_in when present)
-FINDING_FIRST = ("id", "fingerprint", "rule", "severity", "session", "session_id", "boundary", "exchange", "time", "message", "effect",
-                 "what", "next_step", "evidence")
-
-
 def _identify(findings: list[dict], x: pl.DataFrame) -> None:
-    """Each finding's time (its exchange's start), catalog text and ``fingerprint`` (document.fingerprint), in place;
-    the rules' ``subject`` is used up here."""
+    """Each finding's time (its exchange's start), catalog text, ``fingerprint`` (document.fingerprint) and ``seen_in``, in
+    place (finding_rows.identify); the rules' ``subject`` is used up here."""
     at = [r["pos"] for r in findings if r["pos"] is not None and r["pos"] >= 0]
     started = dict(x.filter(pl.col("pos").is_in(at)).select("pos", _iso("started")).iter_rows()) if at else {}
     for r in findings:
-        boundary = r["boundary"] is not None
-        r["time"] = started.get(r["pos"])
-        r["what"] = catalog.what(r["rule"], boundary)
-        r["next_step"] = catalog.next_step(r["rule"], boundary)
-        r["fingerprint"] = fingerprint(r["rule"], r["session_id"], r["time"], r.pop("subject", None))
+        identify(r, started.get(r["pos"]))
 
 
 # where a record is, in a finding's words: left out when two captures' findings are compared
@@ -493,35 +485,17 @@ def build_document(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, keep_pos: bool
         if not columnar:
             boundaries, exchanges = boundaries.to_dicts(), exchanges.collect().to_dicts()
         per_reconnect, hist = job.result()
-    findings = per_reconnect.to_dicts()
-    del per_reconnect
-    for fnd in findings:  # the attempts are told only for a reconnect retried
-        if fnd["attempts"] == 1:
-            del fnd["attempts"], fnd["attempts_span"]
-    hist = hist.to_dicts()
-    findings += _once_per_incident(_one_story_per_call(hist, rows), f.exchanges)
-    del hist
-    _identify(findings, f.exchanges)
-    for fnd in findings:  # the captures that show it, when more than one does (a reconnect's views, a merged finding)
-        sources = sorted({e["source"] for e in fnd["evidence"]})
-        if len(sources) > 1:
-            fnd["seen_in"] = sources
-    # worst first, then in the order the capture shows them; the whole record breaks ties, so the order
-    # never depends on the order the rules produced rows in (audit jobs diff two runs)
-    # (assemble.finding_key's order; the canonical JSON that breaks its ties made only for the findings that tie)
-    positions = [r.pop("pos") for r in findings]
-    order = finding_order(findings, positions)
-    findings, positions = [findings[i] for i in order], [positions[i] for i in order]
-    del order
-    for i, (r, p) in enumerate(zip(findings, positions)):
-        r["exchange"] = f"x{p + 1}" if p is not None and p >= 0 else None  # where in history: the exchange it is found at
-        r["id"] = f"f{i + 1}"
-        findings[i] = {k: r[k] for k in FINDING_FIRST} | r  # (in place: one finding's two dicts at a time, not every one's)
-    if keep_pos:  # the sort key above popped it: analyzer.scale.partitions needs it back to merge partitions
-        for r, p in zip(findings, positions):
-            r["_pos"] = p
-    for rec in findings:
-        rec["session"] = key.get(rec["session"])
+    hist = _once_per_incident(_one_story_per_call(hist.to_dicts(), rows), f.exchanges)
+    _identify(hist, f.exchanges)
+    hist_pos = [r.pop("pos") for r in hist]
+    # the reconnect findings stay the rule's frame, with their exchange's start (_identify's), and are made as dicts a
+    # slice at a time when written: 60,000 of them as dicts at once were the analysis' peak (finding_rows.py)
+    started = f.exchanges.select("pos", _time=_iso("started")).unique("pos", keep="last", maintain_order=True)
+    per_reconnect = per_reconnect.join(started, on="pos", how="left", maintain_order="left")
+    findings = FindingRecords(per_reconnect, hist, hist_pos, key, keep_pos)
+    del per_reconnect, hist, hist_pos
+    if not columnar:
+        findings = findings.rows()
     if columnar:
         boundaries, exchanges = Records(boundaries), Records(exchanges, height=f.exchanges.height)
     return {"sessions": sessions, "exchanges": exchanges, "boundaries": boundaries, "findings": findings}

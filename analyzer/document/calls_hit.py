@@ -104,6 +104,9 @@ _READ = ("call", "wrong_result", "session", "session_id", "boundary_id", "starte
          "call_answered", "verdict")
 
 
+_READ_FINDING = ("rule", "message", "session", "session_id", "id", "time")  # what add_finding reads of a finding
+
+
 def of(doc: dict) -> list[dict]:
     """``calls_hit`` of a whole document."""
     hits = Hits()
@@ -112,7 +115,10 @@ def of(doc: dict) -> list[dict]:
         bs = bs.some(_READ, pl.col("call").is_not_null() | pl.col("wrong_result").is_not_null())
     for b in bs:
         hits.add_boundary(b)
-    for f in doc.get("findings") or ():
+    fs = doc.get("findings") or ()
+    if isinstance(fs, Records):  # (the keys add_finding reads, a slice of findings made at a time: finding_rows.py)
+        fs = fs.some(_READ_FINDING)
+    for f in fs:
         hits.add_finding(f)
     return hits.rows()
 

@@ -280,9 +280,14 @@ def judge(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
 def _one_per_reconnect(b: pl.DataFrame, f: Frames) -> pl.DataFrame:
     """One boundary per reconnect: the view nearest the client, the others listed in ``views``."""
     nvis = f.exchanges.select(pl.col("gx").alias("resumed_gx"), pl.col("n_visible").alias("_nv"))
-    b = b.join(nvis, on="resumed_gx", how="left").with_columns(
-        _key=pl.coalesce(pl.col("fp"), pl.format("solo#{}", pl.col("gx")))
+    # the rows kept and their order chosen on the few columns that decide them, then the boundaries' ~130 columns
+    # gathered once: a sort, a unique, a join and a sort of the whole frame were four copies of it, three held at once
+    # (60,000 reconnects: +181 MiB, the verdicts' peak; now +68, bench/SCALE.md 2026-12-06)
+    small = (
+        b.select("resumed_gx", "fp", "gx", "pos", "source", "location").with_row_index("_r")
+        .join(nvis, on="resumed_gx", how="left")
+        .with_columns(_key=pl.coalesce(pl.col("fp"), pl.format("solo#{}", pl.col("gx"))))
     )
-    views = b.group_by("_key").agg(views=pl.struct("source", "location").sort_by("pos"), _n=pl.len())
-    keep = b.sort(["_nv", "pos"], nulls_last=True).unique("_key", keep="first")
-    return keep.join(views, on="_key").sort("pos").drop("_nv")
+    views = small.group_by("_key").agg(views=pl.struct("source", "location").sort_by("pos"), _n=pl.len())
+    keep = small.sort(["_nv", "pos"], nulls_last=True).unique("_key", keep="first").join(views, on="_key").sort("pos")
+    return b.select(pl.all().gather(keep["_r"])).hstack(keep.select("_key", "views", "_n"))
