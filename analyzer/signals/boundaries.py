@@ -323,26 +323,38 @@ def ambiguous_cursor(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.Data
     if cur.is_empty():
         return empty
     delivered = f.events.lazy().with_row_index("r").filter(pl.col("visible") & pl.col("has_id")).select("stream", "pos", "r", "idh", "digest")
+    # each delivery of a cursor's id on its stream, with the number of payloads that id had carried so far; then per
+    # reconnect the last one before it (an as-of join: the cursor's claim), not every delivery (a stream resumed k
+    # times from one id would be joined k times with all k of them: tests/test_h2.py's 300 -> 600 streams)
+    claims = (
+        delivered.join(cur.lazy().select("stream", "idh").unique(), on=["stream", "idh"], how="semi")
+        .sort("r")
+        .with_columns(payloads=pl.col("r").rank("ordinal").over("stream", "idh", "digest").eq(1).cum_sum().over("stream", "idh"))
+        .group_by("stream", "idh", "pos")
+        .agg(claim_r=pl.col("r").max(), amb_cursor_n=pl.col("payloads").max())
+        .sort("pos")
+    )
     amb = (
         cur.lazy()
-        .join(delivered.join(cur.lazy().select("stream", "idh").unique(), on=["stream", "idh"], how="semi"), on=["stream", "idh"])
-        .filter(pl.col("pos") < pl.col("b_pos"))
-        .group_by("gx", "stream")
-        # the cursor's last delivery before the reconnect: what the client says it had
-        .agg(amb_cursor_n=pl.col("digest").n_unique(), claim_r=pl.col("r").max())
+        .sort("b_pos")
+        .join_asof(claims, left_on="b_pos", right_on="pos", by=["stream", "idh"], strategy="backward", allow_exact_matches=False, check_sortedness=False)
         .filter(pl.col("amb_cursor_n") > 1)
+        .select("gx", "stream", "claim_r", "amb_cursor_n")
         .collect()
     )
     if amb.is_empty():
         return empty
     again = after.join(amb, on="gx").filter(~pl.col("overlap")).select("gx", "ordinal", "id", "idh", "digest", "stream", "claim_r", "amb_cursor_n")
-    earlier = delivered.join(again.lazy().select("stream", "idh").unique(), on=["stream", "idh"], how="semi").select("stream", "r", "idh", pl.col("digest").alias("d0"))
+    # each id's first delivery on the stream, and each (id, payload)'s: one row per key, whatever the reconnects
+    ids = delivered.join(again.lazy().select("stream", "idh").unique(), on=["stream", "idh"], how="semi")
+    first_id = ids.group_by("stream", "idh").agg(id_r=pl.col("r").min())
+    first_same = ids.group_by("stream", "idh", "digest").agg(same_r=pl.col("r").min())
     seen = (
         again.lazy()
-        .join(earlier, on=["stream", "idh"])
-        .filter(pl.col("r") < pl.col("claim_r"))
-        .group_by("gx", "ordinal")
-        .agg(pl.col("id").first(), pl.col("amb_cursor_n").first(), same=(pl.col("digest") == pl.col("d0")).any())
+        .join(first_id, on=["stream", "idh"])
+        .filter(pl.col("id_r") < pl.col("claim_r"))
+        .join(first_same, on=["stream", "idh", "digest"], how="left")
+        .with_columns(same=(pl.col("same_r") < pl.col("claim_r")).fill_null(False))
         .sort("gx", "ordinal")
         .collect()
     )
