@@ -70,7 +70,7 @@ AFTER_COLUMNS = ("gx", "ordinal", "id", "idh", "digest", "seq", "sprefix", "id_s
                  "overlap", "foreign")
 
 
-def after_events(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
+def after_events(f: Frames, b: pl.DataFrame, claims: pl.DataFrame) -> pl.DataFrame:
     """Id-bearing events the client saw on each boundary's connection, with the overlap flag: each boundary's
     events one run of rows in stream order (the runs in history order)."""
     # the digest of the cursor's event on the resumed connection: only the events with the cursor's id are
@@ -105,10 +105,39 @@ def after_events(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
         .select(AFTER_COLUMNS)
         .collect()
     )
-    return ev.join(_prior(f, b, ev.select("gx", "idh")), on=["gx", "idh"], how="left", maintain_order="left")  # (still in that order)
+    return ev.join(_prior(f, b, ev.select("gx", "idh"), claims), on=["gx", "idh"], how="left", maintain_order="left")  # (still in that order)
 
 
-def _prior(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.DataFrame:
+def _deliveries(f: Frames) -> pl.LazyFrame:
+    """Every event the client saw with an id, with ``r``, its row in delivery order (history position, then place
+    in the stream)."""
+    return f.events.lazy().with_row_index("r").filter(pl.col("visible") & pl.col("has_id")).select("stream", "pos", "r", "idh", "digest")
+
+
+def cursor_claims(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
+    """Per boundary with a cursor, the cursor's last delivery on its stream before the boundary (``claim_r``: what
+    the client says it had) and how many payloads that id had carried on the stream by then (``cursor_payloads``;
+    two or more: the cursor names two events, :func:`ambiguous_cursor`).  An as-of join with each (stream, id,
+    position)'s deliveries, not a join with every delivery of the id: a stream resumed k times from one id would be
+    joined k times with all k of them (tests/test_h2.py's 300 -> 600 streams)."""
+    cursors = b.lazy().filter(pl.col("cursor_str").is_not_null()).select("gx", "stream", pl.col("pos").alias("b_pos"), idh=id_hash(pl.col("cursor_str")))
+    seen = (
+        _deliveries(f).join(cursors.select("stream", "idh").unique(), on=["stream", "idh"], how="semi")
+        .sort("r")
+        .with_columns(payloads=pl.col("r").rank("ordinal").over("stream", "idh", "digest").eq(1).cum_sum().over("stream", "idh"))
+        .group_by("stream", "idh", "pos")
+        .agg(claim_r=pl.col("r").max(), cursor_payloads=pl.col("payloads").max())
+        .sort("pos")
+    )
+    return (
+        cursors.sort("b_pos")
+        .join_asof(seen, left_on="b_pos", right_on="pos", by=["stream", "idh"], strategy="backward", allow_exact_matches=False, check_sortedness=False)
+        .select("gx", "stream", "claim_r", "cursor_payloads")
+        .collect()
+    )
+
+
+def _prior(f: Frames, b: pl.DataFrame, after: pl.DataFrame, claims: pl.DataFrame) -> pl.DataFrame:
     """Per boundary and id: had the stream already delivered it, before or after the client's cursor?
 
     ``before_claim``: the client says it had it (Last-Event-ID at or after it in delivery
@@ -122,22 +151,12 @@ def _prior(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.DataFrame:
     and of its cursor are looked up, not every event the stream delivered before each reconnect (a
     stream resumed k times would be copied k times).
     """
-    delivered = f.events.lazy().with_row_index("r").filter(pl.col("visible") & pl.col("has_id")).select("stream", "pos", "r", "idh")
-    keys = b.lazy().select("gx", "stream", "cursor_str", pl.col("pos").alias("b_pos"))
-    # the cursor's last delivery on the stream before the boundary (an as-of join), and each id's first delivery
-    # on the stream (kept when it came before the boundary): a stream resumed k times, each connection
-    # delivering the same ids, is not joined k times with all of them (quadratic in its connections).  Ids are
-    # looked up by their integer ``idh`` (by their strings: 0.65 of _prior's 1.0 s at 1M events)
-    cursors = keys.filter(pl.col("cursor_str").is_not_null()).select("gx", "stream", "b_pos", idh=id_hash(pl.col("cursor_str")))
-    claim = (
-        cursors.sort("b_pos")
-        .join_asof(
-            delivered.join(cursors.select("stream", "idh").unique(), on=["stream", "idh"], how="semi")
-            .group_by("stream", "idh", "pos").agg(claim_r=pl.col("r").max()).sort("pos"),
-            left_on="b_pos", right_on="pos", by=["stream", "idh"], strategy="backward", allow_exact_matches=False, check_sortedness=False,
-        )
-        .select("gx", "claim_r")
-    )
+    delivered = _deliveries(f)
+    keys = b.lazy().select("gx", "stream", pl.col("pos").alias("b_pos"))
+    # the cursor's last delivery (``claims``: cursor_claims), and each id's first delivery on the stream (kept when
+    # it came before the boundary): a stream resumed k times, each connection delivering the same ids, is not
+    # joined k times with all of them (quadratic in its connections).  Ids are looked up by their integer ``idh``
+    # (by their strings: 0.65 of _prior's 1.0 s at 1M events)
     # (rows are in delivery order, so an id's first row is also its least position)
     # (stream, id) as one 64-bit key (keyed_id): a join on one column, not two (0.27 -> 0.14 s at 1M events)
     key = keyed_id(pl.col("stream"), pl.col("idh"))
@@ -154,7 +173,7 @@ def _prior(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.DataFrame:
         .with_columns(k=key)
         .join(first, on="k")
         .filter(pl.col("first_pos") < pl.col("b_pos"))
-        .join(claim, on="gx", how="left")
+        .join(claims.lazy().select("gx", "claim_r"), on="gx", how="left")
         .select(
             "gx",
             "idh",
@@ -301,7 +320,7 @@ def opaque_checks(f: Frames, after: pl.DataFrame) -> pl.DataFrame:
 AMBIGUOUS_SCHEMA = {"gx": pl.Int64, "amb_ids": pl.List(pl.String), "amb_count": pl.UInt32, "amb_cursor_n": pl.UInt32}
 
 
-def ambiguous_cursor(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.DataFrame:
+def ambiguous_cursor(f: Frames, after: pl.DataFrame, claims: pl.DataFrame) -> pl.DataFrame:
     """A Last-Event-ID that names two different events of the stream, and the events it brought again.
 
     Two servers numbering one stream each their own way (replicas behind a round-robin balancer, a store that
@@ -318,32 +337,13 @@ def ambiguous_cursor(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.Data
     (bench/generate.py's restarts, 250k events: counting ids alone read 134 of 3,929 reconnects wrong; ids and
     digests 9, the resends after the cursor's delivery 1 more; this rule none).
     """
-    empty = pl.DataFrame(schema=AMBIGUOUS_SCHEMA)
-    cur = b.filter(pl.col("cursor_str").is_not_null()).select("gx", "stream", pl.col("pos").alias("b_pos"), idh=id_hash(pl.col("cursor_str")))
-    if cur.is_empty():
-        return empty
-    delivered = f.events.lazy().with_row_index("r").filter(pl.col("visible") & pl.col("has_id")).select("stream", "pos", "r", "idh", "digest")
-    # each delivery of a cursor's id on its stream, with the number of payloads that id had carried so far; then per
-    # reconnect the last one before it (an as-of join: the cursor's claim), not every delivery (a stream resumed k
-    # times from one id would be joined k times with all k of them: tests/test_h2.py's 300 -> 600 streams)
-    claims = (
-        delivered.join(cur.lazy().select("stream", "idh").unique(), on=["stream", "idh"], how="semi")
-        .sort("r")
-        .with_columns(payloads=pl.col("r").rank("ordinal").over("stream", "idh", "digest").eq(1).cum_sum().over("stream", "idh"))
-        .group_by("stream", "idh", "pos")
-        .agg(claim_r=pl.col("r").max(), amb_cursor_n=pl.col("payloads").max())
-        .sort("pos")
-    )
     amb = (
-        cur.lazy()
-        .sort("b_pos")
-        .join_asof(claims, left_on="b_pos", right_on="pos", by=["stream", "idh"], strategy="backward", allow_exact_matches=False, check_sortedness=False)
-        .filter(pl.col("amb_cursor_n") > 1)
-        .select("gx", "stream", "claim_r", "amb_cursor_n")
-        .collect()
+        claims.filter(pl.col("cursor_payloads") > 1)
+        .select("gx", "stream", "claim_r", amb_cursor_n="cursor_payloads")
     )
     if amb.is_empty():
-        return empty
+        return pl.DataFrame(schema=AMBIGUOUS_SCHEMA)
+    delivered = _deliveries(f)
     again = after.join(amb, on="gx").filter(~pl.col("overlap")).select("gx", "ordinal", "id", "idh", "digest", "stream", "claim_r", "amb_cursor_n")
     # each id's first delivery on the stream, and each (id, payload)'s: one row per key, whatever the reconnects
     ids = delivered.join(again.lazy().select("stream", "idh").unique(), on=["stream", "idh"], how="semi")
@@ -554,7 +554,8 @@ def facts(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
     """One row per boundary (before one is kept per reconnect) with every fact the decision chain reads;
     ``rev`` from eras.revisions."""
     b = boundaries(f, links).join(rev, on="session", how="left")
-    after = after_events(f, b)
+    claims = cursor_claims(f, b)
+    after = after_events(f, b, claims)
     seqs = sequence_checks(f, after)
     opq = opaque_checks(f, after)
     first = after.group_by("gx").agg(
@@ -572,7 +573,7 @@ def facts(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
         b.join(first, on="gx", how="left")
         .join(seqs, on="gx", how="left")
         .join(opq.rename({"dup_ids": "o_dup_ids", "dup_count": "o_dup_count"}), on="gx", how="left")
-        .join(ambiguous_cursor(f, b, after), on="gx", how="left")
+        .join(ambiguous_cursor(f, after, claims), on="gx", how="left")
         .join(foreign(after).drop("cursor_prefix"), on="gx", how="left")
         .join(reaction(f, b), on="gx", how="left")
         .join(rpc.boundary_signals(f, b), on="gx", how="left")
