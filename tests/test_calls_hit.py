@@ -50,6 +50,35 @@ def test_a_call_with_two_reconnects_keeps_its_worst_story():
     assert c["outcome"] == "events_lost" and c["reconnect"] == doc["boundaries"][1]["boundary_id"]
 
 
+def test_a_call_hit_alike_by_several_reconnects_says_how_many_and_which():
+    """real-go-client-replica-failover: both resumes of slow_count (id 4) delivered events twice (2, then 1: the client
+    log shows them).  The row names the first reconnect and its detail the second and the total; before, the second
+    reconnect and its event were not in the row at all."""
+    doc = pipeline.run(["sample_logs/real-go-client-replica-failover.jsonl"]).document
+    first, second = (b["boundary_id"] for b in doc["boundaries"] if b["call"] == "tools/call slow_count (id 4)")
+    (c,) = [c for c in doc["calls_hit"] if c["call"] == "tools/call slow_count (id 4)"]
+    assert (c["outcome"], c["reconnect"]) == ("delivered_twice", first)
+    assert c["detail"] == f"2 event(s) twice (replay_reset); the same outcome at 1 more reconnect(s): {second}; 3 event(s) twice in all"
+
+
+def test_many_reconnects_alike_are_counted_and_the_first_few_named():
+    doc = pipeline.run(["sample_logs/real-python-resurrection-loop.jsonl"]).document
+    (c,) = [c for c in doc["calls_hit"] if c["call"] == "tools/call slow_count (id 2)"]
+    named = [b["boundary_id"] for b in doc["boundaries"] if b["call"] == c["call"]]
+    assert len(named) == 9 and c["reconnect"] == named[0]
+    assert c["detail"].endswith(f"the same outcome at 8 more reconnect(s): {', '.join(named[1:4])} and 5 more"), c["detail"]
+
+
+def test_one_recording_read_in_two_formats_counts_each_reconnect_once():
+    """The JSONL and the HAR of one recording in one run give the same reconnects (the same names): the total is
+    that of one, not twice it."""
+    doc = pipeline.run(["sample_logs/real-go-client-replica-failover.jsonl", "sample_logs/real-go-client-replica-failover.har"]).document
+    one = pipeline.run(["sample_logs/real-go-client-replica-failover.jsonl"]).document
+    (c,) = [c for c in doc["calls_hit"] if c["call"] == "tools/call slow_count (id 4)"]
+    (alone,) = [c for c in one["calls_hit"] if c["call"] == "tools/call slow_count (id 4)"]
+    assert c == alone and c["detail"].endswith("; 3 event(s) twice in all"), c
+
+
 def test_terminal_json_and_report_list_the_same_calls_in_the_same_order():
     doc = pipeline.run(["sample_logs"]).document
     hit = doc["calls_hit"]

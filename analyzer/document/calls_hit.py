@@ -50,17 +50,26 @@ class Hits:
         self._calls: dict[tuple, dict] = {}
         self._n = 0
 
-    def _put(self, session, session_id, call: str, outcome: str, reconnect, detail: str, started) -> None:
+    def _put(self, session, session_id, call: str, outcome: str, reconnect, detail: str, started, count: int | None = None) -> None:
+        """``count``: the events a delivered_twice or events_lost outcome counts (added up over every reconnect that gave
+        the call the same outcome)."""
         key = (session, session_id, call)
         self._n += 1
         have = self._calls.get(key)
         rec = {"call": call, "session": session, "session_id": session_id, "outcome": outcome, "said": SAID[outcome],
-               "reconnect": reconnect, "detail": detail, "time": started, "_order": self._n}
+               "reconnect": reconnect, "detail": detail, "time": started, "_order": self._n, "_count": count, "_also": [], "_seen": {reconnect}}
         if have is None:
             self._calls[key] = rec
         elif RANK[outcome] < RANK[have["outcome"]]:
             rec["_order"] = have["_order"]
             self._calls[key] = rec
+        elif RANK[outcome] == RANK[have["outcome"]] and reconnect is not None and reconnect not in have["_seen"]:
+            # the same outcome again from another reconnect: the first stays the one named, the others are counted (a
+            # reconnect read twice, as one recording's JSONL and HAR in one run are, once)
+            have["_seen"].add(reconnect)
+            have["_also"].append(reconnect)
+            if count is not None and have["_count"] is not None:
+                have["_count"] += count
 
     def add_boundary(self, b: dict) -> None:
         call, w = b.get("call"), b.get("wrong_result")
@@ -76,9 +85,10 @@ class Hits:
         elif w is not None and w.get("outcome") == "never_completed":
             self._put(s, sid, call, "never_completed", rid, f"the answer of {w['got']} came on its stream and was dropped", t)
         elif b.get("duplicated_count"):
-            self._put(s, sid, call, "delivered_twice", rid, f"{b['duplicated_count']} event(s) twice ({b.get('verdict')})", t)
+            self._put(s, sid, call, "delivered_twice", rid, f"{b['duplicated_count']} event(s) twice ({b.get('verdict')})", t,
+                      b["duplicated_count"])
         elif b.get("lost_count") and b.get("call_answered"):
-            self._put(s, sid, call, "events_lost", rid, f"{b['lost_count']} event(s) lost ({b.get('verdict')})", t)
+            self._put(s, sid, call, "events_lost", rid, f"{b['lost_count']} event(s) lost ({b.get('verdict')})", t, b["lost_count"])
         elif not b.get("call_answered"):
             lost = f"; {b['lost_count']} event(s) lost" if b.get("lost_count") else ""
             self._put(s, sid, call, "never_completed", rid, f"its response never came ({b.get('verdict')}){lost}", t)
@@ -94,9 +104,24 @@ class Hits:
                   f.get("time"))
 
     def rows(self) -> list[dict]:
-        """Worst outcome first, then in history order."""
+        """Worst outcome first, then in history order.  A call that several reconnects gave the same outcome names the
+        first; its detail says how many more and which (the first few), and for events twice or lost their total."""
         out = sorted(self._calls.values(), key=lambda r: (RANK[r["outcome"]], r["_order"]))
-        return [{k: v for k, v in r.items() if k != "_order"} for r in out]
+        return [{k: (_detail(r) if k == "detail" else v) for k, v in r.items() if not k.startswith("_")} for r in out]
+
+
+ALSO_NAMED = 3  # the other reconnects named in a detail; the rest counted
+
+
+def _detail(r: dict) -> str:
+    also = r["_also"]
+    if not also:
+        return r["detail"]
+    names = ", ".join(also[:ALSO_NAMED]) + (f" and {len(also) - ALSO_NAMED} more" if len(also) > ALSO_NAMED else "")
+    total = ""
+    if r["_count"] is not None:
+        total = f"; {r['_count']} event(s) {'twice' if r['outcome'] == 'delivered_twice' else 'lost'} in all"
+    return f"{r['detail']}; the same outcome at {len(also)} more reconnect(s): {names}{total}"
 
 
 # what add_boundary reads of a boundary; one with neither a call nor a wrong result adds nothing
