@@ -405,8 +405,8 @@ class _EventBodies:
     bodies (and at the end), so the anomalies table keeps the order it had when the bodies were parsed in
     batches of LOG_BYTES: the rows of the entries read before, then those of the bodies.  The parse holds
     about six times its batch at its peak (a 32 MiB batch: +200 MiB): parsing 8 MiB at a time takes the
-    250k-event HAR's read from a 437 to a 366 MiB peak, the same tables, events and anomalies in the same
-    order."""
+    250k-event HAR's read from a 428-437 to a 366-380 MiB peak, the same tables, events and anomalies in the
+    same order (bench/SCALE.md, 2026-12-06 "HAR peak")."""
 
     PARSE_BYTES = 8 << 20
     LOG_BYTES = 32 << 20
