@@ -53,6 +53,9 @@ def main() -> int:
     from analyzer.__main__ import tune_allocator
 
     tune_allocator()  # as the command does, before Polars loads
+    from analyzer.tables import keep_pandas_out
+
+    keep_pandas_out()  # as the command does (analyzer.run): a HAR's first pa.array of a list would import pandas, +47 MiB
     from analyzer import pipeline
     from analyzer.outputs import document_json
     from analyzer.decode.tls_keys import KeyLog

@@ -398,27 +398,41 @@ def _break_error(head: str, entries: bool, buf: str, kept: int, base: int, lines
 
 class _EventBodies:
     """The event-stream bodies of the entries, parsed column-wise (:mod:`analyzer.decode.sse_columns`) in
-    batches of about BATCH_BYTES: the events and their anomalies are what the reference parser gives,
-    each at ``entry N byte K`` (K: where its block's first line starts in the decoded body)."""
+    batches of about PARSE_BYTES: the events and their anomalies are what the reference parser gives,
+    each at ``entry N byte K`` (K: where its block's first line starts in the decoded body).
 
-    BATCH_BYTES = 32 << 20
+    A batch's events go to the Builder as soon as it is parsed; its anomalies are logged every LOG_BYTES of
+    bodies (and at the end), so the anomalies table keeps the order it had when the bodies were parsed in
+    batches of LOG_BYTES: the rows of the entries read before, then those of the bodies.  The parse holds
+    about six times its batch at its peak (a 32 MiB batch: +200 MiB): parsing 8 MiB at a time takes the
+    250k-event HAR's read from a 428-437 to a 366-380 MiB peak, the same tables, events and anomalies in the
+    same order (bench/SCALE.md, 2026-12-06 "HAR peak")."""
+
+    PARSE_BYTES = 8 << 20
+    LOG_BYTES = 32 << 20
 
     def __init__(self, b: Builder) -> None:
         self.b = b
         self.keys: list[int] = []
         self.entries: list[int] = []
         self.bodies: list[bytes] = []
-        self.size = 0
+        self.size = 0  # bodies' bytes not parsed yet
+        self.unlogged = 0  # bodies' bytes since the anomalies were last logged
+        self.flagged: list[tuple[str, list[str], str]] = []  # (location, codes, fate) of the rare rows not logged yet
+        self.batches = 0  # parses run (for the tests)
 
     def add(self, xid: int, entry: int, body: bytes) -> None:
         self.keys.append(xid)
         self.entries.append(entry)
         self.bodies.append(body)
         self.size += len(body)
-        if self.size >= self.BATCH_BYTES:
+        self.unlogged += len(body)
+        if self.unlogged >= self.LOG_BYTES:
             self.flush()
+        elif self.size >= self.PARSE_BYTES:
+            self._parse()
 
-    def flush(self) -> None:
+    def _parse(self) -> None:
         if not self.keys:
             return
         got = sse_columns.parse(self.keys, self.bodies).join(
@@ -426,15 +440,22 @@ class _EventBodies:
             on="key", how="left", maintain_order="left",
         ).with_columns(location=pl.format("entry {} byte {}", pl.col("entry"), pl.col("start")))
         self.keys, self.entries, self.bodies, self.size = [], [], [], 0
-        log = self.b.log
+        self.batches += 1
         flagged = got.filter((pl.col("anomalies").list.len() > 0) | (pl.col("fate") == "cut_off"))
-        for at, codes, fate in flagged.select("location", "anomalies", "fate").iter_rows():  # (rare rows only)
+        self.flagged.extend(flagged.select("location", "anomalies", "fate").iter_rows())  # (rare rows only)
+        self.b.add_events(got.select(pl.col("key").alias("xid"), "location", pl.lit(None, pl.Datetime("us", "UTC")).alias("ts"),
+                                     "id", "event", "data", "retry", "fate"))
+
+    def flush(self) -> None:
+        """Parse what is left and log the anomalies of every body parsed."""
+        self._parse()
+        log = self.b.log
+        for at, codes, fate in self.flagged:
             for code in codes:
                 log.add(code, at)
             if fate == "cut_off":
                 log.add("sse_unterminated_event", at)
-        self.b.add_events(got.select(pl.col("key").alias("xid"), "location", pl.lit(None, pl.Datetime("us", "UTC")).alias("ts"),
-                                     "id", "event", "data", "retry", "fate"))
+        self.flagged, self.unlogged = [], 0
 
 
 def read(source: str, stream: BinaryIO, reading: Reading = Reading()) -> Ingested:
