@@ -142,7 +142,7 @@ def _lost_summary(rows: pl.DataFrame, key: str) -> pl.DataFrame:
     )
 
 
-def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.DataFrame:
+def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame, d: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per boundary: events history proves were emitted after the cursor and never delivered,
     and whether another view proves the reconnect's first event is the cursor's successor.
 
@@ -150,7 +150,8 @@ def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.Data
     by nothing): what the views emitted after the cursor is found once per resumed connection and cursor (``rk``),
     and which of those events were lost once per class of reconnects that saw the same later deliveries (``cl``);
     a reconnect joins its class's summary.  Joining each reconnect with the events its resumed connection emitted
-    after the cursor was quadratic (2,000 retries of one 2,000-event connection: 4M rows)."""
+    after the cursor was quadratic (2,000 retries of one 2,000-event connection: 4M rows).  ``d``: the events the
+    client saw with an id (boundaries.deliveries), when made."""
     x = f.exchanges.select("gx", "fp", pl.col("view").alias("source"))
     keys = b.select("gx", "resumed_gx", "cursor_str", "stream", pl.col("pos").alias("b_pos"))
     rks = keys.select("resumed_gx", "cursor_str").unique(maintain_order=True).with_row_index("rk")
@@ -211,9 +212,10 @@ def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame) -> pl.Data
     # is enough: delivered at or after the boundary is delivered after it (a join of every boundary of the
     # stream with every delivery would be quadratic in the stream's connections)
     asked = emitted.select("rk", "id").unique().join(keys.select("rk", "stream").unique(), on="rk").select("stream", "id")
+    shown = (f.pick(pl.col("has_id") & pl.col("visible"), pl.col("stream"), pl.col("pos").alias("d_pos"), "id", "digest", among=asked) if d is None
+             else d.lazy().join(asked.lazy().unique(), on=["stream", "id"], how="semi").select("stream", pl.col("pos").alias("d_pos"), "id", "digest").collect())
     last = (
-        f.pick(pl.col("has_id") & pl.col("visible"), pl.col("stream"), pl.col("pos").alias("d_pos"), "id", "digest", among=asked)
-        .group_by("stream", "id", "digest")
+        shown.group_by("stream", "id", "digest")
         .agg(d_pos=pl.col("d_pos").max())
     )
     last_of_id = last.group_by("stream", "id").agg(pl.col("d_pos").max())
