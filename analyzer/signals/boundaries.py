@@ -87,6 +87,7 @@ def deliveries(f: Frames) -> pl.DataFrame:
         .with_columns(first_r=pl.col("r").min().over("_k"), first_pos=pl.col("pos").min().over("_k"))
         .drop("_k")
         .collect()
+        .rechunk()
     )
 
 
@@ -138,6 +139,7 @@ def after_events(f: Frames, b: pl.DataFrame, claims: pl.DataFrame, d: pl.DataFra
         )
         .select(*AFTER_COLUMNS, "prior")
         .collect()
+        .rechunk()  # (one chunk: the checks below read it a dozen times; 0.014 s at 1M events, and 0.05 s less of theirs)
     )
 
 
@@ -207,12 +209,15 @@ def sequence_checks(f: Frames, after: pl.DataFrame, d: pl.DataFrame | None = Non
                 else d.lazy().filter(pl.col("seq").is_not_null()))
     seq = (
         after.filter(~pl.col("overlap") & ~pl.col("foreign") & pl.col("seq").is_not_null() & pl.col("cursor_seq").is_not_null())
-        .with_columns(prev=pl.col("seq").shift(1).over("gx"))
+        # (each boundary's rows are one run, in stream order (after_events): the previous row of the run is the
+        # previous row, when it has the same gx -- no window for the shift)
+        .with_columns(prev=pl.when(pl.col("gx") == pl.col("gx").shift(1)).then(pl.col("seq").shift(1)), _cm=pl.col("seq").cum_max().over("gx"))
         .with_columns(prev=pl.coalesce("prev", "cursor_seq"))
         .with_columns(
             step=pl.col("seq") - pl.col("prev"),
-            running_max=pl.max_horizontal(pl.col("cursor_seq"), pl.col("seq").cum_max().shift(1).over("gx")),
+            running_max=pl.max_horizontal(pl.col("cursor_seq"), pl.when(pl.col("gx") == pl.col("gx").shift(1)).then(pl.col("_cm").shift(1))),
         )
+        .drop("_cm")
         # ids at or below what the client already had (its cursor, or an id delivered before on this connection)
         # cannot be lost by this reconnect: after ids went back (2, 4 after the cursor 5), the 3 between is not a loss
         .with_columns(rise=pl.col("seq") - pl.max_horizontal("prev", "running_max"))

@@ -154,7 +154,8 @@ def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame) -> pl.DataFrame:
     )
     checked = checked.collect().lazy()
     # (only a reconnect whose progress went on by its step can be proven, or cut short)
-    short = _step_cut_short(f, k.join(checked.filter(pl.col("ok")).select("gx"), on="gx", how="semi"), ev, prog)
+    # (collected once: proven and doubts both read it)
+    short = _step_cut_short(f, k.join(checked.filter(pl.col("ok")).select("gx"), on="gx", how="semi"), ev, prog).collect().lazy()
     proven = (
         checked.filter(pl.col("ok"))
         .join(responded, on="gx")
@@ -272,6 +273,13 @@ def _step_cut_short(f: Frames, k: pl.LazyFrame, ev: pl.LazyFrame, prog: pl.LazyF
     seq = (
         k.join(ev.select("session", "stream", pl.col("gx").alias("e_gx"), "pos", "ordinal", "_k"), on=["session", "stream"])
         .filter(((pl.col("pos") < pl.col("b_pos")) & (pl.col("_k") <= pl.col("cursor_k"))) | (pl.col("e_gx") == pl.col("gx")))
+        .collect()
+    )
+    # the notifications of those connections alone are looked up (a hash table of every SSE notification of the
+    # capture, 1M at 1M events, was built for each use of this plan)
+    notes = notes.filter(pl.col("e_gx").is_in(seq.get_column("e_gx").unique().implode()))
+    seq = (
+        seq.lazy()
         .join(is_prog, on=["session", "stream", "e_gx", "_k"], how="left")
         .join(notes, on=["e_gx", "ordinal"], how="left")
         .with_columns(pl.col("_p").fill_null(False))

@@ -178,11 +178,15 @@ def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame, d: pl.Data
         .select("rk", "ordinal", "id", "digest", "fate", pl.col("v_source").alias("e_source"), pl.col("v_location").alias("e_location"),
                 pl.col("v_file").alias("e_file"))
     )
-    own_ev = f.pick(pl.col("has_id"), pl.col("gx").alias("resumed_gx"), "ordinal", "id", "digest", "fate", "visible", "source", "view", "location",
-                    among=rks.select(pl.col("resumed_gx").alias("gx")))
-    # (the cursor's own events by a join on the connection and the id, not a join with every event of the connection)
+    # (the resumed connections' events found by an integer set look-up of their gx, not a semi-join: 0.085 -> 0.03 s
+    # at 1M events)
+    own_ev = f.pick(pl.col("has_id") & pl.col("gx").is_in(rks.get_column("resumed_gx").drop_nulls().unique().implode()),
+                    pl.col("gx").alias("resumed_gx"), "ordinal", "id", "digest", "fate", "visible", "source", "view", "location")
+    # (the cursor's own events by a join on the connection and the id, not a join with every event of the connection;
+    # the events with a cursor's id alone are joined)
     own_cursor = (
-        rks.join(own_ev.select("resumed_gx", "ordinal", cursor_str="id"), on=["resumed_gx", "cursor_str"])
+        rks.join(own_ev.lazy().filter(pl.col("id").is_in(rks.get_column("cursor_str").drop_nulls().unique().implode()))
+                 .select("resumed_gx", "ordinal", cursor_str="id").collect(), on=["resumed_gx", "cursor_str"])
         .group_by("rk")
         .agg(own_c_ord=pl.col("ordinal").max())
     )
@@ -246,7 +250,7 @@ def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame, d: pl.Data
     )
     # a reconnect whose own events reuse a lost id gets its own rows (a join with its events); the others share
     # their class's summary
-    own = reused.join(keys.select("gx", "cl"), on="gx").join(lost_rows.select("cl", "id").unique(), on=["cl", "id"], how="semi").select("gx").unique()
+    own = reused.filter(pl.col("id").is_in(lost_rows.get_column("id").unique().implode())).join(keys.select("gx", "cl"), on="gx").join(lost_rows.select("cl", "id").unique(), on=["cl", "id"], how="semi").select("gx").unique()
     lost = pl.concat(
         [
             # (their own events alone looked up by id: not all the reconnects' events)
@@ -257,9 +261,9 @@ def boundary_history(f: Frames, b: pl.DataFrame, after: pl.DataFrame, d: pl.Data
             .drop("cl"),
         ]
     )
-    first_after = after.filter(~pl.col("overlap")).sort("gx", "ordinal").group_by("gx").agg(
-        f_id=pl.col("id").first(), f_digest=pl.col("digest").first()
-    )
+    # (each boundary's events are one run in stream order (boundaries.after_events): its first row is its first event)
+    first_after = after.lazy().filter(~pl.col("overlap")).filter(pl.col("gx").is_first_distinct()).select(
+        "gx", f_id="id", f_digest="digest").collect()
     successor = (
         pl.concat([emitted_other, emitted_own.filter(pl.col("e_kind") == "passed")])
         .sort("rk", "ordinal")
