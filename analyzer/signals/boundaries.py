@@ -581,7 +581,8 @@ def facts(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
     )
     elsewhere = foreign_deliveries(f, b, d)
     fam = clients.sessions(f, b)  # the client of each session with a reconnect: once, for the two facts that read it
-    wrong = rpc.wrong_results(f, b, elsewhere, fam)
+    c = rpc.boundary_calls(f, b, elsewhere)  # (named once: wrong_results, proof and stale_cursor read them)
+    wrong = rpc.wrong_results(f, b, elsewhere, fam, c)
     b = (
         b.join(first, on="gx", how="left")
         .join(seqs, on="gx", how="left")
@@ -594,15 +595,16 @@ def facts(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
         .join(views.boundary_history(f, b, after, d), on="gx", how="left")
         .join(replayed_across_sessions(f, b, elsewhere).select("gx", "xs_n", "xs_other", "xs_ids", "xs_evidence"), on="gx", how="left")
         .join(wrong, on="gx", how="left")
-        .join(progress.proof(f, b, wrong), on="gx", how="left")
+        .join(progress.proof(f, b, wrong, c), on="gx", how="left")
         .join(undecrypted_before(f, b), on="gx", how="left")
-        .join(stale_cursor(f, b, after, fam, d), on="gx", how="left")
+        .join(stale_cursor(f, b, after, fam, d, c), on="gx", how="left")
         .with_columns(pl.col("n_after").fill_null(0), pl.col("overlap").fill_null(False))
     )
     return b
 
 
-def stale_cursor(f: Frames, b: pl.DataFrame, after: pl.DataFrame, fam: pl.DataFrame | None = None, d: pl.DataFrame | None = None) -> pl.DataFrame:
+def stale_cursor(f: Frames, b: pl.DataFrame, after: pl.DataFrame, fam: pl.DataFrame | None = None, d: pl.DataFrame | None = None,
+                 c: pl.DataFrame | None = None) -> pl.DataFrame:
     """The python client's stale cursor (shared/reference/mcp-transport-facts.md point 3): when a *resumed* stream
     breaks again, it resumes with the cursor of its previous resume, not the last id it received
     (``_handle_reconnection``'s ``except`` branch).  A reconnect of a python-client session whose Last-Event-ID is
@@ -610,12 +612,13 @@ def stale_cursor(f: Frames, b: pl.DataFrame, after: pl.DataFrame, fam: pl.DataFr
     client had those events, and a correct store sends them again (real-python-stale-cursor*: the client log shows
     them twice).  Per such boundary: ``sc_prev`` (the previous reconnect's request), ``sc_ids`` / ``sc_n`` (the events
     delivered again, their ids), ``sc_call`` (the call that opened the stream).  ``fam``: clients.sessions of ``b``'s
-    sessions (made here when not given); ``d``: :func:`deliveries` (the events' own table when not given)."""
+    sessions (made here when not given); ``d``: :func:`deliveries` (the events' own table when not given); ``c``: the
+    calls of ``b``'s sessions or more (rpc.boundary_calls), when made."""
     python = (clients.sessions(f, b) if fam is None else fam).filter(pl.col("client") == clients.PYTHON).select("session")
     keys = (
         b.lazy().filter(pl.col("header").is_not_null() & (pl.col("header") != ""))
         .join(python.lazy(), on="session", how="semi")
-        .select("gx", "pos", "session", "stream", "header")
+        .select("gx", "pos", "session", "sk", "stream", "header")
         .sort("pos")
         .with_columns(p_gx=pl.col("gx").shift(1).over("session", "stream"), p_header=pl.col("header").shift(1).over("session", "stream"))
         .filter(pl.col("p_gx").is_not_null() & (pl.col("p_header") == pl.col("header")))
@@ -634,9 +637,10 @@ def stale_cursor(f: Frames, b: pl.DataFrame, after: pl.DataFrame, fam: pl.DataFr
         .agg(sc_ids=pl.col("id").unique(maintain_order=True).head(LIST_CAP), sc_n=pl.col("id").n_unique())
     )
     x = f.exchanges.lazy().select(pl.col("gx").alias("p_gx"), pl.struct("source", "location").alias("sc_prev"))
-    opener = rpc.openers(f, keys.select("session")).select("session", "stream", sc_call="v_call")
+    # (by the session's integer sk: rpc.calls names it so)
+    opener = rpc.openers(f, keys.select("sk"), key="sk", c=c).select(sk="session", stream="stream", sc_call="v_call")
     return (
-        keys.join(again, on="gx").join(x, on="p_gx", how="left").join(opener, on=["session", "stream"], how="left")
+        keys.join(again, on="gx").join(x, on="p_gx", how="left").join(opener, on=["sk", "stream"], how="left")
         .select("gx", "sc_prev", "sc_ids", "sc_n", "sc_call")
         .collect()
     )

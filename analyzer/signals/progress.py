@@ -36,13 +36,14 @@ from analyzer.signals.streams import Frames
 PROGRESS = "notifications/progress"
 
 
-def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame) -> pl.DataFrame:
+def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame, c: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per boundary whose progress and response prove it (``gx``, ``progress_proof``: the reason's words), or whose
     progress speaks against continuity (``progress_doubt``: a jump by other than the call's step, or a cut step
     that lacks a notification every other step carries).
 
     ``b``: the boundaries (``gx``, ``pos``, ``session``, ``stream``, ``header``); ``wrong``: the reconnects
-    whose first answer was another call's (rpc.wrong_results: their ``gx``), which prove nothing."""
+    whose first answer was another call's (rpc.wrong_results: their ``gx``), which prove nothing; ``c``: the calls of
+    those sessions or more (rpc.boundary_calls), when made."""
     keys = (
         b.lazy()
         # only opaque ids are judged by it (contiguous ids decide before the decision chain reaches its branch)
@@ -108,7 +109,7 @@ def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame) -> pl.DataFrame:
         .agg(values=pl.col("value"), tokens=pl.col("token").unique(), first_k=pl.col("_k").min())
     )
     # the call's own response after the reconnect, on the stream (this connection or a later one)
-    opener = rpc.openers(f, keys.select(sk="session"), key="sk").select("session", "stream", "v_call", call_id="v_id")
+    opener = rpc.openers(f, keys.select(sk="session"), key="sk", c=c).select("session", "stream", "v_call", call_id="v_id")
     answers = (
         f.messages.lazy()
         .filter((pl.col("direction") == "server_to_client") & pl.col("kind").is_in(["response", "error"]) & pl.col("rpc_id").is_not_null()

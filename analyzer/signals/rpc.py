@@ -113,12 +113,13 @@ def calls(f: Frames, sessions: pl.LazyFrame | None = None, key: str = "session")
     )
 
 
-def openers(f: Frames, sessions: pl.LazyFrame | None = None, key: str = "session") -> pl.LazyFrame:
+def openers(f: Frames, sessions: pl.LazyFrame | None = None, key: str = "session", c: pl.DataFrame | pl.LazyFrame | None = None) -> pl.LazyFrame:
     """The request that opened each SSE stream, where one did (a batch's routing is the client's own):
     ``session``, ``stream``, ``v_id`` (its id), ``v_call`` (:func:`call_label`) and ``v_ref``; ``sessions``, ``key``: as
-    :func:`calls`."""
+    :func:`calls`.  ``c``: :func:`calls` made already (of these sessions or more: the streams of the others come
+    too), instead of naming every request again."""
     return (
-        calls(f, sessions, key)
+        (calls(f, sessions, key) if c is None else c.lazy())
         .filter(pl.col("content_type") == SSE)
         .group_by("session", "stream")
         .agg(n=pl.len(), v_id=pl.col("rpc_id").first(), v_call=pl.col("call").first(), v_ref=pl.col("ref").first())
@@ -357,7 +358,19 @@ def _preview(data: pl.Expr) -> pl.Expr:
     return pl.when(text.str.len_chars() > PREVIEW_CHARS).then(text.str.slice(0, PREVIEW_CHARS) + "…").otherwise(text)
 
 
-def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame, fam: pl.DataFrame | None = None) -> pl.DataFrame:
+def boundary_calls(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame) -> pl.DataFrame:
+    """:func:`calls` (``session`` the integer ``sk``) of the boundaries' sessions and of the sessions that had been
+    delivered an event a reconnect got (``foreign``: boundaries.foreign_deliveries), named once for every signal
+    that reads them (:func:`wrong_results`, progress.proof, boundaries.stale_cursor: each named every request of the
+    sessions again, 0.06 s a time at 1M events)."""
+    # the calls of the boundaries' sessions (every use joins them by session) and of the other sessions (their
+    # call is named from its opener)
+    others = foreign.lazy().select("o_pos").join(f.exchanges.lazy().select(pl.col("pos").alias("o_pos"), "sk"), on="o_pos")
+    among = pl.concat([b.lazy().select("sk"), others.select("sk")])
+    return calls(f, among, "sk").collect()
+
+
+def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame, fam: pl.DataFrame | None = None, c: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per reconnect: another call's result, handed to the call that opened the resumed stream.
 
     The python and typescript clients give the first response (or error) that arrives on a resumed stream to
@@ -374,15 +387,13 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame, fam: pl.Dat
     resumed), and only a stream that one request opened (a batch's routing is the client's own).
     Columns: ``gx``, ``wr_message``, ``wr_call``, ``wr_got``, ``wr_preview``, ``wr_refs`` (the request, the
     answer's event, and the request it really answered when known).  ``fam``: clients.sessions of ``b``'s sessions
-    (made here when not given)."""
+    (made here when not given); ``c``: :func:`boundary_calls` (made here when not given)."""
     # ``session`` is the session's integer ``sk`` (streams.session_key) in every join and grouping below; none shows it
     keys = b.lazy().select("gx", pl.col("pos").alias("b_pos"), pl.col("sk").alias("session"), "stream")
-    # the calls of the boundaries' sessions (every use below joins them by session) and of the sessions that had
-    # been delivered an event a reconnect got (``foreign``: the other session's call is named from its opener)
-    others = foreign.lazy().select("o_pos").join(f.exchanges.lazy().select(pl.col("pos").alias("o_pos"), "sk"), on="o_pos")
-    among = pl.concat([keys.select(sk="session"), others.select("sk")])
-    c = calls(f, among, "sk")
-    opener = openers(f, among, "sk")
+    # the calls of the boundaries' sessions and of the sessions that had been delivered an event a reconnect got,
+    # collected once (three uses below and the openers read them)
+    c = (boundary_calls(f, b, foreign) if c is None else c).lazy()
+    opener = openers(f, c=c)
     s2c_answer = (pl.col("direction") == "server_to_client") & pl.col("kind").is_in(["response", "error"]) & pl.col("rpc_id").is_not_null()
     first = (
         f.messages.lazy()
