@@ -590,7 +590,7 @@ def facts(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
         .join(ambiguous_cursor(f, after, claims, d), on="gx", how="left")
         .join(foreign(after).drop("cursor_prefix"), on="gx", how="left")
         .join(reaction(f, b), on="gx", how="left")
-        .join(rpc.boundary_signals(f, b), on="gx", how="left")
+        .join(rpc.boundary_signals(f, b, c), on="gx", how="left")
         .join(eras.polling(f, b), on="gx", how="left")
         .join(views.boundary_history(f, b, after, d), on="gx", how="left")
         .join(replayed_across_sessions(f, b, elsewhere).select("gx", "xs_n", "xs_other", "xs_ids", "xs_evidence"), on="gx", how="left")
