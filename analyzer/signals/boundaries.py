@@ -84,7 +84,10 @@ def deliveries(f: Frames) -> pl.DataFrame:
         .filter(pl.col("visible") & pl.col("has_id"))
         .select("gx", "ordinal", "id", "idh", "digest", "seq", "sprefix", "id_scheme", "session", "session_id", "stream", "pos", "r", "source",
                 "location", has_data=pl.col("data") != "", _k=keyed_id(pl.col("stream"), pl.col("idh")))
-        .with_columns(first_r=pl.col("r").min().over("_k"), first_pos=pl.col("pos").min().over("_k"))
+        .with_columns(first_r=pl.col("r").min().over("_k"))
+        # (the events are in delivery order: the first delivery's position is the one at its row; a second window for
+        # it was 0.05 s)
+        .with_columns(first_pos=pl.lit(f.events.get_column("pos")).gather(pl.col("first_r")))
         .drop("_k")
         .collect()
         .rechunk()
@@ -324,7 +327,8 @@ def opaque_checks(f: Frames, after: pl.DataFrame) -> pl.DataFrame:
     # ``prior`` is set only where the stream delivered the id before the boundary (_prior): no second look-up of
     # those deliveries (a join with every one of them: quadratic in a stream that re-delivers its ids)
     seen_before = after.filter(~pl.col("overlap") & (pl.col("prior") == "before_claim")).select("gx", "ordinal", "id").unique()
-    repeated_here = after.filter(~pl.col("overlap") & pl.col("id").is_duplicated().over("gx")).select("gx", "ordinal", "id")
+    # (an id twice on one connection: its (gx, id) pair as one 64-bit key (keyed_id), not a window of the strings)
+    repeated_here = after.filter(~pl.col("overlap") & keyed_id(pl.col("gx"), pl.col("idh")).is_duplicated()).select("gx", "ordinal", "id")
     dups = (
         pl.concat([seen_before, repeated_here])
         .unique()
