@@ -90,7 +90,6 @@ def deliveries(f: Frames) -> pl.DataFrame:
         .with_columns(first_pos=pl.lit(f.events.get_column("pos")).gather(pl.col("first_r")))
         .drop("_k")
         .collect()
-        .rechunk()
     )
 
 
@@ -274,8 +273,10 @@ def sequence_checks(f: Frames, after: pl.DataFrame, d: pl.DataFrame | None = Non
         missing_ids=idschemes.format_ids(pl.col("sprefix"), pl.col("id_scheme"), pl.col("m")).head(LIST_CAP),
     )
     seq = (
-        seq.join(per_row, on="rid", how="left")
-        .join(passed, on="rid", how="left")
+        # (each boundary's rows stay one run in stream order, as after_events made them: the groups below read them
+        # in that order without a sort of the 522k rows by gx and ordinal, 0.07 s at 1M events)
+        seq.join(per_row, on="rid", how="left", maintain_order="left")
+        .join(passed, on="rid", how="left", maintain_order="left")
         .with_columns(
             # beyond the expansion cap nothing was subtracted: those ids count as missing
             n_missing=pl.when(pl.col("rise") <= 1)
@@ -288,7 +289,6 @@ def sequence_checks(f: Frames, after: pl.DataFrame, d: pl.DataFrame | None = Non
             brk=pl.when(pl.col("step") <= 0).then(pl.lit("replay_reset")).when(pl.col("n_missing") > 0).then(pl.lit("gap")),
             dup=pl.col("seq") <= pl.col("running_max"),
         )
-        .sort("gx", "ordinal")
     )
     return seq.group_by("gx").agg(
         first_break=pl.col("brk").drop_nulls().first(),
