@@ -76,3 +76,23 @@ def test_first_delivery_is_the_grouping(ev):
     )
     assert d.select("r", "first_r", "first_pos").equals(want.select("r", "first_r", "first_pos"))
     assert d.get_column("has_data").to_list() == want.select(pl.col("data") != "").to_series().to_list()
+
+
+def test_calls_named_from_messages_in_chunks_of_their_own():
+    """The messages' columns chunked unlike each other (a concat of inputs leaves them so): the requests are named from
+    the gathered request bodies as the join named them.  (A gathered body in gx's chunks beside a method in one chunk
+    panicked in Polars' string functions, "i < self.len()": tests/test_views.py's two captures.)"""
+    x = pl.DataFrame({"gx": [0, 1, 2, 3], "stream": [0, 1, 2, 3], "content_type": ["application/json"] * 4, "location": ["e 0", "e 1", "e 2", "e 3"],
+                      "request_body": [None, None, '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo"}}',
+                                       '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "add"}}']})
+    rows = [{"gx": i % 4, "sk": 0, "session_id": "s", "source": "a", "pos": i % 4, "rpc_id": str(i), "method": "tools/call" if i % 4 >= 2 else "x",
+             "direction": "client_to_server" if i % 4 >= 2 else "server_to_client", "kind": "request"} for i in range(24)]
+    m = pl.DataFrame(rows, schema_overrides={"sk": pl.UInt32, "gx": pl.Int64, "pos": pl.Int64})
+    for cuts in ([0, 1, 2, 24], [0, 1, 23, 24]):
+        parts = pl.concat([m.slice(a, b - a) for a, b in zip(cuts, cuts[1:])], rechunk=False)
+        parts = parts.with_columns(parts.get_column("method").rechunk())  # (one column in one chunk, the others in three)
+        got = rpc.calls(Frames(x, pl.DataFrame(), parts), pl.LazyFrame({"sk": [0]}, schema={"sk": pl.UInt32}), "sk").collect()
+        want = m.filter(pl.col("direction") == "client_to_server").select(
+            call=pl.when(pl.col("gx") == 2).then(pl.format("tools/call echo (id {})", "rpc_id")).otherwise(pl.format("tools/call add (id {})", "rpc_id")))
+        assert got.get_column("call").to_list() == want.get_column("call").to_list()
+        assert got.get_column("stream").to_list() == m.filter(pl.col("gx") >= 2).get_column("gx").to_list()

@@ -103,7 +103,7 @@ def _of_boundaries(d: pl.DataFrame, b: pl.DataFrame, own: list[str] | None, *col
     got = rpc.by_gx(b, pl.col("gx"), *columns, **named)
     if got is None:
         return rows.join(b.lazy().select("gx", *columns, *(pl.col(c).alias(a) for a, c in named.items())), on="gx", maintain_order="left")
-    return rows.with_columns(got)
+    return rpc._with_gathered(rows, got).lazy()
 
 
 def after_events(f: Frames, b: pl.DataFrame, claims: pl.DataFrame, d: pl.DataFrame | None = None) -> pl.DataFrame:

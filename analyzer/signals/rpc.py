@@ -66,6 +66,13 @@ def by_gx(x: pl.DataFrame | pl.LazyFrame, gx: pl.Expr, *columns: str, **named: s
     return [pl.lit(x.get_column(c)).gather(at).alias(c) for c in columns] + [pl.lit(x.get_column(c)).gather(at).alias(a) for a, c in named.items()]
 
 
+def _with_gathered(rows: pl.DataFrame | pl.LazyFrame, got: list[pl.Expr]) -> pl.DataFrame:
+    """``rows`` collected, in one chunk, with :func:`by_gx`'s columns.  (A gathered column comes out in the chunks of
+    the frame's gx column, and a string function of it and a column chunked otherwise -- the messages' columns are,
+    after a concat of inputs -- panicked in Polars 2.1, "i < self.len()": the rows are made one chunk first.)"""
+    return (rows.collect() if isinstance(rows, pl.LazyFrame) else rows).rechunk().with_columns(got)
+
+
 def named(requests: pl.LazyFrame, f: Frames) -> pl.LazyFrame:
     """``requests`` (client requests among the messages, with ``gx``, ``method`` and ``rpc_id``) with ``call``:
     each named by :func:`call_label` from its exchange's request body."""
@@ -73,7 +80,7 @@ def named(requests: pl.LazyFrame, f: Frames) -> pl.LazyFrame:
     if got is None:
         requests = requests.join(f.exchanges.lazy().select("gx", "request_body"), on="gx", how="left", maintain_order="left")
     else:
-        requests = requests.with_columns(got)
+        requests = _with_gathered(requests, got).lazy()
     return requests.with_columns(call=call_label(pl.col("method"), pl.col("request_body"), pl.col("rpc_id"))).drop("request_body")
 
 
@@ -101,7 +108,7 @@ def calls(f: Frames, sessions: pl.LazyFrame | None = None, key: str = "session")
         x = f.exchanges.lazy().select("gx", "stream", "content_type", "request_body", pl.col("location").alias("x_location"))
         requests = requests.join(x, on="gx", how="left", maintain_order="left")
     else:
-        requests = requests.with_columns(got)
+        requests = _with_gathered(requests, got).lazy()
     return (
         requests
         .select(
@@ -162,7 +169,7 @@ def _tagged(f: Frames, sessions: pl.LazyFrame | None = None, messages=None, key:
     m = in_sessions(f.messages if messages is None else messages, sessions, key)
     got = by_gx(f.exchanges, pl.col("gx"), "stream", "status", "content_type", http_method="method", x_location="location")
     if got is not None:
-        return m.lazy().with_columns(got) if isinstance(m, pl.LazyFrame) else m.with_columns(got)
+        return _with_gathered(m, got).lazy() if isinstance(m, pl.LazyFrame) else _with_gathered(m, got)
     x = f.exchanges.select("gx", "stream", "status", "content_type", "method", pl.col("location").alias("x_location"))
     return m.join(x.rename({"method": "http_method"}), on="gx", how="left", maintain_order="left")
 
@@ -181,7 +188,9 @@ def boundary_signals(f: Frames, b: pl.DataFrame, c: pl.DataFrame | None = None) 
     # Collected once, with the columns the parts read: as a plan, each of its seven uses filtered the messages by
     # session and joined their exchanges again (1M messages: 0.6 of this function's 1.0 s went to that)
     m = (
-        _tagged(f, keys.select(pl.col("session").alias("sk")), messages=f.messages.lazy(), key="sk")
+        _tagged(f, keys.select(pl.col("session").alias("sk")), key="sk",
+                messages=f.messages.lazy().select("gx", "pos", "sk", "direction", "kind", "origin", "rpc_id", "method", "error_code", "error_message",
+                                                  "protocol_version", "params_digest"))
         .select("gx", "pos", pl.col("sk").alias("session"), "stream", "direction", "kind", "origin", "rpc_id", "method", "error_code", "error_message",
                 "protocol_version", "params_digest", "status", "content_type", "x_location")
         .collect()
