@@ -70,7 +70,10 @@ def _with_gathered(rows: pl.DataFrame | pl.LazyFrame, got: list[pl.Expr]) -> pl.
     """``rows`` collected, in one chunk, with :func:`by_gx`'s columns.  (A gathered column comes out in the chunks of
     the frame's gx column, and a string function of it and a column chunked otherwise -- the messages' columns are,
     after a concat of inputs -- panicked in Polars 2.1, "i < self.len()": the rows are made one chunk first.)"""
-    return (rows.collect() if isinstance(rows, pl.LazyFrame) else rows).rechunk().with_columns(got)
+    rows = rows.collect() if isinstance(rows, pl.LazyFrame) else rows
+    if len({tuple(s.chunk_lengths()) for s in rows.iter_columns()}) > 1:  # (a copy only when the chunks differ)
+        rows = rows.rechunk()
+    return rows.with_columns(got)
 
 
 def named(requests: pl.LazyFrame, f: Frames) -> pl.LazyFrame:
@@ -171,6 +174,8 @@ def _tagged(f: Frames, sessions: pl.LazyFrame | None = None, messages=None, key:
     if got is not None:
         return _with_gathered(m, got).lazy() if isinstance(m, pl.LazyFrame) else _with_gathered(m, got)
     x = f.exchanges.select("gx", "stream", "status", "content_type", "method", pl.col("location").alias("x_location"))
+    if isinstance(m, pl.LazyFrame):
+        x = x.lazy()
     return m.join(x.rename({"method": "http_method"}), on="gx", how="left", maintain_order="left")
 
 
