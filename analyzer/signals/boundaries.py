@@ -70,59 +70,98 @@ AFTER_COLUMNS = ("gx", "ordinal", "id", "idh", "digest", "seq", "sprefix", "id_s
                  "overlap", "foreign")
 
 
-def after_events(f: Frames, b: pl.DataFrame, claims: pl.DataFrame) -> pl.DataFrame:
+def deliveries(f: Frames) -> pl.DataFrame:
+    """The frame the checks share: every event the client saw with an id, in delivery order (history position, then
+    place in the stream), made once, with ``r`` (its row among all events: delivery order), ``has_data`` and the
+    first delivery of its (stream, id) (``first_r``, ``first_pos``).  Each check used to filter the 1M events again
+    for these and join them with the few boundaries or ids it looked at; :func:`after_events`' per-id look-up of
+    the first delivery (``_prior``) was a unique, a semi-join and a grouping of the reconnects' 600k events
+    (0.26 s at 1M events; one window over the deliveries' integer key here: 0.06 s)."""
+    # (stream, id) as one 64-bit key (keyed_id): a window over one column, not two
+    return (
+        f.events.lazy()
+        .with_row_index("r")
+        .filter(pl.col("visible") & pl.col("has_id"))
+        .select("gx", "ordinal", "id", "idh", "digest", "seq", "sprefix", "id_scheme", "session", "session_id", "stream", "pos", "r", "source",
+                "location", has_data=pl.col("data") != "", _k=keyed_id(pl.col("stream"), pl.col("idh")))
+        .with_columns(first_r=pl.col("r").min().over("_k"))
+        # (the events are in delivery order: the first delivery's position is the one at its row; a second window for
+        # it was 0.05 s)
+        .with_columns(first_pos=pl.lit(f.events.get_column("pos")).gather(pl.col("first_r")))
+        .drop("_k")
+        .collect()
+    )
+
+
+def _of_boundaries(d: pl.DataFrame, b: pl.DataFrame, own: list[str] | None, *columns: str, **named: str) -> pl.LazyFrame:
+    """The deliveries of the boundaries' own connections (``b``: one row per gx), with ``own``, their own columns
+    (None: all), and their boundary's ``columns`` (and ``named``: alias=column), in the deliveries' order: a filter
+    and a gather by gx, not a join of 600k rows."""
+    rows = d.lazy().filter(pl.col("gx").is_in(b.get_column("gx").implode()))
+    if own is not None:
+        rows = rows.select(own)
+    got = rpc.by_gx(b, pl.col("gx"), *columns, **named)
+    if got is None:
+        return rows.join(b.lazy().select("gx", *columns, *(pl.col(c).alias(a) for a, c in named.items())), on="gx", maintain_order="left")
+    return rpc._with_gathered(rows, got).lazy()
+
+
+def after_events(f: Frames, b: pl.DataFrame, claims: pl.DataFrame, d: pl.DataFrame | None = None) -> pl.DataFrame:
     """Id-bearing events the client saw on each boundary's connection, with the overlap flag: each boundary's
-    events one run of rows in stream order (the runs in history order)."""
+    events one run of rows in stream order (the runs in history order).  ``d``: :func:`deliveries` (made here when
+    not given)."""
+    if d is None:
+        d = deliveries(f)
     # the digest of the cursor's event on the resumed connection: only the events with the cursor's id are
     # looked at (the resumed connections carry most of a capture's events)
     before_digest = (
-        f.pick(pl.col("visible") & pl.col("has_id"), pl.col("gx").alias("resumed_gx"), pl.col("id").alias("cursor_str"), pl.col("digest").alias("before_digest"),
-               among=b.select(pl.col("resumed_gx").alias("gx"), pl.col("cursor_str").alias("id")))
+        d.lazy()
+        .join(b.lazy().select(pl.col("resumed_gx").alias("gx"), pl.col("cursor_str").alias("id")).unique(), on=["gx", "id"], how="semi")
+        .select(pl.col("gx").alias("resumed_gx"), pl.col("id").alias("cursor_str"), pl.col("digest").alias("before_digest"))
+        .collect()
         .unique(["resumed_gx", "cursor_str"], keep="last")
     )
-    ev = (
-        # the reconnects' own events first (a join with the few boundaries), then the filter: the events
-        # of every other connection are never copied, and of the reconnects' events only the columns the
-        # checks read (AFTER_COLUMNS: one plan, so the join carries those, not all two dozen)
+    # per boundary, what its events are read against: the cursor, its digest, the cursor's claim (cursor_claims)
+    bk = (
+        b.select("gx", "resumed_gx", "cursor_str", "cursor_seq", "cursor_prefix", "pos")
+        .join(before_digest, on=["resumed_gx", "cursor_str"], how="left", maintain_order="left", nulls_equal=False)
+        .join(claims.select("gx", "claim_r"), on="gx", how="left", maintain_order="left")
+    )
+    return (
         # The events are in history order (pos, then ordinal: Frames), so each reconnect's events are one run of
-        # rows in stream order, kept so by the joins: no sort of them, and a reconnect's first event is the first
+        # rows in stream order, kept so by the filter: no sort of them, and a reconnect's first event is the first
         # row of its run (a sort by gx and ordinal and a window over gx: 0.7 of after_events' 1.0 s at 1M events)
-        # (the cursor's digest joined to the few boundaries first, by the cursor's string, then to their events by gx:
-        # a join of the reconnects' 600k events on a string was 0.1 s at 1M)
-        f.events.lazy()
-        .join(
-            b.lazy().select("gx", "resumed_gx", "cursor_str", "cursor_seq", "cursor_prefix", pl.col("pos").alias("b_pos"))
-            .join(before_digest.lazy(), on=["resumed_gx", "cursor_str"], how="left", maintain_order="left"),
-            on="gx", maintain_order="left",
-        )
-        .filter(pl.col("visible") & pl.col("has_id"))
+        _of_boundaries(d, bk, None, "cursor_str", "cursor_seq", "cursor_prefix", "before_digest", "claim_r", b_pos="pos")
         .with_columns(
             # the dead branch of the reference, made live: the boundary event itself, re-sent unchanged
             overlap=(pl.col("gx") != pl.col("gx").shift(1)).fill_null(True) & (pl.col("id") == pl.col("cursor_str")) & (pl.col("digest") == pl.col("before_digest")).fill_null(False),
             # an id that names another stream than the cursor's (go, csharp, typescript ids carry their stream)
             foreign=pl.col("cursor_prefix").is_not_null() & pl.col("sprefix").is_not_null() & (pl.col("sprefix") != pl.col("cursor_prefix")),
+            prior=_prior(),
         )
-        .select(AFTER_COLUMNS)
+        .select(*AFTER_COLUMNS, "prior")
         .collect()
+        .rechunk()  # (one chunk: the checks below read it a dozen times; 0.014 s at 1M events, and 0.05 s less of theirs)
     )
-    return ev.join(_prior(f, b, ev.select("gx", "idh"), claims), on=["gx", "idh"], how="left", maintain_order="left")  # (still in that order)
 
 
-def _deliveries(f: Frames) -> pl.LazyFrame:
+def _deliveries(f: Frames, d: pl.DataFrame | None = None) -> pl.LazyFrame:
     """Every event the client saw with an id, with ``r``, its row in delivery order (history position, then place
-    in the stream)."""
+    in the stream); ``d``: :func:`deliveries`, when made."""
+    if d is not None:
+        return d.lazy().select("stream", "pos", "r", "idh", "digest")
     return f.events.lazy().with_row_index("r").filter(pl.col("visible") & pl.col("has_id")).select("stream", "pos", "r", "idh", "digest")
 
 
-def cursor_claims(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
+def cursor_claims(f: Frames, b: pl.DataFrame, d: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per boundary with a cursor, the cursor's last delivery on its stream before the boundary (``claim_r``: what
     the client says it had) and how many payloads that id had carried on the stream by then (``cursor_payloads``;
     two or more: the cursor names two events, :func:`ambiguous_cursor`).  An as-of join with each (stream, id,
     position)'s deliveries, not a join with every delivery of the id: a stream resumed k times from one id would be
-    joined k times with all k of them (tests/test_h2.py's 300 -> 600 streams)."""
+    joined k times with all k of them (tests/test_h2.py's 300 -> 600 streams).  ``d``: :func:`deliveries`."""
     cursors = b.lazy().filter(pl.col("cursor_str").is_not_null()).select("gx", "stream", pl.col("pos").alias("b_pos"), idh=id_hash(pl.col("cursor_str")))
     seen = (
-        _deliveries(f).join(cursors.select("stream", "idh").unique(), on=["stream", "idh"], how="semi")
+        _deliveries(f, d).join(cursors.select("stream", "idh").unique(), on=["stream", "idh"], how="semi")
         .sort("r")
         .with_columns(payloads=pl.col("r").rank("ordinal").over("stream", "idh", "digest").eq(1).cum_sum().over("stream", "idh"))
         .group_by("stream", "idh", "pos")
@@ -137,8 +176,8 @@ def cursor_claims(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _prior(f: Frames, b: pl.DataFrame, after: pl.DataFrame, claims: pl.DataFrame) -> pl.DataFrame:
-    """Per boundary and id: had the stream already delivered it, before or after the client's cursor?
+def _prior() -> pl.Expr:
+    """Per event after a boundary: had the stream already delivered its id, before or after the client's cursor?
 
     ``before_claim``: the client says it had it (Last-Event-ID at or after it in delivery
     order): sending it again is a duplicate.  ``after_claim``: it left the capture point
@@ -147,58 +186,40 @@ def _prior(f: Frames, b: pl.DataFrame, after: pl.DataFrame, claims: pl.DataFrame
     than it had reached, a duplicate the wire alone cannot tell apart).
 
     Delivery order is the events' own order (history position, then place in the stream): ``r`` is
-    the row number there.  Only the stream's deliveries of the reconnect's own ids (``after``: gx, idh)
-    and of its cursor are looked up, not every event the stream delivered before each reconnect (a
-    stream resumed k times would be copied k times).
+    the row number there.  Read from the id's first delivery on the stream (``first_r``, ``first_pos``:
+    :func:`deliveries`), kept when it came before the boundary (``b_pos``), and the cursor's last delivery
+    (``claim_r``: :func:`cursor_claims`): a stream resumed k times, each connection delivering the same ids, is not
+    joined k times with all of them (quadratic in its connections).
     """
-    delivered = _deliveries(f)
-    keys = b.lazy().select("gx", "stream", pl.col("pos").alias("b_pos"))
-    # the cursor's last delivery (``claims``: cursor_claims), and each id's first delivery on the stream (kept when
-    # it came before the boundary): a stream resumed k times, each connection delivering the same ids, is not
-    # joined k times with all of them (quadratic in its connections).  Ids are looked up by their integer ``idh``
-    # (by their strings: 0.65 of _prior's 1.0 s at 1M events)
-    # (rows are in delivery order, so an id's first row is also its least position)
-    # (stream, id) as one 64-bit key (keyed_id): a join on one column, not two (0.27 -> 0.14 s at 1M events)
-    key = keyed_id(pl.col("stream"), pl.col("idh"))
-    first = (
-        delivered.select("pos", "r", k=key)
-        .join(after.lazy().join(keys.select("gx", "stream"), on="gx").select(k=key).unique(), on="k", how="semi")
-        .group_by("k")
-        .agg(first_r=pl.col("r").min(), first_pos=pl.col("pos").min())
-    )
     return (
-        after.lazy()
-        .unique()
-        .join(keys.select("gx", "stream", "b_pos"), on="gx")
-        .with_columns(k=key)
-        .join(first, on="k")
-        .filter(pl.col("first_pos") < pl.col("b_pos"))
-        .join(claims.lazy().select("gx", "claim_r"), on="gx", how="left")
-        .select(
-            "gx",
-            "idh",
-            prior=pl.when(pl.col("claim_r").is_null() | (pl.col("first_r") <= pl.col("claim_r")))
-            .then(pl.lit("before_claim"))
-            .otherwise(pl.lit("after_claim")),
-        )
-        .collect()
+        pl.when(pl.col("first_pos") >= pl.col("b_pos")).then(pl.lit(None, dtype=pl.String))
+        .when(pl.col("claim_r").is_null() | (pl.col("first_r") <= pl.col("claim_r")))
+        .then(pl.lit("before_claim"))
+        .otherwise(pl.lit("after_claim"))
     )
 
 
-def sequence_checks(f: Frames, after: pl.DataFrame) -> pl.DataFrame:
+def sequence_checks(f: Frames, after: pl.DataFrame, d: pl.DataFrame | None = None) -> pl.DataFrame:
     """Reference cases 2-4 over every event of the resumed connection, for contiguous id schemes.
 
     With one counter shared by a session's streams (``integer_shared``) a jump is
-    only a gap for the ids that no other stream of the session delivered.
+    only a gap for the ids that no other stream of the session delivered.  ``d``: :func:`deliveries` (the events'
+    own table when not given: an event with a ``seq`` has an id).
     """
+    # the visible events with a sequence number (every one has an id: from the shared frame when given)
+    numbered = (f.events.lazy().filter(pl.col("visible") & pl.col("seq").is_not_null()) if d is None
+                else d.lazy().filter(pl.col("seq").is_not_null()))
     seq = (
         after.filter(~pl.col("overlap") & ~pl.col("foreign") & pl.col("seq").is_not_null() & pl.col("cursor_seq").is_not_null())
-        .with_columns(prev=pl.col("seq").shift(1).over("gx"))
+        # (each boundary's rows are one run, in stream order (after_events): the previous row of the run is the
+        # previous row, when it has the same gx -- no window for the shift)
+        .with_columns(prev=pl.when(pl.col("gx") == pl.col("gx").shift(1)).then(pl.col("seq").shift(1)), _cm=pl.col("seq").cum_max().over("gx"))
         .with_columns(prev=pl.coalesce("prev", "cursor_seq"))
         .with_columns(
             step=pl.col("seq") - pl.col("prev"),
-            running_max=pl.max_horizontal(pl.col("cursor_seq"), pl.col("seq").cum_max().shift(1).over("gx")),
+            running_max=pl.max_horizontal(pl.col("cursor_seq"), pl.when(pl.col("gx") == pl.col("gx").shift(1)).then(pl.col("_cm").shift(1))),
         )
+        .drop("_cm")
         # ids at or below what the client already had (its cursor, or an id delivered before on this connection)
         # cannot be lost by this reconnect: after ids went back (2, 4 after the cursor 5), the 3 between is not a loss
         .with_columns(rise=pl.col("seq") - pl.max_horizontal("prev", "running_max"))
@@ -214,8 +235,9 @@ def sequence_checks(f: Frames, after: pl.DataFrame) -> pl.DataFrame:
         .explode("m")
     )
     elsewhere = (
-        f.pick(pl.col("visible") & (pl.col("id_scheme") == "integer_shared") & pl.col("seq").is_not_null(),
-               "session", pl.col("stream").alias("o_stream"), pl.col("seq").alias("m"))
+        numbered.filter(pl.col("id_scheme") == "integer_shared")
+        .select("session", pl.col("stream").alias("o_stream"), pl.col("seq").alias("m"))
+        .collect()
         .unique()
     )
     # per id, how many streams of the session delivered it and the least of them: another stream than the
@@ -233,8 +255,7 @@ def sequence_checks(f: Frames, after: pl.DataFrame) -> pl.DataFrame:
     # missing ids the capture point saw leave on this stream before the reconnect: each id's first delivery on
     # the stream (with its prefix) before the boundary, not every delivery of it at every gap
     passed = (
-        f.events.lazy()
-        .filter(pl.col("visible") & pl.col("seq").is_not_null())
+        numbered
         .select("stream", pl.col("seq").alias("m"), pl.col("pos").alias("d_pos"), pl.col("sprefix"))
         .join(missing.lazy().select("stream", "m").unique(), on=["stream", "m"], how="semi")
         .group_by("stream", "m", "sprefix")
@@ -252,8 +273,10 @@ def sequence_checks(f: Frames, after: pl.DataFrame) -> pl.DataFrame:
         missing_ids=idschemes.format_ids(pl.col("sprefix"), pl.col("id_scheme"), pl.col("m")).head(LIST_CAP),
     )
     seq = (
-        seq.join(per_row, on="rid", how="left")
-        .join(passed, on="rid", how="left")
+        # (each boundary's rows stay one run in stream order, as after_events made them: the groups below read them
+        # in that order without a sort of the 522k rows by gx and ordinal, 0.07 s at 1M events)
+        seq.join(per_row, on="rid", how="left", maintain_order="left")
+        .join(passed, on="rid", how="left", maintain_order="left")
         .with_columns(
             # beyond the expansion cap nothing was subtracted: those ids count as missing
             n_missing=pl.when(pl.col("rise") <= 1)
@@ -266,7 +289,6 @@ def sequence_checks(f: Frames, after: pl.DataFrame) -> pl.DataFrame:
             brk=pl.when(pl.col("step") <= 0).then(pl.lit("replay_reset")).when(pl.col("n_missing") > 0).then(pl.lit("gap")),
             dup=pl.col("seq") <= pl.col("running_max"),
         )
-        .sort("gx", "ordinal")
     )
     return seq.group_by("gx").agg(
         first_break=pl.col("brk").drop_nulls().first(),
@@ -305,7 +327,8 @@ def opaque_checks(f: Frames, after: pl.DataFrame) -> pl.DataFrame:
     # ``prior`` is set only where the stream delivered the id before the boundary (_prior): no second look-up of
     # those deliveries (a join with every one of them: quadratic in a stream that re-delivers its ids)
     seen_before = after.filter(~pl.col("overlap") & (pl.col("prior") == "before_claim")).select("gx", "ordinal", "id").unique()
-    repeated_here = after.filter(~pl.col("overlap") & pl.col("id").is_duplicated().over("gx")).select("gx", "ordinal", "id")
+    # (an id twice on one connection: its (gx, id) pair as one 64-bit key (keyed_id), not a window of the strings)
+    repeated_here = after.filter(~pl.col("overlap") & keyed_id(pl.col("gx"), pl.col("idh")).is_duplicated()).select("gx", "ordinal", "id")
     dups = (
         pl.concat([seen_before, repeated_here])
         .unique()
@@ -320,7 +343,7 @@ def opaque_checks(f: Frames, after: pl.DataFrame) -> pl.DataFrame:
 AMBIGUOUS_SCHEMA = {"gx": pl.Int64, "amb_ids": pl.List(pl.String), "amb_count": pl.UInt32, "amb_cursor_n": pl.UInt32}
 
 
-def ambiguous_cursor(f: Frames, after: pl.DataFrame, claims: pl.DataFrame) -> pl.DataFrame:
+def ambiguous_cursor(f: Frames, after: pl.DataFrame, claims: pl.DataFrame, d: pl.DataFrame | None = None) -> pl.DataFrame:
     """A Last-Event-ID that names two different events of the stream, and the events it brought again.
 
     Two servers numbering one stream each their own way (replicas behind a round-robin balancer, a store that
@@ -343,7 +366,7 @@ def ambiguous_cursor(f: Frames, after: pl.DataFrame, claims: pl.DataFrame) -> pl
     )
     if amb.is_empty():
         return pl.DataFrame(schema=AMBIGUOUS_SCHEMA)
-    delivered = _deliveries(f)
+    delivered = _deliveries(f, d)
     again = after.join(amb, on="gx").filter(~pl.col("overlap")).select("gx", "ordinal", "id", "idh", "digest", "stream", "claim_r", "amb_cursor_n")
     # each id's first delivery on the stream, and each (id, payload)'s: one row per key, whatever the reconnects
     ids = delivered.join(again.lazy().select("stream", "idh").unique(), on=["stream", "idh"], how="semi")
@@ -432,7 +455,7 @@ def replayed_across_sessions(f: Frames, b: pl.DataFrame, per_event: pl.DataFrame
     )
 
 
-def foreign_deliveries(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
+def foreign_deliveries(f: Frames, b: pl.DataFrame, d: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per event of a reconnect: the earliest delivery of the same event to another session (one row per
     event and other session), with its place in history (``o_pos``, the exchange that carried it).
 
@@ -443,16 +466,13 @@ def foreign_deliveries(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     payloads that at most two sessions share count ("progress 1" alike in every session
     is no proof), and never empty data (priming events).  Ids that carry their stream
     (go, csharp, typescript) also count when they name a stream another session used.
-    Sessions are compared by Mcp-Session-Id, so two hops of one capture are one session.
+    Sessions are compared by Mcp-Session-Id, so two hops of one capture are one session.  ``d``:
+    :func:`deliveries` (made here when not given).
     """
-    keys = b.select("gx", pl.col("pos").alias("b_pos"), pl.col("session").alias("b_session"), "session_id")
-    after = (
-        f.events.lazy()
-        .filter(pl.col("visible") & pl.col("has_id"))
-        .select("gx", "ordinal", "source", "id", "digest", "sprefix", "location")
-        .join(keys.lazy(), on="gx")
-        .collect()
-    )
+    if d is None:
+        d = deliveries(f)
+    # (the deliveries of the reconnects' connections, from the shared frame: no filter and join of the 1M events)
+    after = _of_boundaries(d, b, ["gx", "ordinal", "source", "id", "digest", "sprefix", "location"], "session_id", b_pos="pos", b_session="session").collect()
     # only the events that share an id and payload with an event of a reconnect can matter: the
     # rest of history (millions of events on streams that never broke) is neither copied nor grouped;
     # those are collected once, for both uses below
@@ -462,24 +482,20 @@ def foreign_deliveries(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     # Only an event whose digest another event shares can have been delivered to two sessions: the events of a
     # reconnect share their digests with nothing but their own replays, mostly, and are not copied (the reconnects'
     # own 600k events at 1M: a string semi-join and a grouping of all of them, 1.0 of this function's 1.4 s)
-    ided = pl.col("visible") & pl.col("has_id")
-    again = (
-        f.events.lazy()
-        .filter(ided & pl.col("digest").is_in(after.get_column("digest").unique().implode()))
-        .select("digest")
-        .filter(pl.col("digest").is_duplicated())
-        .unique()
-        .collect()
-        .get_column("digest")
-    )
+    # (the digests seen twice found by sorting the one integer column, then those of the reconnects' events kept:
+    # an is_in of the 1M digests against the reconnects' 600k and a hash count of those left was 0.13 s, this 0.04)
+    digests = d.get_column("digest").sort()
+    again = digests.filter(digests == digests.shift(1)).unique()
+    del digests
+    again = again.filter(again.is_in(after.get_column("digest").implode()))
     # the few events of those digests first, then the semi-join on the three keys: with the reconnects' events of
     # those digests alone (a hash table of every reconnect's (source, id, digest) strings, 600k at 1M events, was
     # 0.12 of this function's 0.4 s)
     wanted = after.lazy().filter(pl.col("digest").is_in(again.implode())).select("source", "id", "digest").unique()
     same_key = (
-        f.events.lazy()
-        .filter(ided & pl.col("digest").is_in(again.implode()))
-        .select("source", "session_id", "id", "digest", "pos", "location", _has_data=pl.col("data") != "")
+        d.lazy()
+        .filter(pl.col("digest").is_in(again.implode()))
+        .select("source", "session_id", "id", "digest", "pos", "location", _has_data="has_data")
         .collect()
         .lazy()
         .join(wanted, on=["source", "id", "digest"], how="semi", maintain_order="left")
@@ -554,9 +570,10 @@ def facts(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
     """One row per boundary (before one is kept per reconnect) with every fact the decision chain reads;
     ``rev`` from eras.revisions."""
     b = boundaries(f, links).join(rev, on="session", how="left")
-    claims = cursor_claims(f, b)
-    after = after_events(f, b, claims)
-    seqs = sequence_checks(f, after)
+    d = deliveries(f)  # (shared by the checks below)
+    claims = cursor_claims(f, b, d)
+    after = after_events(f, b, claims, d)
+    seqs = sequence_checks(f, after, d)
     opq = opaque_checks(f, after)
     first = after.group_by("gx").agg(
         first_event_id_after=pl.col("id").first(),
@@ -566,30 +583,32 @@ def facts(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
         resent_ids=pl.col("id").filter(~pl.col("overlap") & (pl.col("prior") == "after_claim")).unique(maintain_order=True).head(LIST_CAP),
         resent_count=(~pl.col("overlap") & (pl.col("prior") == "after_claim")).sum(),
     )
-    elsewhere = foreign_deliveries(f, b)
+    elsewhere = foreign_deliveries(f, b, d)
     fam = clients.sessions(f, b)  # the client of each session with a reconnect: once, for the two facts that read it
-    wrong = rpc.wrong_results(f, b, elsewhere, fam)
+    c = rpc.boundary_calls(f, b, elsewhere)  # (named once: wrong_results, proof and stale_cursor read them)
+    wrong = rpc.wrong_results(f, b, elsewhere, fam, c)
     b = (
         b.join(first, on="gx", how="left")
         .join(seqs, on="gx", how="left")
         .join(opq.rename({"dup_ids": "o_dup_ids", "dup_count": "o_dup_count"}), on="gx", how="left")
-        .join(ambiguous_cursor(f, after, claims), on="gx", how="left")
+        .join(ambiguous_cursor(f, after, claims, d), on="gx", how="left")
         .join(foreign(after).drop("cursor_prefix"), on="gx", how="left")
         .join(reaction(f, b), on="gx", how="left")
-        .join(rpc.boundary_signals(f, b), on="gx", how="left")
+        .join(rpc.boundary_signals(f, b, c), on="gx", how="left")
         .join(eras.polling(f, b), on="gx", how="left")
-        .join(views.boundary_history(f, b, after), on="gx", how="left")
+        .join(views.boundary_history(f, b, after, d), on="gx", how="left")
         .join(replayed_across_sessions(f, b, elsewhere).select("gx", "xs_n", "xs_other", "xs_ids", "xs_evidence"), on="gx", how="left")
         .join(wrong, on="gx", how="left")
-        .join(progress.proof(f, b, wrong), on="gx", how="left")
+        .join(progress.proof(f, b, wrong, c), on="gx", how="left")
         .join(undecrypted_before(f, b), on="gx", how="left")
-        .join(stale_cursor(f, b, after, fam), on="gx", how="left")
+        .join(stale_cursor(f, b, after, fam, d, c), on="gx", how="left")
         .with_columns(pl.col("n_after").fill_null(0), pl.col("overlap").fill_null(False))
     )
     return b
 
 
-def stale_cursor(f: Frames, b: pl.DataFrame, after: pl.DataFrame, fam: pl.DataFrame | None = None) -> pl.DataFrame:
+def stale_cursor(f: Frames, b: pl.DataFrame, after: pl.DataFrame, fam: pl.DataFrame | None = None, d: pl.DataFrame | None = None,
+                 c: pl.DataFrame | None = None) -> pl.DataFrame:
     """The python client's stale cursor (shared/reference/mcp-transport-facts.md point 3): when a *resumed* stream
     breaks again, it resumes with the cursor of its previous resume, not the last id it received
     (``_handle_reconnection``'s ``except`` branch).  A reconnect of a python-client session whose Last-Event-ID is
@@ -597,19 +616,20 @@ def stale_cursor(f: Frames, b: pl.DataFrame, after: pl.DataFrame, fam: pl.DataFr
     client had those events, and a correct store sends them again (real-python-stale-cursor*: the client log shows
     them twice).  Per such boundary: ``sc_prev`` (the previous reconnect's request), ``sc_ids`` / ``sc_n`` (the events
     delivered again, their ids), ``sc_call`` (the call that opened the stream).  ``fam``: clients.sessions of ``b``'s
-    sessions (made here when not given)."""
+    sessions (made here when not given); ``d``: :func:`deliveries` (the events' own table when not given); ``c``: the
+    calls of ``b``'s sessions or more (rpc.boundary_calls), when made."""
     python = (clients.sessions(f, b) if fam is None else fam).filter(pl.col("client") == clients.PYTHON).select("session")
     keys = (
         b.lazy().filter(pl.col("header").is_not_null() & (pl.col("header") != ""))
         .join(python.lazy(), on="session", how="semi")
-        .select("gx", "pos", "session", "stream", "header")
+        .select("gx", "pos", "session", "sk", "stream", "header")
         .sort("pos")
         .with_columns(p_gx=pl.col("gx").shift(1).over("session", "stream"), p_header=pl.col("header").shift(1).over("session", "stream"))
         .filter(pl.col("p_gx").is_not_null() & (pl.col("p_header") == pl.col("header")))
     )
     # what the previous reconnect's connection delivered (ids, visible, with data), and which of them came again
     had = (
-        f.events.lazy().filter(pl.col("visible") & pl.col("has_id") & (pl.col("data") != ""))
+        (f.events.lazy().filter(pl.col("visible") & pl.col("has_id") & (pl.col("data") != "")) if d is None else d.lazy().filter(pl.col("has_data")))
         .select(pl.col("gx").alias("p_gx"), "id", "digest")
         .join(keys.select("p_gx", "gx"), on="p_gx")
     )
@@ -621,9 +641,10 @@ def stale_cursor(f: Frames, b: pl.DataFrame, after: pl.DataFrame, fam: pl.DataFr
         .agg(sc_ids=pl.col("id").unique(maintain_order=True).head(LIST_CAP), sc_n=pl.col("id").n_unique())
     )
     x = f.exchanges.lazy().select(pl.col("gx").alias("p_gx"), pl.struct("source", "location").alias("sc_prev"))
-    opener = rpc.openers(f, keys.select("session")).select("session", "stream", sc_call="v_call")
+    # (by the session's integer sk: rpc.calls names it so)
+    opener = rpc.openers(f, keys.select("sk"), key="sk", c=c).select(sk="session", stream="stream", sc_call="v_call")
     return (
-        keys.join(again, on="gx").join(x, on="p_gx", how="left").join(opener, on=["session", "stream"], how="left")
+        keys.join(again, on="gx").join(x, on="p_gx", how="left").join(opener, on=["sk", "stream"], how="left")
         .select("gx", "sc_prev", "sc_ids", "sc_n", "sc_call")
         .collect()
     )

@@ -36,13 +36,14 @@ from analyzer.signals.streams import Frames
 PROGRESS = "notifications/progress"
 
 
-def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame) -> pl.DataFrame:
+def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame, c: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per boundary whose progress and response prove it (``gx``, ``progress_proof``: the reason's words), or whose
     progress speaks against continuity (``progress_doubt``: a jump by other than the call's step, or a cut step
     that lacks a notification every other step carries).
 
     ``b``: the boundaries (``gx``, ``pos``, ``session``, ``stream``, ``header``); ``wrong``: the reconnects
-    whose first answer was another call's (rpc.wrong_results: their ``gx``), which prove nothing."""
+    whose first answer was another call's (rpc.wrong_results: their ``gx``), which prove nothing; ``c``: the calls of
+    those sessions or more (rpc.boundary_calls), when made."""
     keys = (
         b.lazy()
         # only opaque ids are judged by it (contiguous ids decide before the decision chain reaches its branch)
@@ -108,7 +109,7 @@ def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame) -> pl.DataFrame:
         .agg(values=pl.col("value"), tokens=pl.col("token").unique(), first_k=pl.col("_k").min())
     )
     # the call's own response after the reconnect, on the stream (this connection or a later one)
-    opener = rpc.openers(f, keys.select(sk="session"), key="sk").select("session", "stream", "v_call", call_id="v_id")
+    opener = rpc.openers(f, keys.select(sk="session"), key="sk", c=c).select("session", "stream", "v_call", call_id="v_id")
     answers = (
         f.messages.lazy()
         .filter((pl.col("direction") == "server_to_client") & pl.col("kind").is_in(["response", "error"]) & pl.col("rpc_id").is_not_null()
@@ -154,7 +155,8 @@ def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame) -> pl.DataFrame:
     )
     checked = checked.collect().lazy()
     # (only a reconnect whose progress went on by its step can be proven, or cut short)
-    short = _step_cut_short(f, k.join(checked.filter(pl.col("ok")).select("gx"), on="gx", how="semi"), ev, prog)
+    # (collected once: proven and doubts both read it)
+    short = _step_cut_short(f, k.join(checked.filter(pl.col("ok")).select("gx"), on="gx", how="semi"), ev, prog).collect().lazy()
     proven = (
         checked.filter(pl.col("ok"))
         .join(responded, on="gx")
@@ -272,6 +274,13 @@ def _step_cut_short(f: Frames, k: pl.LazyFrame, ev: pl.LazyFrame, prog: pl.LazyF
     seq = (
         k.join(ev.select("session", "stream", pl.col("gx").alias("e_gx"), "pos", "ordinal", "_k"), on=["session", "stream"])
         .filter(((pl.col("pos") < pl.col("b_pos")) & (pl.col("_k") <= pl.col("cursor_k"))) | (pl.col("e_gx") == pl.col("gx")))
+        .collect()
+    )
+    # the notifications of those connections alone are looked up (a hash table of every SSE notification of the
+    # capture, 1M at 1M events, was built for each use of this plan)
+    notes = notes.filter(pl.col("e_gx").is_in(seq.get_column("e_gx").unique().implode()))
+    seq = (
+        seq.lazy()
         .join(is_prog, on=["session", "stream", "e_gx", "_k"], how="left")
         .join(notes, on=["e_gx", "ordinal"], how="left")
         .with_columns(pl.col("_p").fill_null(False))

@@ -47,15 +47,44 @@ def call_label(method: pl.Expr, body: pl.Expr, rpc_id: pl.Expr) -> pl.Expr:
     return pl.format("{} (id {})", call_name(method, body), rpc_id)
 
 
+def by_gx(x: pl.DataFrame | pl.LazyFrame, gx: pl.Expr, *columns: str, **named: str) -> list[pl.Expr] | None:
+    """The exchange's ``columns`` (and ``named``: alias=column) for each row's ``gx``, as expressions that gather them
+    from ``x`` (the exchanges, one row per gx), in the rows' own order: a left join by gx without the join.  None when
+    ``x`` is a plan (the document's lazy frames): the caller joins.  (The 1M messages joined with their exchanges
+    by gx: 0.21 s; gathered: 0.01 s.)"""
+    if not isinstance(x, pl.DataFrame) or x.height == 0:
+        return None
+    keys = x.get_column("gx")
+    # (never from streams.build, whose gx are row numbers; a frame keyed twice by one gx, or by a null, is joined)
+    if keys.null_count() or keys.min() < 0 or keys.max() > 4 * x.height + 1024 or keys.n_unique() != x.height:
+        return None
+    size = int(keys.max()) + 1
+    # each gx's row in ``x`` (null for a gx that names no exchange: as a left join leaves it)
+    row = pl.Series("_row", [None] * size, dtype=pl.UInt32).scatter(keys, pl.int_range(x.height, dtype=pl.UInt32, eager=True))
+    gx = gx.cast(pl.Int64)
+    at = pl.lit(row).gather(pl.when((gx >= 0) & (gx < size)).then(gx))
+    return [pl.lit(x.get_column(c)).gather(at).alias(c) for c in columns] + [pl.lit(x.get_column(c)).gather(at).alias(a) for a, c in named.items()]
+
+
+def _with_gathered(rows: pl.DataFrame | pl.LazyFrame, got: list[pl.Expr]) -> pl.DataFrame:
+    """``rows`` collected, in one chunk, with :func:`by_gx`'s columns.  (A gathered column comes out in the chunks of
+    the frame's gx column, and a string function of it and a column chunked otherwise -- the messages' columns are,
+    after a concat of inputs -- panicked in Polars 2.1, "i < self.len()": the rows are made one chunk first.)"""
+    rows = rows.collect() if isinstance(rows, pl.LazyFrame) else rows
+    if len({tuple(s.chunk_lengths()) for s in rows.iter_columns()}) > 1:  # (a copy only when the chunks differ)
+        rows = rows.rechunk()
+    return rows.with_columns(got)
+
+
 def named(requests: pl.LazyFrame, f: Frames) -> pl.LazyFrame:
     """``requests`` (client requests among the messages, with ``gx``, ``method`` and ``rpc_id``) with ``call``:
     each named by :func:`call_label` from its exchange's request body."""
-    body = f.exchanges.lazy().select("gx", "request_body")
-    return (
-        requests.join(body, on="gx", how="left", maintain_order="left")
-        .with_columns(call=call_label(pl.col("method"), pl.col("request_body"), pl.col("rpc_id")))
-        .drop("request_body")
-    )
+    got = by_gx(f.exchanges, pl.col("gx"), "request_body")
+    if got is None:
+        requests = requests.join(f.exchanges.lazy().select("gx", "request_body"), on="gx", how="left", maintain_order="left")
+    else:
+        requests = _with_gathered(requests, got).lazy()
+    return requests.with_columns(call=call_label(pl.col("method"), pl.col("request_body"), pl.col("rpc_id"))).drop("request_body")
 
 
 def in_sessions(messages: pl.LazyFrame, sessions: pl.LazyFrame | None, key: str = "session") -> pl.LazyFrame:
@@ -72,12 +101,19 @@ def calls(f: Frames, sessions: pl.LazyFrame | None = None, key: str = "session")
     ``rpc_id``, ``method``, ``call``, ``gx``, ``pos``, ``stream``, ``content_type`` and ``ref`` (its request record).
     ``sessions``: only those sessions' (:func:`in_sessions`); ``key="sk"``: ``sessions`` names them by their integer
     ``sk``, and the ``session`` column is that integer too (for joins, not to show)."""
-    x = f.exchanges.lazy().select("gx", "stream", "content_type", "request_body", pl.col("location").alias("x_location"))
-    return (
+    requests = (
         in_sessions(f.messages.lazy(), sessions, key)
         .filter((pl.col("direction") == "client_to_server") & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null())
         .select(pl.col(key).alias("session"), "session_id", "source", "gx", "pos", "rpc_id", "method")
-        .join(x, on="gx", how="left", maintain_order="left")
+    )
+    got = by_gx(f.exchanges, pl.col("gx"), "stream", "content_type", "request_body", x_location="location")
+    if got is None:
+        x = f.exchanges.lazy().select("gx", "stream", "content_type", "request_body", pl.col("location").alias("x_location"))
+        requests = requests.join(x, on="gx", how="left", maintain_order="left")
+    else:
+        requests = _with_gathered(requests, got).lazy()
+    return (
+        requests
         .select(
             "session", "session_id", "rpc_id", "method", "gx", "pos", "stream", "content_type",
             call=call_label(pl.col("method"), pl.col("request_body"), pl.col("rpc_id")),
@@ -86,12 +122,13 @@ def calls(f: Frames, sessions: pl.LazyFrame | None = None, key: str = "session")
     )
 
 
-def openers(f: Frames, sessions: pl.LazyFrame | None = None, key: str = "session") -> pl.LazyFrame:
+def openers(f: Frames, sessions: pl.LazyFrame | None = None, key: str = "session", c: pl.DataFrame | pl.LazyFrame | None = None) -> pl.LazyFrame:
     """The request that opened each SSE stream, where one did (a batch's routing is the client's own):
     ``session``, ``stream``, ``v_id`` (its id), ``v_call`` (:func:`call_label`) and ``v_ref``; ``sessions``, ``key``: as
-    :func:`calls`."""
+    :func:`calls`.  ``c``: :func:`calls` made already (of these sessions or more: the streams of the others come
+    too), instead of naming every request again."""
     return (
-        calls(f, sessions, key)
+        (calls(f, sessions, key) if c is None else c.lazy())
         .filter(pl.col("content_type") == SSE)
         .group_by("session", "stream")
         .agg(n=pl.len(), v_id=pl.col("rpc_id").first(), v_call=pl.col("call").first(), v_ref=pl.col("ref").first())
@@ -132,16 +169,23 @@ def sent_elsewhere(requests: pl.LazyFrame, responses: pl.LazyFrame, *cols: str) 
 def _tagged(f: Frames, sessions: pl.LazyFrame | None = None, messages=None, key: str = "session") -> pl.DataFrame:
     """``messages`` (default: all of ``f``'s; ``sessions``, ``key``: see :func:`in_sessions`) with their exchange's stream,
     status, content type, method (``http_method``) and location (``x_location``)."""
+    m = in_sessions(f.messages if messages is None else messages, sessions, key)
+    got = by_gx(f.exchanges, pl.col("gx"), "stream", "status", "content_type", http_method="method", x_location="location")
+    if got is not None:
+        return _with_gathered(m, got).lazy() if isinstance(m, pl.LazyFrame) else _with_gathered(m, got)
     x = f.exchanges.select("gx", "stream", "status", "content_type", "method", pl.col("location").alias("x_location"))
-    return in_sessions(f.messages if messages is None else messages, sessions, key).join(x.rename({"method": "http_method"}), on="gx", how="left", maintain_order="left")
+    if isinstance(m, pl.LazyFrame):
+        x = x.lazy()
+    return m.join(x.rename({"method": "http_method"}), on="gx", how="left", maintain_order="left")
 
 
-def boundary_signals(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
+def boundary_signals(f: Frames, b: pl.DataFrame, c: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per boundary: why the server rejected it, what the resumed stream still owed, cross-stream
     responses on the reconnect, and signs that the server forgot the session afterwards.
 
     One lazy plan, collected at the end: the messages table is as long as the events table, and
-    eager joins of it would copy every column of it several times over."""
+    eager joins of it would copy every column of it several times over.  ``c``: :func:`boundary_calls` (the
+    requests of ``b``'s sessions or more, named), when made."""
     # ``session`` here is the session's integer ``sk`` (streams.session_key): every part joins, groups and as-of joins
     # on it, and none shows it
     keys = b.lazy().select("gx", "pos", pl.col("sk").alias("session"), "stream")
@@ -149,7 +193,9 @@ def boundary_signals(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     # Collected once, with the columns the parts read: as a plan, each of its seven uses filtered the messages by
     # session and joined their exchanges again (1M messages: 0.6 of this function's 1.0 s went to that)
     m = (
-        _tagged(f.lazy(), keys.select(pl.col("session").alias("sk")), key="sk")
+        _tagged(f, keys.select(pl.col("session").alias("sk")), key="sk",
+                messages=f.messages.lazy().select("gx", "pos", "sk", "direction", "kind", "origin", "rpc_id", "method", "error_code", "error_message",
+                                                  "protocol_version", "params_digest"))
         .select("gx", "pos", pl.col("sk").alias("session"), "stream", "direction", "kind", "origin", "rpc_id", "method", "error_code", "error_message",
                 "protocol_version", "params_digest", "status", "content_type", "x_location")
         .collect()
@@ -162,7 +208,10 @@ def boundary_signals(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
         .agg(error_message=pl.col("error_message").drop_nulls().first())
     )
     # requests the resumed stream was opened for, that no response anywhere in the session answered
-    requests = named(m.filter((pl.col("direction") == "client_to_server") & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null()), f)
+    # (each use joins them with the boundaries by session, or with the responses by session and id: the calls of
+    # more sessions than ``b``'s change nothing; named once for every signal, not again here: 0.06 s, twice)
+    requests = (named(m.filter((pl.col("direction") == "client_to_server") & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null()), f)
+                if c is None else c.lazy())
     answered = m.filter((pl.col("direction") == "server_to_client") & pl.col("kind").is_in(["response", "error"])).select(
         "session", "rpc_id"
     ).unique()
@@ -201,8 +250,12 @@ def boundary_signals(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
     # join on the session and a filter by position made every message of a session meet every boundary of it:
     # 5,000 reconnects of one stream, 460 MB)
     bounds = keys.select(pl.col("gx").alias("b_gx"), pl.col("pos").alias("b_pos"), "session").sort("b_pos")
+    # (only the server's errors, requests and initialize results are read after the boundary: those alone are
+    # sorted and placed, not every message of the sessions; each row's boundary depends on its own position alone)
     later = (
-        m.filter(pl.col("session").is_not_null()).sort("pos")
+        m.filter(pl.col("session").is_not_null() & (pl.col("direction") == "server_to_client")
+                 & ((pl.col("kind") == "error") | (pl.col("kind") == "request") | ((pl.col("kind") == "response") & pl.col("protocol_version").is_not_null())))
+        .sort("pos")
         .join_asof(bounds, left_on="pos", right_on="b_pos", by="session", strategy="backward", check_sortedness=False)
         .filter(pl.col("b_gx").is_not_null())
     )
@@ -326,7 +379,19 @@ def _preview(data: pl.Expr) -> pl.Expr:
     return pl.when(text.str.len_chars() > PREVIEW_CHARS).then(text.str.slice(0, PREVIEW_CHARS) + "…").otherwise(text)
 
 
-def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame, fam: pl.DataFrame | None = None) -> pl.DataFrame:
+def boundary_calls(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame) -> pl.DataFrame:
+    """:func:`calls` (``session`` the integer ``sk``) of the boundaries' sessions and of the sessions that had been
+    delivered an event a reconnect got (``foreign``: boundaries.foreign_deliveries), named once for every signal
+    that reads them (:func:`wrong_results`, progress.proof, boundaries.stale_cursor: each named every request of the
+    sessions again, 0.06 s a time at 1M events)."""
+    # the calls of the boundaries' sessions (every use joins them by session) and of the other sessions (their
+    # call is named from its opener)
+    others = foreign.lazy().select("o_pos").join(f.exchanges.lazy().select(pl.col("pos").alias("o_pos"), "sk"), on="o_pos")
+    among = pl.concat([b.lazy().select("sk"), others.select("sk")])
+    return calls(f, among, "sk").collect()
+
+
+def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame, fam: pl.DataFrame | None = None, c: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per reconnect: another call's result, handed to the call that opened the resumed stream.
 
     The python and typescript clients give the first response (or error) that arrives on a resumed stream to
@@ -343,15 +408,13 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame, fam: pl.Dat
     resumed), and only a stream that one request opened (a batch's routing is the client's own).
     Columns: ``gx``, ``wr_message``, ``wr_call``, ``wr_got``, ``wr_preview``, ``wr_refs`` (the request, the
     answer's event, and the request it really answered when known).  ``fam``: clients.sessions of ``b``'s sessions
-    (made here when not given)."""
+    (made here when not given); ``c``: :func:`boundary_calls` (made here when not given)."""
     # ``session`` is the session's integer ``sk`` (streams.session_key) in every join and grouping below; none shows it
     keys = b.lazy().select("gx", pl.col("pos").alias("b_pos"), pl.col("sk").alias("session"), "stream")
-    # the calls of the boundaries' sessions (every use below joins them by session) and of the sessions that had
-    # been delivered an event a reconnect got (``foreign``: the other session's call is named from its opener)
-    others = foreign.lazy().select("o_pos").join(f.exchanges.lazy().select(pl.col("pos").alias("o_pos"), "sk"), on="o_pos")
-    among = pl.concat([keys.select(sk="session"), others.select("sk")])
-    c = calls(f, among, "sk")
-    opener = openers(f, among, "sk")
+    # the calls of the boundaries' sessions and of the sessions that had been delivered an event a reconnect got,
+    # collected once (three uses below and the openers read them)
+    c = (boundary_calls(f, b, foreign) if c is None else c).lazy()
+    opener = openers(f, c=c)
     s2c_answer = (pl.col("direction") == "server_to_client") & pl.col("kind").is_in(["response", "error"]) & pl.col("rpc_id").is_not_null()
     first = (
         f.messages.lazy()
