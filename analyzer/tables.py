@@ -240,6 +240,8 @@ class Builder:
         # every VALUE_CHUNK rows they go into an Arrow chunk of ``_message_chunks``
         self.messages: dict[str, list] = {name: [] for name in MESSAGES.names}
         self._message_chunks: list[pa.Table] = []
+        # while a list (the JSONL reader, a batch at a time): each message's input line, for the order of two paths' messages
+        self.message_lines: list[int] | None = None
         self.event_values: dict[str, list] = {name: [] for name in VALUE_SCHEMA}
         # ... flushed into Arrow-backed chunks (flush_values), so the Python objects of a long input never
         # outnumber one chunk: memory follows the table, not the records
@@ -299,6 +301,10 @@ class Builder:
         self._sealed.append(row)
         if len(self._sealed) >= self.seal_chunk:
             self._flush_sealed()
+
+    def add_exchange_chunk(self, table: pa.Table) -> None:
+        """Sealed exchange rows made column-wise (:data:`EXCHANGES`; the JSONL reader's, any xids)."""
+        self._exchange_chunks.append(table)
 
     def _flush_sealed(self) -> None:
         if self._sealed:
@@ -468,7 +474,9 @@ class Builder:
             self.log.add("jsonrpc_invalid", location, str(exc))
             return
         cols = self.messages
-        if len(cols["xid"]) >= VALUE_CHUNK:
+        if self.message_lines is not None:  # (a location "line N": the JSONL reader's)
+            self.message_lines.extend([int(location[5:])] * len(found))
+        elif len(cols["xid"]) >= VALUE_CHUNK:
             self._flush_messages()
         for m in found:
             cols["source"].append(self.source)

@@ -442,11 +442,12 @@ def test_spaced_json_takes_the_fast_paths(eol):
     column-wise (msgspec alone types the other records too).  The reader before msgspec took none of them
     column-wise (its grammar is the recorder's compact bytes)."""
     data = _spaced_log(300, eol)
-    # (the requests and responses are parsed per line, as the recorder's own are)
-    assert _paths(data) == {"columns": 300, "typed": 0, "per_line": 4}
-    assert _paths(data, batch_lines=7) == {"columns": 300, "typed": 0, "per_line": 4}
-    assert _paths(data, jsonl_typed.typed) == {"columns": 300, "typed": 4, "per_line": 0}
-    assert _paths(data, ingest_jsonl._grammar) == {"columns": 0, "typed": 0, "per_line": 304}
+    # (the requests and responses are read column-wise too, as the recorder's own are: jsonl_exchanges)
+    assert _paths(data) == {"columns": 300, "typed": 0, "per_line": 0, "exchanges": 4}
+    # (in batches of 7 lines too)
+    assert _paths(data, batch_lines=7) == {"columns": 300, "typed": 0, "per_line": 0, "exchanges": 4}
+    assert _paths(data, jsonl_typed.typed) == {"columns": 300, "typed": 4, "per_line": 0, "exchanges": 0}
+    assert _paths(data, ingest_jsonl._grammar) == {"columns": 0, "typed": 0, "per_line": 304, "exchanges": 0}
     assert_same_three(data)
 
 

@@ -30,7 +30,9 @@ import base64
 import binascii
 import re
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from itertools import repeat
+from operator import itemgetter
 from datetime import datetime
 from typing import BinaryIO
 
@@ -38,7 +40,7 @@ import polars as pl
 
 from analyzer.decode import content_coding
 from analyzer.decode.http1 import add_header
-from analyzer.ingest import jsonl_columns, jsonl_typed
+from analyzer.ingest import jsonl_columns, jsonl_exchanges, jsonl_typed
 from analyzer.ingest.reading import Reading
 from analyzer.anomalies import AnomalyLog
 from analyzer.errors import NotACapture
@@ -228,7 +230,10 @@ class _Reader:
         self.moves: list[tuple[int, str, int]] | None = None
         # how many records each path read: plain sse records column-wise, records msgspec read (jsonl_typed) through
         # the state machine, lines parsed here by json.loads (tests count them: spaced JSON must take the fast paths)
-        self.paths = {"columns": 0, "typed": 0, "per_line": 0}
+        self.paths = {"columns": 0, "typed": 0, "per_line": 0, "exchanges": 0}
+        # while a list (the batches' reading): the request line of each exchange, by xid (jsonl_exchanges: two paths
+        # number a batch's exchanges, and they are renumbered in line order at the end when that is not their order)
+        self.xid_lines: list[int] | None = None
 
     def line(self, lineno: int, raw: bytes | int, rec: dict | None = None) -> None:
         """``rec``: the line's record as msgspec read it (:mod:`analyzer.ingest.jsonl_typed`: the dict ``json.loads``
@@ -304,6 +309,8 @@ class _Reader:
                 b.seal(prev)
             if self.moves is not None:
                 self.moves.append((lineno, conn, current[conn]["xid"]))
+            if self.xid_lines is not None:
+                self.xid_lines.append(lineno)
             return
 
         if kind not in ("response", "sse", "body", "close"):
@@ -393,6 +400,13 @@ def read(source: str, stream: BinaryIO, reading: Reading = Reading(), columns: b
     return _read(source, stream, reading, columns)[0]
 
 
+def _decode(batch: list, redact: bool, compact: bool):
+    """A batch decoded (:func:`analyzer.ingest.jsonl_typed.decode`) and its exchange records vetted
+    (:func:`analyzer.ingest.jsonl_exchanges.vet`)."""
+    fast, records = jsonl_typed.decode(batch)
+    return fast, records, jsonl_exchanges.vet(batch, fast.get_column("pos").to_list(), redact, compact)
+
+
 def _grammar(batch: list) -> tuple[pl.DataFrame, dict]:
     """The reader before msgspec: the recorder's compact ``sse`` lines by a regular expression, nothing else typed
     (kept for tests/test_jsonl_columns.py, which compares it with today's)."""
@@ -405,7 +419,11 @@ def _read(source: str, stream: BinaryIO, reading: Reading, columns: bool, decode
     r = _Reader(source, reading)
     limit = reading.limits.line_bytes
     if columns:
-        _read_batches(r, _lines_in_blocks(stream, limit), decode or jsonl_typed.decode)
+        r.xid_lines = []
+        _read_batches(r, _lines_in_blocks(stream, limit), decode or partial(_decode, redact=reading.redact, compact=reading.compact))
+        lines = r.xid_lines
+        if any(a > c for a, c in zip(lines, lines[1:])):  # (a batch whose slow lines opened exchanges after vetted ones)
+            r.b.renumber(sorted(range(len(lines)), key=lines.__getitem__))
     else:
         for lineno, raw in enumerate(_lines(stream, limit), start=1):
             r.line(lineno, raw)
@@ -513,7 +531,8 @@ def _in_order(r: _Reader, batch: list, fast: pl.DataFrame, records: dict, first:
     return pl.DataFrame({"pos": take, "xid": xids}, schema=_TAKEN)
 
 
-def _hand_out(r: _Reader, batch: list, fast: pl.DataFrame, records: dict, first: int) -> pl.DataFrame:
+def _hand_out(r: _Reader, batch: list, fast: pl.DataFrame, records: dict, first: int,
+              ex: jsonl_exchanges.Vetted | None = None) -> pl.DataFrame:
     """Reads the batch's slow lines and says which exchange each plain ``sse`` record of ``fast`` belongs
     to (``pos``, ``xid``): the records the per-line reader would have attached to an exchange.
 
@@ -523,11 +542,19 @@ def _hand_out(r: _Reader, batch: list, fast: pl.DataFrame, records: dict, first:
     record.  What the per-line reader would have done otherwise is kept exactly: a plain record with no
     exchange open is an orphan, its anomaly put among the slow lines' ones in line order
     (:class:`_Deferred`); and from a slow line that makes a stream suspect (a coded event stream whose
-    first record decides whether it is noise) on, the batch is read line by line (:func:`_in_order`)."""
+    first record decides whether it is noise) on, the batch is read line by line (:func:`_in_order`).
+
+    ``ex``: the batch's vetted exchange records (:mod:`analyzer.ingest.jsonl_exchanges`): those it takes are read
+    column-wise after the slow lines, and their changes of the state join the slow lines' ones.  Not while a stream is
+    suspect, nor when a line of the batch may make one suspect (``ex.unsafe``): then every record is read here."""
     n = len(batch)
-    if r.suspect or fast.height == 0:
+    if ex is not None and (ex.unsafe or r.suspect):
+        ex = None
+    if r.suspect or (fast.height == 0 and ex is None):
         return _in_order(r, batch, fast, records, first, 0)
-    slow = pl.repeat(True, n, eager=True).scatter(fast["pos"], False).arg_true().to_list()
+    plan = jsonl_exchanges.plan(r, ex) if ex is not None else None
+    skip = fast["pos"] if plan is None else pl.concat([fast["pos"], plan["pos"]])
+    slow = pl.repeat(True, n, eager=True).scatter(skip, False).arg_true().to_list()
     # the state the batch starts from, for the conns its plain records name
     conns = fast["conn"].unique().to_list()
     current = r.current
@@ -535,6 +562,9 @@ def _hand_out(r: _Reader, batch: list, fast: pl.DataFrame, records: dict, first:
     real, deferred, suspect, line = r.log, _Deferred(), r.suspect, r.line
     r.log = r.b.log = deferred
     r.moves = moves = []
+    if plan is not None:  # the batch's body messages, both paths', are put in line order (jsonl_exchanges)
+        r.b._flush_messages()
+        r.b.message_lines = []
     stop = n
     try:
         for i in slow:
@@ -543,9 +573,20 @@ def _hand_out(r: _Reader, batch: list, fast: pl.DataFrame, records: dict, first:
             if suspect:  # a coded event stream opened: what its records are depends on the first of them
                 stop = i + 1
                 break
+        if plan is not None:
+            if suspect:  # (ex.unsafe says when a slow line may do that: the batch is then read without ex)
+                raise RuntimeError("a stream became suspect in a batch read with its exchange records column-wise")
+            moves += jsonl_exchanges.take(r, plan, ex, first)
+            moves.sort(key=itemgetter(0))  # (stable: a line makes one change)
     finally:
         r.log = r.b.log = real
         r.moves = None
+        if plan is not None:
+            jsonl_exchanges.messages_in_line_order(r.b)
+    if fast.height == 0:
+        for _, code, location, detail in deferred.calls:
+            real.add(code, location, detail)
+        return pl.DataFrame(schema=_TAKEN)
     changes = pl.DataFrame(
         {"pos": [-1] * len(before) + [m[0] - first for m in moves],
          "conn": [c for c, _ in before] + [m[1] for m in moves],
@@ -589,9 +630,10 @@ def _read_batches(r: _Reader, blocks, decode) -> None:
         if type(batch) is Blank:  # blank lines are no records: only the line numbers after them move
             first += batch
             continue
-        fast, records = decoded
+        fast, records, ex = decoded if len(decoded) == 3 else (*decoded, None)
         frames_before = len(b.event_frames)
-        taken = _hand_out(r, batch, fast, records, first)
+        taken = _hand_out(r, batch, fast, records, first, ex)
+        del ex
         del records
         r.records += taken.height
         r.paths["columns"] += taken.height
