@@ -287,19 +287,6 @@ class Builder:
             self._messages(row["xid"], "request_body", None, "client_to_server", request_body, location)
         return row
 
-    def exchange_row(self, conn: str, location: str, started: datetime | None, method: str | None, url: str | None,
-                     session_id: str | None, last_event_id: str | None, protocol_version: str | None, user_agent: str | None,
-                     request_body: str | None, req_headers: str | None) -> dict:
-        """:meth:`exchange` of values already derived (method upper-cased, URL and body redacted, header values and
-        object; the JSONL reader's vetted requests: analyzer.ingest.jsonl_exchanges), without the body's messages."""
-        row = {"source": self.source, "xid": len(self.exchanges), "conn": conn, "location": location, "started": started, "ended": None,
-               "method": method, "url": url, "status": None, "req_session_id": session_id, "resp_session_id": None,
-               "last_event_id": last_event_id, "protocol_version": protocol_version, "content_type": None, "replay_epoch": None,
-               "end_reason": "open", "end_by": None, "body_recorded": True, "request_body": request_body, "req_headers": req_headers,
-               "resp_headers": None, "user_agent": user_agent}
-        self.exchanges.append(row)
-        return row
-
     def seal(self, row: dict) -> None:
         """``row`` will not change again (its connection closed, or the next request on it began): it leaves
         the Python rows, and every VALUE_CHUNK sealed rows become one Arrow chunk.  A log of many short
@@ -480,10 +467,6 @@ class Builder:
         except jsonrpc.NotJsonRpc as exc:
             self.log.add("jsonrpc_invalid", location, str(exc))
             return
-        self.found(xid, origin, ordinal, direction, found)
-
-    def found(self, xid: int, origin: str, ordinal: int | None, direction: str, found: list) -> None:
-        """The messages :func:`jsonrpc.extract` found in a text (the JSONL reader extracts its bodies ahead)."""
         cols = self.messages
         if len(cols["xid"]) >= VALUE_CHUNK:
             self._flush_messages()

@@ -24,10 +24,9 @@ import time
 
 # (module, functions) wrapped by --timers: the reader's own, the Builder's, the redaction's and the JSON-RPC pass's
 WRAPPED = [
-    ("analyzer.ingest.jsonl", ["_read", "_read_batches", "_hand_out", "_in_order", "_decode"]),
-    ("analyzer.ingest.jsonl", ["_Reader.line", "_Reader.vetted"]),
+    ("analyzer.ingest.jsonl", ["_read", "_read_batches", "_hand_out", "_in_order"]),
+    ("analyzer.ingest.jsonl", ["_Reader.line"]),
     ("analyzer.ingest.jsonl_typed", ["decode", "typed"]),
-    ("analyzer.ingest.jsonl_exchanges", ["vet"]),
     ("analyzer.ingest.jsonl_columns", ["sse_frame", "sse_rows"]),
     ("analyzer.decode.jsonrpc", ["sse_messages", "extract"]),
     ("analyzer.redact", ["column", "text", "url"]),

@@ -30,7 +30,6 @@ import base64
 import binascii
 import re
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from itertools import repeat
 from datetime import datetime
 from typing import BinaryIO
@@ -39,7 +38,7 @@ import polars as pl
 
 from analyzer.decode import content_coding
 from analyzer.decode.http1 import add_header
-from analyzer.ingest import jsonl_columns, jsonl_exchanges, jsonl_typed
+from analyzer.ingest import jsonl_columns, jsonl_typed
 from analyzer.ingest.reading import Reading
 from analyzer.anomalies import AnomalyLog
 from analyzer.errors import NotACapture
@@ -229,7 +228,7 @@ class _Reader:
         self.moves: list[tuple[int, str, int]] | None = None
         # how many records each path read: plain sse records column-wise, records msgspec read (jsonl_typed) through
         # the state machine, lines parsed here by json.loads (tests count them: spaced JSON must take the fast paths)
-        self.paths = {"columns": 0, "typed": 0, "per_line": 0, "exchanges": 0}
+        self.paths = {"columns": 0, "typed": 0, "per_line": 0}
 
     def line(self, lineno: int, raw: bytes | int, rec: dict | None = None) -> None:
         """``rec``: the line's record as msgspec read it (:mod:`analyzer.ingest.jsonl_typed`: the dict ``json.loads``
@@ -389,65 +388,9 @@ class _Reader:
                 self.moves.append((lineno, conn, -1))
 
 
-    def vetted(self, lineno: int, v: tuple) -> None:
-        """A vetted request, response, body or close record (:func:`analyzer.ingest.jsonl_exchanges.vet`: its values
-        derived ahead, by the worker) read as :meth:`line` reads it: the same state, rows, messages and anomalies."""
-        self.records += 1
-        self.paths["exchanges"] += 1
-        b, current, kind, conn = self.b, self.current, v[0], v[1]
-        where = f"line {lineno}"
-        if kind == jsonl_exchanges.REQUEST:
-            prev = current.get(conn)
-            if prev is not None and prev["end_reason"] == "open" and prev["status"] is not None:
-                prev["end_reason"] = "complete"  # keep-alive: the next request ends the previous exchange
-            row = current[conn] = b.exchange_row(conn, where, *v[2:11])
-            found = v[11]
-            if found is not None:  # (a body: its messages, or why it has none)
-                if type(found) is str:
-                    self.log.add("jsonrpc_invalid", where, found)
-                else:
-                    b.found(row["xid"], "request_body", None, "client_to_server", found)
-            if prev is not None:
-                b.seal(prev)
-            if self.moves is not None:
-                self.moves.append((lineno, conn, row["xid"]))
-            return
-        row = current.get(conn)
-        if row is None:
-            self.log.add("jsonl_orphan_record", where, f"conn {conn!r}")
-            return
-        if kind == jsonl_exchanges.RESPONSE:
-            _, _, _, row["status"], row["resp_session_id"], row["content_type"], row["replay_epoch"], headers = v
-            if not b.compact:
-                row["resp_headers"] = headers
-        elif kind == jsonl_exchanges.BODY:
-            ct = row["content_type"]
-            if ct in ("application/json", None) or (ct or "").endswith("+json"):  # (Builder.body)
-                found = v[3]
-                if type(found) is str:
-                    self.log.add("jsonrpc_invalid", where, found)
-                else:
-                    b.found(row["xid"], "response_body", None, "server_to_client", found)
-        else:  # close
-            row["end_reason"] = v[3]
-            row["ended"] = v[2]
-            row["end_by"] = v[4]
-            current.pop(conn, None)
-            b.seal(row)
-            if self.moves is not None:
-                self.moves.append((lineno, conn, -1))
-
-
 def read(source: str, stream: BinaryIO, reading: Reading = Reading(), columns: bool = True) -> Ingested:
     """``columns=False``: every line through the per-line reader (the reference the column-wise path is tested against)."""
     return _read(source, stream, reading, columns)[0]
-
-
-def _decode(batch: list, redact: bool, compact: bool) -> tuple[pl.DataFrame, dict, dict]:
-    """A batch decoded (:func:`analyzer.ingest.jsonl_typed.decode`), and its exchange records vetted
-    (:func:`analyzer.ingest.jsonl_exchanges.vet`)."""
-    fast, records = jsonl_typed.decode(batch)
-    return fast, records, jsonl_exchanges.vet(batch, fast.get_column("pos").to_list(), redact, compact)
 
 
 def _grammar(batch: list) -> tuple[pl.DataFrame, dict]:
@@ -462,7 +405,7 @@ def _read(source: str, stream: BinaryIO, reading: Reading, columns: bool, decode
     r = _Reader(source, reading)
     limit = reading.limits.line_bytes
     if columns:
-        _read_batches(r, _lines_in_blocks(stream, limit), decode or partial(_decode, redact=reading.redact, compact=reading.compact))
+        _read_batches(r, _lines_in_blocks(stream, limit), decode or jsonl_typed.decode)
     else:
         for lineno, raw in enumerate(_lines(stream, limit), start=1):
             r.line(lineno, raw)
@@ -549,11 +492,11 @@ class _Deferred:
 _TAKEN = {"pos": pl.UInt32, "xid": pl.Int64}
 
 
-def _in_order(r: _Reader, batch: list, fast: pl.DataFrame, records: dict, first: int, start: int, vetted: dict) -> pl.DataFrame:
+def _in_order(r: _Reader, batch: list, fast: pl.DataFrame, records: dict, first: int, start: int) -> pl.DataFrame:
     """Lines ``start``.. of the batch one at a time: each plain ``sse`` record gets its connection's
     exchange as the per-line reader would find it there, or goes to the per-line reader (no exchange
-    open, or a stream whose first record decides whether it is noise); a vetted record (``vetted``) by :meth:`_Reader.vetted`."""
-    current, suspect, line, read_vetted = r.current, r.suspect, r.line, r.vetted
+    open, or a stream whose first record decides whether it is noise)."""
+    current, suspect, line = r.current, r.suspect, r.line
     conn_at = [None] * len(batch)
     for p, c in zip(fast["pos"].to_list(), fast["conn"].to_list()):
         conn_at[p] = c
@@ -566,15 +509,11 @@ def _in_order(r: _Reader, batch: list, fast: pl.DataFrame, records: dict, first:
                 take.append(i)
                 xids.append(row["xid"])
                 continue
-        v = vetted.get(i)
-        if v is not None:
-            read_vetted(first + i, v)
-        else:
-            line(first + i, batch[i], records.get(i))
+        line(first + i, batch[i], records.get(i))
     return pl.DataFrame({"pos": take, "xid": xids}, schema=_TAKEN)
 
 
-def _hand_out(r: _Reader, batch: list, fast: pl.DataFrame, records: dict, first: int, vetted: dict) -> pl.DataFrame:
+def _hand_out(r: _Reader, batch: list, fast: pl.DataFrame, records: dict, first: int) -> pl.DataFrame:
     """Reads the batch's slow lines and says which exchange each plain ``sse`` record of ``fast`` belongs
     to (``pos``, ``xid``): the records the per-line reader would have attached to an exchange.
 
@@ -584,29 +523,23 @@ def _hand_out(r: _Reader, batch: list, fast: pl.DataFrame, records: dict, first:
     record.  What the per-line reader would have done otherwise is kept exactly: a plain record with no
     exchange open is an orphan, its anomaly put among the slow lines' ones in line order
     (:class:`_Deferred`); and from a slow line that makes a stream suspect (a coded event stream whose
-    first record decides whether it is noise) on, the batch is read line by line (:func:`_in_order`).  A slow line
-    that is a vetted exchange record (``vetted``: :mod:`analyzer.ingest.jsonl_exchanges`) is read by
-    :meth:`_Reader.vetted`, in its place among the others."""
+    first record decides whether it is noise) on, the batch is read line by line (:func:`_in_order`)."""
     n = len(batch)
     if r.suspect or fast.height == 0:
-        return _in_order(r, batch, fast, records, first, 0, vetted)
+        return _in_order(r, batch, fast, records, first, 0)
     slow = pl.repeat(True, n, eager=True).scatter(fast["pos"], False).arg_true().to_list()
     # the state the batch starts from, for the conns its plain records name
     conns = fast["conn"].unique().to_list()
     current = r.current
     before = [(c, current[c]["xid"]) for c in conns if c in current]
-    real, deferred, suspect, line, read_vetted = r.log, _Deferred(), r.suspect, r.line, r.vetted
+    real, deferred, suspect, line = r.log, _Deferred(), r.suspect, r.line
     r.log = r.b.log = deferred
     r.moves = moves = []
     stop = n
     try:
         for i in slow:
             deferred.at = i
-            v = vetted.get(i)
-            if v is not None:
-                read_vetted(first + i, v)
-            else:
-                line(first + i, batch[i], records.get(i))
+            line(first + i, batch[i], records.get(i))
             if suspect:  # a coded event stream opened: what its records are depends on the first of them
                 stop = i + 1
                 break
@@ -638,7 +571,7 @@ def _hand_out(r: _Reader, batch: list, fast: pl.DataFrame, records: dict, first:
         real.add(code, location, detail)
     taken = got.filter(attached).select(pl.col("pos").cast(pl.UInt32), "xid")
     if stop < n:
-        taken = pl.concat([taken, _in_order(r, batch, fast, records, first, stop, vetted)])
+        taken = pl.concat([taken, _in_order(r, batch, fast, records, first, stop)])
     return taken
 
 
@@ -656,10 +589,10 @@ def _read_batches(r: _Reader, blocks, decode) -> None:
         if type(batch) is Blank:  # blank lines are no records: only the line numbers after them move
             first += batch
             continue
-        fast, records, vetted = decoded if len(decoded) == 3 else (*decoded, {})
+        fast, records = decoded
         frames_before = len(b.event_frames)
-        taken = _hand_out(r, batch, fast, records, first, vetted)
-        del records, vetted
+        taken = _hand_out(r, batch, fast, records, first)
+        del records
         r.records += taken.height
         r.paths["columns"] += taken.height
         if taken.height:
