@@ -86,6 +86,9 @@ def shortest(digests: Iterable[str], width: int) -> dict[str, str]:
         by_head[d[:width]].add(d)
     out: dict[str, str] = {}
     for head, group in by_head.items():
+        if len(group) == 1:  # (alone under its head: the head; most are)
+            out[next(iter(group))] = head
+            continue
         n = width
         while len({d[:n] for d in group}) < len(group):
             n += 1
@@ -130,11 +133,15 @@ def reconnect_names(sessions: Sequence[str], identities: Sequence[str], started:
         if twins:
             keys = [(s, i + SEP + w) if (s, i) in twins else (s, i) for (s, i), w in zip(keys, where)]
     digests = _digests(keys, width)
-    by_session: dict[str, set[str]] = defaultdict(set)
+    # shortest(the session's digests, width) of each session, for all sessions at once: by (session, head)
+    by_head: dict[tuple[str, str], set[str]] = defaultdict(set)
     for s, d in zip(sessions, digests):
-        by_session[s].add(d)
-    parts = {s: shortest(ds, width) for s, ds in by_session.items()}
-    return [f"{s}.r{parts[s][d]}" for s, d in zip(sessions, digests)]
+        by_head[(s, d[:width])].add(d)
+    parts: dict[tuple[str, str], str] = {}
+    for (s, h), group in by_head.items():
+        for d, part in (((next(iter(group)), h),) if len(group) == 1 else shortest(group, width).items()):
+            parts[(s, d)] = part
+    return [f"{s}.r{parts[(s, d)]}" for s, d in zip(sessions, digests)]
 
 
 def _digests(keys: list[tuple[str, str]], width: int) -> list[str]:

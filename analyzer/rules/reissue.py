@@ -110,9 +110,13 @@ def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
         .filter(~pl.col("end_reason").is_in(ENDED_OPEN))
     )
     # what the streams of those calls delivered (only theirs: the rest of history is neither sorted nor grouped)
+    # (the data's test after the streams' filter: as one filter, Polars pushed it below the semi-join, and every event's
+    # data of history was stripped for the few streams kept -- 1M events, 0.06 s for none kept)
     delivered = (
         f.events.join(unanswered.select("stream").unique(), on="stream", how="semi")
-        .filter(pl.col("visible") & (pl.col("data").str.strip_chars() != ""))
+        .filter(pl.col("visible"))
+        .with_columns(_blank=pl.col("data").str.strip_chars() == "")
+        .filter(~pl.col("_blank"))
         .sort("pos", "ordinal")
         .group_by("stream")
         .agg(n_events=pl.len(), ev_source=pl.col("source").last(), ev_location=pl.col("location").last())
