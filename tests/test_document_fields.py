@@ -151,3 +151,30 @@ def test_sessions_are_named_by_their_session_id(doc):
     entries = _merged_sessions(doc["sessions"])
     assert [e["session"] for e in entries] == list(dict.fromkeys(s["session"] for s in doc["sessions"]))
     assert len(entries) < len(doc["sessions"])
+
+
+def test_sampling_of_random_layouts_follows_the_rule():
+    """Connections of random sizes whose seen and cut-off events come in random runs (the sampled places are found
+    per run, arithmetically): each part sampled as the rule applied one event at a time says."""
+    import random
+
+    def rule(times):
+        n = len(times)
+        return [t for i, t in enumerate(times) if n <= build.EVENT_TIMES or i == 0
+                or (i * build.EVENT_TIMES) // n != ((i - 1) * build.EVENT_TIMES) // n] or None
+
+    rnd = random.Random(42)
+    gx, visible, ts = [], [], []
+    for g in range(60):
+        n = rnd.choice([0, 1, 2, 39, 40, 41, 79, 80, 81, 123, 400])
+        flip = rnd.choice([0.0, 0.05, 0.5, 1.0])
+        v = rnd.random() < 0.8
+        for i in range(n):
+            if rnd.random() < flip:
+                v = not v
+            gx.append(g), visible.append(v), ts.append(len(ts))
+    got = _offsets({"gx": gx, "visible": visible, "ts": ts}, {g: 0 for g in range(60)})
+    for g in range(60):
+        seen = [t for a, v, t in zip(gx, visible, ts) if a == g and v]
+        cut = [t for a, v, t in zip(gx, visible, ts) if a == g and not v]
+        assert got[g] == (rule(seen), rule(cut)), g

@@ -243,3 +243,35 @@ def test_a_forced_collision_is_resolved_alike_in_every_engine(one_character_name
         assert assert_same_names(single, partitions.analyze(samples_store, n).document) > 500
     same = pipeline.run([i["path"] for i in single["inputs"]][::-1]).document
     assert {s["session_id"]: s["session"] for s in same["sessions"]} == {s["session_id"]: s["session"] for s in single["sessions"]}
+
+
+# --- the digests, made faster, are the same -------------------------------------------------------------------------
+
+_TEXTS = ["", "a", "sid\x1fGET\x1f5\x1f\x1f0", "é字😀", "\ud800 lone surrogate", "x" * 1000, "\x00\x1f"]
+
+
+def test_digest_is_the_base32_of_the_sha256_and_head_its_start():
+    import base64
+    import hashlib
+
+    rnd = random.Random(5)
+    texts = _TEXTS + ["".join(rnd.choice("ab\x1f\x00é字😀xyz0123") for _ in range(rnd.randint(0, 60))) for _ in range(2000)]
+    for t in texts:
+        want = base64.b32encode(hashlib.sha256(t.encode("utf-8", "surrogatepass")).digest()).decode().rstrip("=").lower()
+        assert names.digest(t) == want and names.head(t) == want[:names.HEAD_CHARS], t
+
+
+def test_names_when_two_identities_share_a_head(monkeypatch):
+    """The names are made from the digests' heads (60 bits); where two different identities of a session (two session
+    ids) share one, the whole digests are read, and the names are those of the whole digests."""
+    idents = [names.digest(f"sid\x1fGET\x1f{i}\x1f\x1f0") for i in range(40)]
+    sessions = ["Sa"] * 20 + ["Sb"] * 20
+    want = names.reconnect_names(sessions, idents, [None] * 40, [str(i) for i in range(40)], width=1)
+    sids = [f"session-{i}" for i in range(40)]
+    want_s = names.session_names(sids, width=1)
+    # every head the same: only the whole digests tell them apart
+    monkeypatch.setattr(names, "head", lambda text: "aaaaaaaaaaaa")
+    assert names.reconnect_names(sessions, idents, [None] * 40, [str(i) for i in range(40)], width=1) == want
+    assert names.session_names(sids, width=1) == want_s
+    # and a width past the heads reads the whole digests
+    assert names.session_names(sids, width=20) == {s: "S" + names.digest(s)[:20] for s in sids}

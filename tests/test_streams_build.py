@@ -169,7 +169,7 @@ def test_id_order_flags_what_a_window_over_every_connection_flags(rows):
     events = pl.DataFrame(rows, schema={"gx": pl.Int64, "pos": pl.Int64, "ordinal": pl.Int32, "seq": pl.Int64, "id": pl.String,
                                         "location": pl.String}).with_columns(
         visible=pl.lit(True), has_id=pl.lit(True), sprefix=pl.lit(""), id_scheme=pl.lit("integer"), source=pl.lit("a.jsonl"),
-        session=pl.lit(0, pl.Int64), session_id=pl.lit("s"))
+        session=pl.lit(0, pl.Int64), session_id=pl.lit("s"), idh=streams.id_hash(pl.col("id")))
     got = history.id_order(streams.Frames(pl.DataFrame(), events, pl.DataFrame()).lazy()).collect()
     assert set(got["rule"]) <= {"id_not_monotonic"}
     found = {int(p): m for p, m in zip(got["pos"], got["message"])}

@@ -98,13 +98,13 @@ def test_the_event_previews_are_joined_in_one_chunk(monkeypatch, tmp_path):
 
     _mixed(tmp_path / "m.jsonl", 40, 5)
     chunks = []
-    real = build._evidence_events
+    real = build._previews  # (each part's previews: before, cut off, after)
 
     def counted(*a, **k):
         out = real(*a, **k)
         chunks.append(max(out[c].n_chunks() for c in out.columns))
         return out
 
-    monkeypatch.setattr(build, "_evidence_events", counted)
+    monkeypatch.setattr(build, "_previews", counted)
     pipeline.run([str(tmp_path / "m.jsonl")])
     assert chunks == [1, 1, 1]  # (before, cut off, after; on the code before: [2, 1, 2])

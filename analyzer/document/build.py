@@ -90,22 +90,29 @@ def _event_offsets(f: Frames) -> pl.DataFrame:
         del before
     parts = runs.group_by("part").agg(n=pl.col("len").sum(), timed=pl.col("n_null").sum() == 0).filter(pl.col("timed"))
     k = pl.min_horizontal(pl.col("n"), EVENT_TIMES)
+    # the sampled events each run holds, j_lo <= j < j_hi: the first j whose event ceil(j * n / k) is at or past the
+    # run's first place o in its part is 0 for o = 0, else floor((o - 1) * k / n) + 1 (integers all: none negative);
+    # the runs are in row order and a part's runs in the order of their places, so the samples come out in the
+    # order of j in each part (no sort of them, and no as-of join to find each one's run)
+    def first_j(o: pl.Expr) -> pl.Expr:
+        return pl.when(o == 0).then(0).otherwise((o - 1) * k // pl.col("n") + 1)
+
+    # (each run with its request's start: the exchanges without one have no times)
+    starts = f.exchanges.select(pl.col("gx").cast(pl.Int64), "started").filter(pl.col("started").is_not_null())
     wanted = (
-        parts.with_columns(j=pl.int_ranges(k))
+        runs.join(parts.select("part", "n"), on="part", maintain_order="left")
+        .with_columns(gx=pl.col("part") // 2)
+        .join(starts, on="gx", maintain_order="left")
+        .with_columns(j=pl.int_ranges(first_j(pl.col("offset")), pl.min_horizontal(first_j(pl.col("offset") + pl.col("len")), k)))
         .explode("j")
-        .with_columns(i=(pl.col("j") * pl.col("n") + k - 1) // k)
-        .sort("i")
-        .join_asof(runs.sort("offset"), left_on="i", right_on="offset", by="part", strategy="backward", check_sortedness=False)
-        .with_columns(row=pl.col("start") + pl.col("i") - pl.col("offset"))
+        .filter(pl.col("j").is_not_null())
+        .select("gx", "part", "started", row=pl.col("start") + (pl.col("j") * pl.col("n") + k - 1) // k - pl.col("offset"))
     )
-    ts = f.events["ts"].gather(wanted["row"])
     times = (
-        wanted.select("part", "j").with_columns(ts=ts, gx=pl.col("part") // 2, visible=(pl.col("part") % 2) == 1)
-        .join(f.exchanges.select("gx", "started").filter(pl.col("started").is_not_null()), on="gx")
-        .with_columns(ms=(pl.col("ts") - pl.col("started")).dt.total_milliseconds())
-        # (each part's times in their order, sorted within the part: not a sort of every row first)
-        .group_by("gx", "visible")
-        .agg(pl.col("ms").sort_by("j"))
+        wanted.select("gx", "part", ms=(f.events["ts"].gather(wanted["row"]) - wanted["started"]).dt.total_milliseconds())
+        .group_by("gx", "part", maintain_order=True)
+        .agg("ms")
+        .with_columns(visible=(pl.col("part") % 2) == 1)
     )
     return (
         f.exchanges.select("gx")
@@ -114,24 +121,60 @@ def _event_offsets(f: Frames) -> pl.DataFrame:
     )
 
 
-def _evidence_events(f: Frames, gxs: pl.DataFrame, where: pl.Expr, keep: str | None) -> pl.DataFrame:
-    """Per connection of ``gxs`` (a ``gx`` column), its events matching ``where`` as previews in stream
-    order: all of them, or the ``head`` or ``tail`` EVIDENCE_EVENTS.  The few events kept are chosen
-    first and only they are made previews (a resumed connection may carry most of a capture's events)."""
-    q = f.events.lazy().with_row_index("_r").join(gxs.lazy(), on="gx").filter(where).select("_r", "gx", "ordinal")
-    if keep is not None:  # (an exchange's ordinals are 0..n-1, each once: the rank is the place in the stream)
-        q = q.filter(pl.col("ordinal").rank("ordinal", descending=keep == "tail").over("gx") <= EVIDENCE_EVENTS)
-    kept = f.events.select(PREVIEW_COLUMNS)[q.collect()["_r"]]
+def _previews(f: Frames, rows: pl.Series) -> pl.DataFrame:
+    """The events at ``rows`` as previews, per connection (``gx``, ``ev``: a list in stream order)."""
+    kept = f.events.select(PREVIEW_COLUMNS)[rows]
     # in one chunk: the boundaries' joins gather these lists, and a gather of a list of structs in several chunks (as a
     # parallel group-by leaves them) cost ten times the column (60,000 reconnects: +119 MiB for 21 MiB; one chunk +12)
     return _event_preview(kept.lazy()).group_by("gx").agg(pl.col("ev").sort_by("ordinal")).collect().rechunk()
 
 
+def _evidence_rows(f: Frames, gxs: pl.DataFrame) -> tuple[pl.Series, pl.Series, pl.Series]:
+    """The rows of the events each reconnect shows (``gxs``: ``gx``, the reconnect's own connection, and
+    ``resumed_gx``): the last EVIDENCE_EVENTS seen events of the resumed connection, all its cut-off events, and
+    the first EVIDENCE_EVENTS events of the reconnect's own.  A connection's events are one run of rows in stream
+    order (Frames), so those are places in its run, found from the run's start and length and its count of cut-off
+    events -- the last k seen events are among its last k + (cut-off events) -- not by joining every event of the
+    resumed connections (which may carry most of a capture's events) with the reconnects and ranking them."""
+    runs = (
+        f.events.select(pl.col("gx").rle().alias("r")).unnest("r")
+        .select(gx="value", start=(pl.col("len").cum_sum() - pl.col("len")).cast(pl.Int64), n=pl.col("len").cast(pl.Int64))
+    )
+    resumed = gxs.select(pl.col("resumed_gx").alias("gx")).unique()
+    cut_counts = f.exchanges.select("gx", n_cut=pl.col("n_cut_off").cast(pl.Int64))
+    last = (
+        runs.join(resumed, on="gx", how="semi").join(cut_counts, on="gx", how="left")
+        .select("gx", r=pl.int_ranges(pl.col("start") + pl.col("n") - pl.min_horizontal("n", pl.col("n_cut").fill_null(0) + EVIDENCE_EVENTS),
+                                      pl.col("start") + pl.col("n")))
+        .explode("r").drop_nulls("r")
+    )
+    visible = f.events.get_column("visible")
+    before = (
+        last.filter(visible.gather(last.get_column("r")))
+        .filter(pl.col("gx").cum_count(reverse=True).over("gx") <= EVIDENCE_EVENTS)
+        .get_column("r")
+    )
+    cut = (
+        f.events.lazy().select(pl.int_range(pl.len(), dtype=pl.Int64).alias("r"), "gx", "visible")
+        .filter(~pl.col("visible"))
+        .join(resumed.lazy(), on="gx", how="semi")
+        .collect()
+        .get_column("r")
+    )
+    after = (
+        runs.join(gxs.select("gx").unique(), on="gx", how="semi")
+        .select(r=pl.int_ranges(pl.col("start"), pl.col("start") + pl.min_horizontal("n", EVIDENCE_EVENTS)))
+        .explode("r").drop_nulls("r")
+        .get_column("r")
+    )
+    return before, cut, after
+
+
 def _boundary_evidence(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
-    resumed = b.select(pl.col("resumed_gx").alias("gx")).unique()
-    before = _evidence_events(f, resumed, pl.col("visible"), "tail").rename({"gx": "resumed_gx", "ev": "events_before"})
-    cut = _evidence_events(f, resumed, ~pl.col("visible"), None).rename({"gx": "resumed_gx", "ev": "cut_off_before"})
-    after = _evidence_events(f, b.select("gx"), pl.lit(True), "head").rename({"ev": "events_after"})
+    before_rows, cut_rows, after_rows = _evidence_rows(f, b.select("gx", "resumed_gx"))
+    before = _previews(f, before_rows).rename({"gx": "resumed_gx", "ev": "events_before"})
+    cut = _previews(f, cut_rows).rename({"gx": "resumed_gx", "ev": "cut_off_before"})
+    after = _previews(f, after_rows).rename({"ev": "events_after"})
     x = f.exchanges.select(
         pl.col("gx").alias("resumed_gx"),
         pl.struct(pl.col("source"), pl.col("location")).alias("resumed_ref"),

@@ -40,26 +40,32 @@ SEPARATOR = {"integer": "", "integer_shared": "", "stream_seq": "_", "csharp": "
 def classify(ev: pl.DataFrame) -> pl.DataFrame:
     """One row per session: ``id_scheme``.  ``ev`` needs session (its string, or any key of it: streams.build
     passes the integer ``sk``), stream, id, has_id."""
+    # An integer id ("17") fits no other scheme (each of those has a ":", "_" or "-"), and integers win: so every
+    # id is asked the integer question only, and the other four patterns are run over the ids that are not
+    # integers alone -- a session with an integer among other ids fits none of the other schemes either.  (The
+    # five patterns over every id: 0.08 s of 0.12 at 1M events, 78% of them integers.)
     ids = ev.lazy().filter(pl.col("has_id")).select("session", "stream", "id")
-    per = (
-        ids.with_columns(
-            is_int=pl.col("id").str.contains(INT_ID),
-            is_cs=pl.col("id").str.contains(CSHARP_ID),
-            is_ts=pl.col("id").str.contains(TS_ID),
-            is_go=pl.col("id").str.contains(STREAM_SEQ_ID),
-            is_uuid=pl.col("id").str.contains(UUID_ID),
-        )
+    flagged = ids.with_columns(is_int=pl.col("id").str.contains(INT_ID)).collect()
+    per = flagged.group_by("session").agg(
+        all_int=pl.col("is_int").all(),
+        any_int=pl.col("is_int").any(),
+        streams=pl.col("stream").n_unique(),
+    )
+    others = (
+        flagged.lazy().filter(~pl.col("is_int"))
         .group_by("session")
         .agg(
-            all_int=pl.col("is_int").all(),
-            all_cs=pl.col("is_cs").all(),
-            all_ts=pl.col("is_ts").all(),
-            all_go=pl.col("is_go").all(),
-            all_uuid=pl.col("is_uuid").all(),
-            streams=pl.col("stream").n_unique(),
+            all_cs=pl.col("id").str.contains(CSHARP_ID).all(),
+            all_ts=pl.col("id").str.contains(TS_ID).all(),
+            all_go=pl.col("id").str.contains(STREAM_SEQ_ID).all(),
+            all_uuid=pl.col("id").str.contains(UUID_ID).all(),
         )
         .collect()
     )
+    del flagged
+    # (a session of integers only has no row in ``others``: its nulls are never read, it is "integer" first)
+    per = per.join(others, on="session", how="left").with_columns(
+        pl.col("all_cs", "all_ts", "all_go", "all_uuid") & ~pl.col("any_int"))
     # integers: one counter per stream repeats values across streams; a shared counter never does.  That
     # is asked only of a session whose ids are all integers on several streams (one stream of 2M events:
     # nothing to group), and only the ids that may be on two streams are grouped exactly (keys.where_varies)
@@ -103,26 +109,60 @@ def _chain(branches: list[tuple[list[str], pl.Expr]], scheme: pl.Expr, present, 
     return expr.otherwise(pl.lit(None, dtype))
 
 
-def seq(id_col: pl.Expr, scheme: pl.Expr, present=None) -> pl.Expr:
-    """The comparable sequence number of an id under a contiguous scheme, else null.  ``present``: the
-    schemes that occur (None: any)."""
-    return _chain([
+def _seq_branches(id_col: pl.Expr) -> list[tuple[list[str], pl.Expr]]:
+    return [
         # parsed where the text is 1-18 ASCII digits: no column of the digits' text first
         (["integer", "integer_shared"], pl.when(id_col.str.contains(INT_ID)).then(id_col.str.to_integer(strict=False))),
         (["csharp"], id_col.str.extract(CSHARP_ID, 2).cast(pl.Int64, strict=False)),
         (["stream_seq"], id_col.str.extract(STREAM_SEQ_ID, 2).cast(pl.Int64, strict=False)),
-    ], scheme, present, pl.Int64)
+    ]
+
+
+def _prefix_branches(id_col: pl.Expr) -> list[tuple[list[str], pl.Expr]]:
+    return [
+        (["integer", "integer_shared"], pl.when(id_col.str.contains(INT_ID)).then(pl.lit(""))),
+        (["csharp"], id_col.str.extract(CSHARP_ID, 1)),
+        (["stream_seq"], id_col.str.extract(STREAM_SEQ_ID, 1)),
+        (["ts_stream_ms"], id_col.str.extract(TS_ID, 1)),
+    ]
+
+
+def seq(id_col: pl.Expr, scheme: pl.Expr, present=None) -> pl.Expr:
+    """The comparable sequence number of an id under a contiguous scheme, else null.  ``present``: the
+    schemes that occur (None: any)."""
+    return _chain(_seq_branches(id_col), scheme, present, pl.Int64)
 
 
 def prefix(id_col: pl.Expr, scheme: pl.Expr, present=None) -> pl.Expr:
     """The stream an id names, when the scheme encodes one ("" for plain integers).  ``present``: the
     schemes that occur (None: any)."""
-    return _chain([
-        (["integer", "integer_shared"], pl.when(id_col.str.contains(INT_ID)).then(pl.lit(""))),
-        (["csharp"], id_col.str.extract(CSHARP_ID, 1)),
-        (["stream_seq"], id_col.str.extract(STREAM_SEQ_ID, 1)),
-        (["ts_stream_ms"], id_col.str.extract(TS_ID, 1)),
-    ], scheme, present, pl.String)
+    return _chain(_prefix_branches(id_col), scheme, present, pl.String)
+
+
+# the schemes read by a pattern's groups: (schemes, pattern, the group of the sequence number or None, the prefix's group)
+_GROUPS = ((["csharp"], CSHARP_ID, 2, 1), (["stream_seq"], STREAM_SEQ_ID, 2, 1), (["ts_stream_ms"], TS_ID, None, 1))
+
+
+def readings(ids: pl.Series, scheme: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """:func:`seq` and :func:`prefix` of every id (``scheme``: each id's scheme), as two Series.  The integers are
+    read over the whole column (a cheap test); each other scheme's pattern is run once, over the rows of that scheme
+    alone, for both readings, and its groups are put in their places: the ``when/then`` chain of :func:`seq` and
+    :func:`prefix` ran every present scheme's pattern over every row, twice (1M events, 10% stream_seq: 0.14 s)."""
+    frame = pl.DataFrame([ids.alias("id"), scheme.alias("scheme")])
+    is_int = pl.col("scheme").is_in(["integer", "integer_shared"]) & pl.col("id").str.contains(INT_ID)
+    out = frame.select(seq=pl.when(is_int).then(pl.col("id").str.to_integer(strict=False)),
+                       sprefix=pl.when(is_int).then(pl.lit("")))
+    seqs, prefixes = out.get_column("seq"), out.get_column("sprefix")
+    del out
+    for names, pattern, seq_group, prefix_group in _GROUPS:
+        rows = scheme.is_in(names).arg_true()
+        if not len(rows):
+            continue
+        got = ids.gather(rows).str.extract_groups(pattern).struct.unnest()
+        prefixes.scatter(rows, got.get_column(str(prefix_group)))
+        if seq_group is not None:
+            seqs.scatter(rows, got.get_column(str(seq_group)).cast(pl.Int64, strict=False))
+    return seqs, prefixes
 
 
 def format_ids(prefix_col: pl.Expr, scheme: pl.Expr, seqs: pl.Expr) -> pl.Expr:
