@@ -35,6 +35,36 @@ from analyzer.signals.streams import Frames
 
 PROGRESS = "notifications/progress"
 
+# A progress notification as the SDKs write it compactly, matched whole: its strings without an escape or a control
+# character, the progress a whole number of at most 15 digits (exact as a float), an optional total (a plain number:
+# no exponent, which could overflow and make the text unreadable to json_path_match) and message.  Such a text is
+# valid JSON with these keys once each, so what ``json_path_match`` reads of it is known: the method, the token's
+# characters, the progress's digits.
+_STR = r'"[^"\\\x00-\x1f]*"'
+_COMPACT_PROGRESS = (
+    r'\A\{"jsonrpc":"2\.0","method":"notifications/progress","params":\{"progressToken":"(?<token>[^"\\\x00-\x1f]*)",'
+    r'"progress":(?<value>-?[1-9][0-9]{0,14}|0)(?:,"total":-?(?:0|[1-9][0-9]{0,14})(?:\.[0-9]{1,15})?)?'
+    r'(?:,"message":' + _STR + r")?\}\}\z"
+)
+
+
+def notification_fields(data: pl.Expr, shape: pl.Expr) -> dict[str, pl.Expr]:
+    """``method``, ``token`` (params.progressToken) and ``value`` (params.progress, a float) of each event's ``data``,
+    as ``json_path_match`` reads them (a number as its JSON text, a batch or a broken text as null).  ``shape``:
+    ``data.str.extract_groups(_COMPACT_PROGRESS)``, made as a column first (an expression of it used thrice ran the
+    regex thrice).  The compact notifications the pattern matches whole are read from its groups; only the rest
+    (another writer's spacing or key order, escapes, a decimal or numeric token) are parsed, three times, by
+    ``json_path_match`` (3 us a notification: 0.94 s for the 326k progress notifications of the 1M events, 0.24 s
+    this way)."""
+    hit = shape.struct.field("token").is_not_null()
+    rest = pl.when(~hit).then(data)  # (json_path_match of a null costs nothing)
+    return {
+        "method": pl.when(hit).then(pl.lit(PROGRESS)).otherwise(rest.str.json_path_match("$.method")),
+        "token": pl.when(hit).then(shape.struct.field("token")).otherwise(rest.str.json_path_match("$.params.progressToken")),
+        "value": pl.when(hit).then(shape.struct.field("value")).otherwise(rest.str.json_path_match("$.params.progress"))
+        .cast(pl.Float64, strict=False),
+    }
+
 
 def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame, c: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per boundary whose progress and response prove it (``gx``, ``progress_proof``: the reason's words), or whose
@@ -80,11 +110,8 @@ def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame, c: pl.DataFrame | Non
     d = pl.col("data")
     prog = (
         ev.lazy().filter(d.str.contains(PROGRESS, literal=True))
-        .with_columns(
-            method=d.str.json_path_match("$.method"),
-            token=d.str.json_path_match("$.params.progressToken"),
-            value=d.str.json_path_match("$.params.progress").cast(pl.Float64, strict=False),
-        )
+        .with_columns(_shape=d.str.extract_groups(_COMPACT_PROGRESS))
+        .with_columns(**notification_fields(d, pl.col("_shape")))
         .filter((pl.col("method") == PROGRESS) & pl.col("token").is_not_null() & pl.col("value").is_not_null())
         .select("session", "stream", "gx", "pos", "_k", "token", "value")
         .collect()
