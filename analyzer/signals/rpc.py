@@ -30,6 +30,7 @@ FORGOT_CODES = [-32600, -32602]
 # the request's own name for what it calls: the tool and the prompt by name, the resource by URI
 _NAMED_BY = {"tools/call": "$.params.name", "prompts/get": "$.params.name", "resources/read": "$.params.uri",
              "resources/subscribe": "$.params.uri", "resources/unsubscribe": "$.params.uri"}
+_PATHS = {path: [m for m, p in _NAMED_BY.items() if p == path] for path in dict.fromkeys(_NAMED_BY.values())}
 
 
 def call_name(method: pl.Expr, body: pl.Expr) -> pl.Expr:
@@ -37,8 +38,12 @@ def call_name(method: pl.Expr, body: pl.Expr) -> pl.Expr:
     ``tools/list``.  The name comes from the request body when the body is that one message (a batch gives the
     method alone)."""
     target = None
-    for m, path in _NAMED_BY.items():
-        target = (pl.when(method == m) if target is None else target.when(method == m)).then(body.str.json_path_match(path))
+    # (each path parsed out of its own methods' bodies alone: json_path_match of a null costs nothing, and every branch
+    # of a when/then is computed for every row -- five parses of every request body before)
+    for path, methods in _PATHS.items():
+        hit = method.is_in(methods)
+        got = pl.when(hit).then(body).str.json_path_match(path)
+        target = (pl.when(hit) if target is None else target.when(hit)).then(got)
     return pl.when(target.is_not_null()).then(pl.format("{} {}", method, target)).otherwise(method.fill_null("request"))
 
 
