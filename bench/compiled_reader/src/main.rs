@@ -172,21 +172,31 @@ const NOTIFICATION: u8 = 1;
 const RESPONSE: u8 = 2;
 const ERROR: u8 = 3;
 
-/// One JSON-RPC message's fields, owned (line-local work ends here; the columns copy them).
-struct Msg {
+/// One JSON-RPC message's fields, borrowing the text where it can (an sse event's go straight into the block's
+/// columns; a body's are made owned, as the body's record is handed to the state machine).
+struct Msg<'a> {
     kind: u8,
-    rpc_id: Option<String>,
-    method: Option<String>,
+    rpc_id: Option<Cow<'a, str>>,
+    method: Option<Cow<'a, str>>,
     error_code: Option<i64>,
-    error_message: Option<String>,
-    protocol_version: Option<String>,
-    progress_token: Option<String>,
+    error_message: Option<Cow<'a, str>>,
+    protocol_version: Option<Cow<'a, str>>,
+    progress_token: Option<Cow<'a, str>>,
     progress: Option<f64>,
-    params_name: Option<String>,
+    params_name: Option<Cow<'a, str>>,
     has_params: bool, // a request with params: Python hashes their canonical JSON (params_digest): not done here
 }
+fn owned(c: Option<Cow<str>>) -> Option<Cow<'static, str>> { c.map(|c| Cow::Owned(c.into_owned())) }
+impl Msg<'_> {
+    fn into_owned(self) -> Msg<'static> {
+        Msg { kind: self.kind, rpc_id: owned(self.rpc_id), method: owned(self.method), error_code: self.error_code,
+              error_message: owned(self.error_message), protocol_version: owned(self.protocol_version),
+              progress_token: owned(self.progress_token), progress: self.progress, params_name: owned(self.params_name),
+              has_params: self.has_params }
+    }
+}
 
-fn id_text(raw: Option<&RawValue>) -> Option<String> {
+fn id_text(raw: Option<&RawValue>) -> Option<Cow<'_, str>> {
     let raw = raw?.get();
     if raw == "null" {
         return None;
@@ -194,24 +204,24 @@ fn id_text(raw: Option<&RawValue>) -> Option<String> {
     if raw.starts_with('"') && raw.contains('\\') {
         // jsonrpc.id_text: the decoded string quoted with only \ and " escaped
         let s: String = serde_json::from_str(raw).ok()?;
-        return Some(format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\"")));
+        return Some(Cow::Owned(format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))));
     }
-    Some(raw.to_owned())
+    Some(Cow::Borrowed(raw))
 }
 
-fn one(o: RpcObj) -> Option<Msg> {
+fn one(o: RpcObj<'_>) -> Option<Msg<'_>> {
     let (mut version, mut token, mut progress, mut name, has_params) = (None, None, None, None, o.params.0.is_some());
     if let Some(p) = o.params.0 {
-        version = p.protocol_version.0.map(Cow::into_owned);
+        version = p.protocol_version.0;
         progress = p.progress.0;
-        name = p.name.0.map(Cow::into_owned);
-        token = p.progress_token.0.map(|r| r.get().to_owned());
+        name = p.name.0;
+        token = p.progress_token.0.map(|r| Cow::Borrowed(r.get()));
         if let Some(m) = p.meta.0 {
             if token.is_none() {
-                token = m.progress_token.0.map(|r| r.get().to_owned());
+                token = m.progress_token.0.map(|r| Cow::Borrowed(r.get()));
             }
             if version.is_none() {
-                version = m.version.0.map(Cow::into_owned);
+                version = m.version.0;
             }
         }
     }
@@ -220,7 +230,7 @@ fn one(o: RpcObj) -> Option<Msg> {
                       progress_token: token, progress, params_name: name, has_params };
     if let Some(method) = o.method {
         m.kind = if m.rpc_id.is_some() { REQUEST } else { NOTIFICATION };
-        m.method = Some(method.into_owned());
+        m.method = Some(method);
         m.protocol_version = version;
         return Some(m);
     }
@@ -229,7 +239,7 @@ fn one(o: RpcObj) -> Option<Msg> {
         if let Ok(e) = serde_json::from_str::<Loose<RpcError>>(err.get()) {
             if let Some(e) = e.0 {
                 m.error_code = e.code.0;
-                m.error_message = e.message.0.map(Cow::into_owned);
+                m.error_message = e.message.0;
             }
         }
         return Some(m);
@@ -238,7 +248,7 @@ fn one(o: RpcObj) -> Option<Msg> {
         m.kind = RESPONSE;
         if version.is_none() && res.get().contains("protocolVersion") {
             if let Ok(Loose(Some(r))) = serde_json::from_str::<Loose<RpcResult>>(res.get()) {
-                version = r.protocol_version.0.map(Cow::into_owned);
+                version = r.protocol_version.0;
             }
         }
         m.protocol_version = version;
@@ -248,7 +258,7 @@ fn one(o: RpcObj) -> Option<Msg> {
 }
 
 /// All JSON-RPC messages of a text (jsonrpc.extract): Err when it is not JSON-RPC (jsonrpc_invalid).
-fn extract(text: &str) -> Result<Vec<Msg>, ()> {
+fn extract(text: &str) -> Result<Vec<Msg<'_>>, ()> {
     if text.chars().all(char::is_whitespace) {
         return Ok(Vec::new());
     }
@@ -259,6 +269,28 @@ fn extract(text: &str) -> Result<Vec<Msg>, ()> {
     }
     let o: RpcObj = serde_json::from_str(text).map_err(|_| ())?;
     one(o).map(|m| vec![m]).ok_or(())
+}
+
+/// extract, owned (a body's messages travel with its record to the state machine).
+fn extract_owned(text: &str) -> Result<Vec<Msg<'static>>, ()> {
+    extract(text).map(|v| v.into_iter().map(Msg::into_owned).collect())
+}
+
+/// An sse event's messages straight into the block's columns (their `xid` holds the event's row in the block until
+/// the state machine has given the event its exchange); false: not JSON-RPC.
+fn push_rpc(ms: &mut Messages, text: &str, ev_row: u32) -> bool {
+    if text.chars().all(char::is_whitespace) {
+        return true;
+    }
+    if text.trim_start().starts_with('[') {
+        let Ok(v) = extract(text) else { return false };
+        v.iter().for_each(|m| ms.push(ev_row as i64, 2, None, m));
+        return true;
+    }
+    let Ok(o) = serde_json::from_str::<RpcObj>(text) else { return false };
+    let Some(m) = one(o) else { return false };
+    ms.push(ev_row as i64, 2, None, &m);
+    true
 }
 
 // ---------------------------------------------------------------- the record (schemas/proxy-jsonl.schema.json)
@@ -409,11 +441,12 @@ const NO_DATA: u8 = 1;
 const CUT_OFF: u8 = 2;
 
 enum What<'a> {
-    Request { method: String, url: Option<Cow<'a, str>>, headers: Headers, body: Option<Cow<'a, str>>, msgs: Result<Vec<Msg>, ()> },
+    Request { method: String, url: Option<Cow<'a, str>>, headers: Headers, body: Option<Cow<'a, str>>, msgs: Result<Vec<Msg<'static>>, ()> },
     Response { status: i32, headers: Headers, decoded: bool },
-    Sse { id: Option<Cow<'a, str>>, event: Option<Cow<'a, str>>, data: Cow<'a, str>, retry: Option<i64>, fate: u8, msgs: Result<Vec<Msg>, ()>, nul_id: bool },
+    /// its values are in the block's columns, at `row`
+    Sse { row: u32, fate: u8, nul_id: bool, has_id: bool, bad_rpc: bool },
     #[allow(dead_code)] // (the text is read for its JSON-RPC only; kept for a base64 body, whose decoding is skipped)
-    Body { data: Cow<'a, str>, base64: bool, msgs: Result<Vec<Msg>, ()> },
+    Body { data: Cow<'a, str>, base64: bool, msgs: Result<Vec<Msg<'static>>, ()> },
     Close { reason: u8, by: u8, decoding: bool },
 }
 
@@ -490,12 +523,12 @@ fn fate_of(truncated: bool, dispatched_false: bool, data_none: bool) -> u8 {
 }
 
 /// The kind's fields, checked as `_Reader.line` checks them; Err(anomaly) when the record is rejected.
-fn build<'a>(kind: u8, l: Line<'a>) -> Result<What<'a>, &'static str> {
+fn build<'a>(kind: u8, l: Line<'a>, ts: Option<i64>, chunk: &mut Chunk) -> Result<What<'a>, &'static str> {
     Ok(match kind {
         K_REQUEST => {
             let method = l.method.ok_or("jsonl_bad_record")?;
             let headers = l.headers.ok_or("jsonl_bad_record")?;
-            let msgs = match &l.body { Some(b) if !b.is_empty() => extract(b), _ => Ok(Vec::new()) };
+            let msgs = match &l.body { Some(b) if !b.is_empty() => extract_owned(b), _ => Ok(Vec::new()) };
             What::Request { method: method.to_uppercase(), url: l.url, headers, body: l.body, msgs }
         }
         K_RESPONSE => {
@@ -505,15 +538,29 @@ fn build<'a>(kind: u8, l: Line<'a>) -> Result<What<'a>, &'static str> {
         K_SSE => {
             let retry = match l.retry { Some(r) if r >= 1 << 63 => return Err("jsonl_bad_record"), r => r.map(|r| r as i64) };
             let fate = fate_of(l.truncated == Some(true), l.dispatched == Some(false), l.data.is_none());
-            let data = l.data.unwrap_or(Cow::Borrowed(""));
-            let msgs = if fate == DISPATCHED { extract(&data) } else { Ok(Vec::new()) };
+            let data = l.data.as_deref().unwrap_or("");
             let nul_id = l.id.as_deref().map_or(false, |i| i.contains('\0'));
-            What::Sse { id: if nul_id { None } else { l.id }, event: l.event, data, retry, fate, msgs, nul_id }
+            let id = if nul_id { None } else { l.id.as_deref() };
+            let row = chunk.keep.len() as u32;
+            let ev = &mut chunk.ev;
+            ev.xid.push(-1); // (the state machine's, with ordinal, cursor, line)
+            ev.ordinal.push(0);
+            ev.line.push(0);
+            ev.cursor_row.push(u32::MAX);
+            ev.ts.push(ts);
+            ev.id.push(id);
+            ev.event.push(l.event.as_deref());
+            ev.data.push(Some(data));
+            ev.retry.push(retry);
+            ev.fate.push(fate);
+            chunk.keep.push(false);
+            let bad_rpc = fate == DISPATCHED && !push_rpc(&mut chunk.msg, data, row);
+            What::Sse { row, fate, nul_id, has_id: id.is_some(), bad_rpc }
         }
         K_BODY => {
             let data = l.data.ok_or("jsonl_bad_record")?;
             let base64 = l.base64 == Some(true);
-            let msgs = if base64 { Ok(Vec::new()) } else { extract(&data) };
+            let msgs = if base64 { Ok(Vec::new()) } else { extract_owned(&data) };
             What::Body { data, base64, msgs }
         }
         _ => {
@@ -526,7 +573,7 @@ fn build<'a>(kind: u8, l: Line<'a>) -> Result<What<'a>, &'static str> {
 }
 
 /// The slow path: a line the typed parse refused, read as a Value and checked field by field (jsonl._Reader.line).
-fn from_value(text: &str) -> Parsed<'static> {
+fn from_value(text: &str, chunk: &mut Chunk) -> Parsed<'static> {
     let v: Value = match serde_json::from_str(text) { Ok(v) => v, Err(_) => return Parsed::Bad("jsonl_bad_line") };
     let Value::Object(o) = v else { return Parsed::Bad("jsonl_bad_line") };
     let kind = o.get("kind").and_then(Value::as_str);
@@ -580,36 +627,36 @@ fn from_value(text: &str) -> Parsed<'static> {
             reason: s("reason").unwrap_or(None), by: s("by").unwrap_or(None), decoding: s("decoding").unwrap_or(None),
         })
     })();
-    let (what, bad) = match line.map_err(|_| "jsonl_bad_record").and_then(|l| build(k, l)) {
+    let (what, bad) = match line.map_err(|_| "jsonl_bad_record").and_then(|l| build(k, l, ts, chunk)) {
         Ok(w) => (Some(w), None),
         Err(code) => (None, Some(code)),
     };
     Parsed::Rec { kind: Some(k), conn: Cow::Owned(conn), ts, bad_ts, what, bad, slow: true }
 }
 
-fn parse_line(raw: &[u8], first: bool) -> Parsed<'_> {
+fn parse_line<'a>(raw: &'a [u8], first: bool, chunk: &mut Chunk) -> Parsed<'a> {
     if raw.iter().all(u8::is_ascii_whitespace) {
         return Parsed::Blank;
     }
     let raw = if first && raw.starts_with(b"\xef\xbb\xbf") { &raw[3..] } else { raw };
     let text = match std::str::from_utf8(raw) {
         Ok(t) => t,
-        Err(_) => return from_value(&String::from_utf8_lossy(raw)), // (jsonl_invalid_utf8: counted by the caller)
+        Err(_) => return from_value(&String::from_utf8_lossy(raw), chunk), // (jsonl_invalid_utf8: not counted apart)
     };
     match serde_json::from_str::<Line>(text) {
         Ok(mut l) => {
-            let conn = match l.conn.take() { Some(c) => c.0, None => return from_value(text) };
-            let Some(kind) = l.kind.take() else { return from_value(text) };
+            let conn = match l.conn.take() { Some(c) => c.0, None => return from_value(text, chunk) };
+            let Some(kind) = l.kind.take() else { return from_value(text, chunk) };
             let ts_s = l.ts.take();
             let ts = ts_s.as_deref().and_then(parse_ts);
             let bad_ts = ts.is_none() && ts_s.is_some();
             let Some(k) = kind_code(&kind) else {
                 return Parsed::Rec { kind: None, conn, ts, bad_ts, what: None, bad: None, slow: false };
             };
-            let (what, bad) = match build(k, l) { Ok(w) => (Some(w), None), Err(c) => (None, Some(c)) };
+            let (what, bad) = match build(k, l, ts, chunk) { Ok(w) => (Some(w), None), Err(c) => (None, Some(c)) };
             Parsed::Rec { kind: Some(k), conn, ts, bad_ts, what, bad, slow: false }
         }
-        Err(_) => from_value(text),
+        Err(_) => from_value(text, chunk),
     }
 }
 
@@ -631,6 +678,15 @@ struct Events {
     xid: Vec<i64>, ordinal: Vec<i32>, line: Vec<u64>, ts: Vec<Option<i64>>, id: StrCol, cursor_row: Vec<u32>,
     event: StrCol, data: StrCol, retry: Vec<Option<i64>>, fate: Vec<u8>,
 }
+/// A block's events and their messages, as the parallel part makes them (an Arrow chunk each, in a real reader).
+#[derive(Default)]
+struct Chunk {
+    ev: Events,
+    keep: Vec<bool>, // false: an orphan (or rejected) record's row, left out of the table
+    msg: Messages,
+    base: u32, // the row of its first event among all events
+}
+
 #[derive(Default)]
 struct Messages {
     xid: Vec<i64>, origin: Vec<u8>, ordinal: Vec<Option<i32>>, kind: Vec<u8>, rpc_id: StrCol, method: StrCol,
@@ -683,7 +739,8 @@ fn media_type(ct: Option<&str>) -> Option<String> {
 struct Reader {
     current: HashMap<String, u32>,
     rows: Vec<Exchange>,
-    events: Events,
+    chunks: Vec<Chunk>,
+    event_rows: u32,
     messages: Messages,
     records: u64,
     slow_lines: u64,
@@ -695,7 +752,7 @@ impl Reader {
     fn note(&mut self, code: &'static str) { *self.anomalies.entry(code).or_default() += 1; }
     fn skip(&mut self, what: &'static str) { *self.skipped.entry(what).or_default() += 1; }
 
-    fn messages(&mut self, xid: u32, origin: u8, ordinal: Option<i32>, msgs: &Result<Vec<Msg>, ()>) {
+    fn messages(&mut self, xid: u32, origin: u8, ordinal: Option<i32>, msgs: &Result<Vec<Msg<'static>>, ()>) {
         match msgs {
             Err(()) => self.note("jsonrpc_invalid"),
             Ok(ms) => for m in ms {
@@ -708,7 +765,7 @@ impl Reader {
     }
 
     /// One line, in line order: the connection state machine and the columns (jsonl._Reader.line).
-    fn line(&mut self, lineno: u64, p: Parsed) {
+    fn line(&mut self, lineno: u64, p: Parsed, chunk: &mut Chunk) {
         let (kind, conn, ts, bad_ts, what, bad, slow) = match p {
             Parsed::Blank => return,
             Parsed::Bad(code) => { self.records += 1; self.slow_lines += 1; self.note(code); return; }
@@ -751,29 +808,23 @@ impl Reader {
                     row.coded = true;
                 }
             }
-            What::Sse { id, event, data, retry, fate, msgs, nul_id } => {
+            What::Sse { row: at, fate, nul_id, has_id, bad_rpc } => {
                 if self.rows[xid as usize].coded {
                     self.skip("a coded event stream's first record checked for noise (_noise)");
                 }
                 if fate == CUT_OFF { self.note("sse_unterminated_event"); }
                 if nul_id { self.note("sse_id_contains_nul"); }
-                let row_no = self.events.xid.len() as u32;
+                if bad_rpc { self.note("jsonrpc_invalid"); }
                 let row = &mut self.rows[xid as usize];
                 let ordinal = row.next_ordinal;
                 row.next_ordinal += 1;
-                if id.is_some() { row.cursor_row = row_no; }
-                let ev = &mut self.events;
-                ev.xid.push(xid as i64);
-                ev.ordinal.push(ordinal);
-                ev.line.push(lineno);
-                ev.ts.push(ts);
-                ev.id.push(id.as_deref());
-                ev.cursor_row.push(row.cursor_row);
-                ev.event.push(event.as_deref());
-                ev.data.push(Some(&data));
-                ev.retry.push(retry);
-                ev.fate.push(fate);
-                self.messages(xid, 2, Some(ordinal), &msgs);
+                if has_id { row.cursor_row = chunk.base + at; }
+                let (ev, i) = (&mut chunk.ev, at as usize);
+                ev.xid[i] = xid as i64;
+                ev.ordinal[i] = ordinal;
+                ev.line[i] = lineno;
+                ev.cursor_row[i] = row.cursor_row;
+                chunk.keep[i] = true;
             }
             What::Body { data: _, base64, msgs } => {
                 if base64 {
@@ -799,6 +850,18 @@ impl Reader {
     }
 
     /// The exchange rows as columns (tables.Builder's Arrow chunks), after the open ones are ended.
+    /// A block applied: its sse messages take their event's exchange and ordinal; the chunk is kept.
+    fn seal(&mut self, mut chunk: Chunk) {
+        let m = &mut chunk.msg;
+        for i in 0..m.xid.len() {
+            let e = m.xid[i] as usize;
+            m.xid[i] = if chunk.keep[e] { chunk.ev.xid[e] } else { -1 }; // (-1: an orphan event's, not counted)
+            m.ordinal[i] = Some(chunk.ev.ordinal[e]);
+        }
+        self.event_rows += chunk.keep.len() as u32;
+        self.chunks.push(chunk);
+    }
+
     fn finish(&mut self) -> Exchanges {
         let mut x = Exchanges::default();
         for r in self.rows.iter_mut() {
@@ -880,8 +943,10 @@ fn lines(block: &[u8]) -> impl Iterator<Item = &[u8]> {
     body.split(|&c| c == b'\n').map(|l| l.strip_suffix(b"\r").unwrap_or(l))
 }
 
-fn parse_block(block: &[u8], first_line: u64) -> Vec<Parsed<'_>> {
-    lines(block).enumerate().map(|(i, l)| parse_line(l, first_line == 1 && i == 0)).collect()
+fn parse_block(block: &[u8], first_line: u64) -> (Vec<Parsed<'_>>, Chunk) {
+    let mut chunk = Chunk::default();
+    let parsed = lines(block).enumerate().map(|(i, l)| parse_line(l, first_line == 1 && i == 0, &mut chunk)).collect();
+    (parsed, chunk)
 }
 
 fn main() {
@@ -899,12 +964,14 @@ fn main() {
             let t = thread_cpu();
             let Some(block) = blocks.next() else { break };
             let t1 = thread_cpu();
-            let parsed = parse_block(&block, lineno);
+            let (parsed, mut chunk) = parse_block(&block, lineno);
             let t2 = thread_cpu();
             let n = parsed.len() as u64;
+            chunk.base = r.event_rows;
             for (i, p) in parsed.into_iter().enumerate() {
-                r.line(lineno + i as u64, p);
+                r.line(lineno + i as u64, p, &mut chunk);
             }
+            r.seal(chunk);
             lineno += n;
             nblocks += 1;
             let t3 = thread_cpu();
@@ -924,12 +991,14 @@ fn main() {
             let mut firsts = Vec::with_capacity(group.len());
             let mut at = lineno;
             for c in &counts { firsts.push(at); at += c; }
-            let parsed: Vec<Vec<Parsed>> = pool.install(|| group.par_iter().zip(firsts.par_iter()).map(|(b, &f)| parse_block(b, f)).collect());
+            let parsed: Vec<(Vec<Parsed>, Chunk)> = pool.install(|| group.par_iter().zip(firsts.par_iter()).map(|(b, &f)| parse_block(b, f)).collect());
             let t2 = thread_cpu();
-            for (f, ps) in firsts.iter().zip(parsed) {
+            for (f, (ps, mut chunk)) in firsts.iter().zip(parsed) {
+                chunk.base = r.event_rows;
                 for (i, p) in ps.into_iter().enumerate() {
-                    r.line(f + i as u64, p);
+                    r.line(f + i as u64, p, &mut chunk);
                 }
+                r.seal(chunk);
             }
             lineno = at;
             nblocks += group.len() as u64;
@@ -945,28 +1014,33 @@ fn main() {
     let wall = w0.elapsed().as_secs_f64();
     let cpu = cpu_s(libc::RUSAGE_SELF) - c0;
     let orphans = r.anomalies.get("jsonl_orphan_record").copied().unwrap_or(0);
-    let by_origin = |o: u8| r.messages.origin.iter().filter(|&&x| x == o).count();
-    let by_kind = |k: u8| r.messages.kind.iter().filter(|&&x| x == k).count();
-    let by_fate = |k: u8| r.events.fate.iter().filter(|&&x| x == k).count();
-    let col_mib = (r.events.data.size() + r.events.id.size() + r.events.event.size() + x.request_body.size()) as f64 / (1 << 20) as f64;
+    let ch = &r.chunks;
+    let sse_msgs = || ch.iter().flat_map(|c| c.msg.xid.iter().zip(&c.msg.kind)).filter(|(x, _)| **x >= 0).map(|(_, k)| *k);
+    let by_origin = |o: u8| if o == 2 { sse_msgs().count() } else { r.messages.origin.iter().filter(|&&x| x == o).count() };
+    let by_kind = |k: u8| r.messages.kind.iter().filter(|&&x| x == k).count() + sse_msgs().filter(|&x| x == k).count();
+    let kept = || ch.iter().flat_map(|c| c.keep.iter().enumerate().filter(|(_, k)| **k).map(move |(i, _)| (c, i)));
+    let by_fate = |f: u8| kept().filter(|(c, i)| c.ev.fate[*i] == f).count();
+    let col_mib = (ch.iter().map(|c| c.ev.data.size() + c.ev.id.size() + c.ev.event.size() + c.msg.method.size() + c.msg.rpc_id.size() + c.msg.progress_token.size()).sum::<usize>() + x.request_body.size()) as f64 / (1 << 20) as f64;
     let out = serde_json::json!({
         "what": "compiled_reader", "file": std::path::Path::new(&path).file_name().map(|f| f.to_string_lossy().into_owned()),
         "threads": threads, "wall": wall, "cpu": cpu, "peak_mib": peak_mib(),
         "records": r.records, "lines": lineno - 1, "blocks": nblocks, "slow_lines": r.slow_lines,
-        "exchanges": x.line.len(), "events": r.events.xid.len(),
-        "messages": r.messages.xid.len(),
+        "exchanges": x.line.len(), "events": kept().count(), "event_chunks": ch.len(),
+        "messages": r.messages.xid.len() + sse_msgs().count(),
         "messages_by_origin": {"request_body": by_origin(0), "response_body": by_origin(1), "sse": by_origin(2)},
         "messages_by_kind": {"request": by_kind(REQUEST), "notification": by_kind(NOTIFICATION), "response": by_kind(RESPONSE), "error": by_kind(ERROR)},
         "events_by_fate": {"dispatched": by_fate(DISPATCHED), "no_data": by_fate(NO_DATA), "cut_off": by_fate(CUT_OFF)},
         "orphans": orphans, "anomalies": r.anomalies, "skipped": r.skipped,
         "main_thread_cpu": {"read": t_read, "parse": t_parse, "state_machine_and_columns": t_state, "exchange_columns": t_finish},
         "string_columns_mib": col_mib,
-        "check": {"events_with_id": r.events.id.valid.iter().filter(|&&v| v).count(),
-                  "events_with_cursor": r.events.cursor_row.iter().filter(|&&c| c != u32::MAX).count(),
-                  "messages_with_progress_token": r.messages.progress_token.valid.iter().filter(|&&v| v).count(),
-                  "messages_with_params_name": r.messages.params_name.valid.iter().filter(|&&v| v).count(),
+        "check": {"events_with_id": kept().filter(|(c, i)| c.ev.id.valid[*i]).count(),
+                  "events_with_cursor": kept().filter(|(c, i)| c.ev.cursor_row[*i] != u32::MAX).count(),
+                  "messages_with_progress_token": r.messages.progress_token.valid.iter().filter(|&&v| v).count()
+                      + ch.iter().map(|c| c.msg.progress_token.valid.iter().zip(&c.msg.xid).filter(|(v, x)| **v && **x >= 0).count()).sum::<usize>(),
+                  "messages_with_params_name": r.messages.params_name.valid.iter().filter(|&&v| v).count()
+                      + ch.iter().map(|c| c.msg.params_name.valid.iter().zip(&c.msg.xid).filter(|(v, x)| **v && **x >= 0).count()).sum::<usize>(),
                   "exchanges_with_status": x.status.iter().filter(|s| s.is_some()).count(),
-                  "events_without_ts": r.events.ts.iter().filter(|t| t.is_none()).count()},
+                  "events_without_ts": kept().filter(|(c, i)| c.ev.ts[*i].is_none()).count()},
     });
     println!("{}", out);
 }
