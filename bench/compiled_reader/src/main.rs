@@ -2,7 +2,7 @@
 //! schemas/proxy-jsonl.schema.json) in Rust, to put a figure on what a compiled reader would gain
 //! (bench/SCALE.md, 2026-12-06, "a compiled reader, measured"; README.md here says what it covers and skips).
 //!
-//!     compiled_reader FILE [--threads N]     # one JSON line: counts, wall, CPU, peak, the split
+//!     compiled_reader FILE [--threads N] [--no-digests]    # one JSON line: counts, wall, CPU, peak, the split
 //!
 //! Per line: parse (serde_json, typed, borrowing the line; a line the typed parse refuses is parsed again as a
 //! `serde_json::Value` and checked field by field, as `_Reader.line` does), validate kind and fields (types,
@@ -26,6 +26,7 @@ use std::fs::File;
 use std::io::Read;
 use std::time::Instant;
 
+static DIGESTS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 const BLOCK: usize = 16 << 20; // bytes per read, cut at the last newline (jsonl.BATCH_BYTES)
 
 // ---------------------------------------------------------------- loose field types
@@ -553,6 +554,14 @@ fn build<'a>(kind: u8, l: Line<'a>, ts: Option<i64>, chunk: &mut Chunk) -> Resul
             ev.data.push(Some(data));
             ev.retry.push(retry);
             ev.fate.push(fate);
+            if DIGESTS.load(std::sync::atomic::Ordering::Relaxed) {
+                use sha2::Digest;
+                let mut h = sha2::Sha256::new();
+                h.update(id.unwrap_or("").as_bytes());
+                h.update(b":");
+                h.update(data.as_bytes());
+                ev.digest.push(u64::from_be_bytes(h.finalize()[..8].try_into().unwrap()));
+            }
             chunk.keep.push(false);
             let bad_rpc = fate == DISPATCHED && !push_rpc(&mut chunk.msg, data, row);
             What::Sse { row, fate, nul_id, has_id: id.is_some(), bad_rpc }
@@ -675,6 +684,7 @@ impl StrCol {
 
 #[derive(Default)]
 struct Events {
+    digest: Vec<u64>, // the compact digest: the first 64 bits of sha256("<id>:" + data) (tables.digest_expr), unless --no-digests
     xid: Vec<i64>, ordinal: Vec<i32>, line: Vec<u64>, ts: Vec<Option<i64>>, id: StrCol, cursor_row: Vec<u32>,
     event: StrCol, data: StrCol, retry: Vec<Option<i64>>, fate: Vec<u8>,
 }
@@ -951,8 +961,11 @@ fn parse_block(block: &[u8], first_line: u64) -> (Vec<Parsed<'_>>, Chunk) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let path = args.get(1).expect("usage: compiled_reader FILE [--threads N]").clone();
+    let path = args.get(1).expect("usage: compiled_reader FILE [--threads N] [--no-digests]").clone();
     let threads: usize = args.iter().position(|a| a == "--threads").and_then(|i| args.get(i + 1)).map_or(1, |n| n.parse().expect("--threads N"));
+    if args.iter().any(|a| a == "--no-digests") {
+        DIGESTS.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
     let (w0, c0) = (Instant::now(), cpu_s(libc::RUSAGE_SELF));
     let mut blocks = Blocks { f: File::open(&path).expect("open"), carry: Vec::new(), done: false };
     let mut r = Reader::default();
@@ -1023,7 +1036,7 @@ fn main() {
     let col_mib = (ch.iter().map(|c| c.ev.data.size() + c.ev.id.size() + c.ev.event.size() + c.msg.method.size() + c.msg.rpc_id.size() + c.msg.progress_token.size()).sum::<usize>() + x.request_body.size()) as f64 / (1 << 20) as f64;
     let out = serde_json::json!({
         "what": "compiled_reader", "file": std::path::Path::new(&path).file_name().map(|f| f.to_string_lossy().into_owned()),
-        "threads": threads, "wall": wall, "cpu": cpu, "peak_mib": peak_mib(),
+        "threads": threads, "digests": DIGESTS.load(std::sync::atomic::Ordering::Relaxed), "wall": wall, "cpu": cpu, "peak_mib": peak_mib(),
         "records": r.records, "lines": lineno - 1, "blocks": nblocks, "slow_lines": r.slow_lines,
         "exchanges": x.line.len(), "events": kept().count(), "event_chunks": ch.len(),
         "messages": r.messages.xid.len() + sse_msgs().count(),
@@ -1040,7 +1053,16 @@ fn main() {
                   "messages_with_params_name": r.messages.params_name.valid.iter().filter(|&&v| v).count()
                       + ch.iter().map(|c| c.msg.params_name.valid.iter().zip(&c.msg.xid).filter(|(v, x)| **v && **x >= 0).count()).sum::<usize>(),
                   "exchanges_with_status": x.status.iter().filter(|s| s.is_some()).count(),
+                  "digest_xor": kept().filter_map(|(c, i)| c.ev.digest.get(i)).fold(0u64, |a, d| a ^ *d),
                   "events_without_ts": kept().filter(|(c, i)| c.ev.ts[*i].is_none()).count()},
     });
     println!("{}", out);
+    if let Ok(path) = std::env::var("COMPILED_READER_DUMP") {
+        // (a check, not part of the read: each kept event's line and digest, to compare with the Python reader's)
+        use std::io::Write;
+        let mut f = std::io::BufWriter::new(File::create(path).expect("dump"));
+        for (c, i) in kept() {
+            writeln!(f, "{} {:016x}", c.ev.line[i], c.ev.digest.get(i).copied().unwrap_or(0)).unwrap();
+        }
+    }
 }
