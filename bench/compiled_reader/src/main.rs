@@ -1033,6 +1033,9 @@ fn main() {
     let by_kind = |k: u8| r.messages.kind.iter().filter(|&&x| x == k).count() + sse_msgs().filter(|&x| x == k).count();
     let kept = || ch.iter().flat_map(|c| c.keep.iter().enumerate().filter(|(_, k)| **k).map(move |(i, _)| (c, i)));
     let by_fate = |f: u8| kept().filter(|(c, i)| c.ev.fate[*i] == f).count();
+    let names = |r: u8| match r { 0 => "eof", 1 => "reset", 2 => "error", 3 => "capture_end", OPEN => "open", _ => "complete" };
+    let mut end_reasons = BTreeMap::new();
+    for r in &x.end_reason { *end_reasons.entry(names(*r)).or_insert(0u64) += 1; }
     let col_mib = (ch.iter().map(|c| c.ev.data.size() + c.ev.id.size() + c.ev.event.size() + c.msg.method.size() + c.msg.rpc_id.size() + c.msg.progress_token.size()).sum::<usize>() + x.request_body.size()) as f64 / (1 << 20) as f64;
     let out = serde_json::json!({
         "what": "compiled_reader", "file": std::path::Path::new(&path).file_name().map(|f| f.to_string_lossy().into_owned()),
@@ -1053,6 +1056,11 @@ fn main() {
                   "messages_with_params_name": r.messages.params_name.valid.iter().filter(|&&v| v).count()
                       + ch.iter().map(|c| c.msg.params_name.valid.iter().zip(&c.msg.xid).filter(|(v, x)| **v && **x >= 0).count()).sum::<usize>(),
                   "exchanges_with_status": x.status.iter().filter(|s| s.is_some()).count(),
+                  "exchanges_by_end_reason": end_reasons,
+                  "exchanges_with_end_by": x.end_by.iter().filter(|b| **b != 0).count(),
+                  "exchanges_with_session_id": x.req_session_id.valid.iter().filter(|v| **v).count(),
+                  "exchanges_with_last_event_id": x.last_event_id.valid.iter().filter(|v| **v).count(),
+                  "exchanges_sse": (0..x.line.len()).filter(|&i| x.content_type.valid[i] && &x.content_type.bytes[if i == 0 { 0 } else { x.content_type.offs[i - 1] as usize }..x.content_type.offs[i] as usize] == b"text/event-stream").count(),
                   "digest_xor": kept().filter_map(|(c, i)| c.ev.digest.get(i)).fold(0u64, |a, d| a ^ *d),
                   "events_without_ts": kept().filter(|(c, i)| c.ev.ts[*i].is_none()).count()},
     });
