@@ -82,8 +82,10 @@ def deliveries(f: Frames) -> pl.DataFrame:
         f.events.lazy()
         .with_row_index("r")
         .filter(pl.col("visible") & pl.col("has_id"))
-        .select("gx", "ordinal", "id", "idh", "digest", "seq", "sprefix", "id_scheme", "session", "session_id", "stream", "pos", "r", "source",
-                "location", has_data=pl.col("data") != "", _k=keyed_id(pl.col("stream"), pl.col("idh")))
+        # (the events' session, session_id, source and location strings are not copied here: a check that shows them
+        # gathers them by ``r`` for its own rows, _strings; carried for the 1M deliveries they were +80-100 MiB of peak)
+        .select("gx", "ordinal", "id", "idh", "digest", "seq", "sprefix", "id_scheme", "stream", "pos", "r",
+                has_data=pl.col("data") != "", _k=keyed_id(pl.col("stream"), pl.col("idh")))
         .with_columns(first_r=pl.col("r").min().over("_k"))
         # (the events are in delivery order: the first delivery's position is the one at its row; a second window for
         # it was 0.05 s)
@@ -91,6 +93,15 @@ def deliveries(f: Frames) -> pl.DataFrame:
         .drop("_k")
         .collect()
     )
+
+
+def _strings(f: Frames, rows: pl.DataFrame, *cols: str) -> pl.DataFrame:
+    """``rows`` (deliveries' rows, with ``r``) with the events' string columns ``cols`` gathered by ``r``, every
+    column in one chunk (a gathered string column beside columns chunked otherwise panicked in Polars 2.1's string
+    functions: rpc._with_gathered)."""
+    rows = rows.rechunk()
+    r = rows.get_column("r")
+    return rows.with_columns([f.events.get_column(c).gather(r).rechunk() for c in cols])
 
 
 def _of_boundaries(d: pl.DataFrame, b: pl.DataFrame, own: list[str] | None, *columns: str, **named: str) -> pl.LazyFrame:
@@ -139,8 +150,10 @@ def after_events(f: Frames, b: pl.DataFrame, claims: pl.DataFrame, d: pl.DataFra
             foreign=pl.col("cursor_prefix").is_not_null() & pl.col("sprefix").is_not_null() & (pl.col("sprefix") != pl.col("cursor_prefix")),
             prior=_prior(),
         )
-        .select(*AFTER_COLUMNS, "prior")
+        .select(*(c for c in AFTER_COLUMNS if c != "session"), "prior", "r")
         .collect()
+        .pipe(lambda rows: _strings(f, rows, "session"))
+        .select(*AFTER_COLUMNS, "prior")
         .rechunk()  # (one chunk: the checks below read it a dozen times; 0.014 s at 1M events, and 0.05 s less of theirs)
     )
 
@@ -234,8 +247,11 @@ def sequence_checks(f: Frames, after: pl.DataFrame, d: pl.DataFrame | None = Non
                 m=pl.int_ranges(pl.col("floor") + 1, pl.min_horizontal(pl.col("seq"), pl.col("floor") + 1 + expand)))
         .explode("m")
     )
+    shared_rows = numbered.filter(pl.col("id_scheme") == "integer_shared")
+    if d is not None:  # (the shared frame has no session strings: gathered for these rows alone)
+        shared_rows = _strings(f, shared_rows.select("r", "stream", "seq").collect(), "session").lazy()
     elsewhere = (
-        numbered.filter(pl.col("id_scheme") == "integer_shared")
+        shared_rows
         .select("session", pl.col("stream").alias("o_stream"), pl.col("seq").alias("m"))
         .collect()
         .unique()
@@ -472,7 +488,11 @@ def foreign_deliveries(f: Frames, b: pl.DataFrame, d: pl.DataFrame | None = None
     if d is None:
         d = deliveries(f)
     # (the deliveries of the reconnects' connections, from the shared frame: no filter and join of the 1M events)
-    after = _of_boundaries(d, b, ["gx", "ordinal", "source", "id", "digest", "sprefix", "location"], "session_id", b_pos="pos", b_session="session").collect()
+    after = (
+        _strings(f, _of_boundaries(d, b, ["gx", "ordinal", "r", "id", "digest", "sprefix"], "session_id", b_pos="pos", b_session="session").collect(),
+                 "source", "location")
+        .select("gx", "ordinal", "source", "id", "digest", "sprefix", "location", "session_id", "b_pos", "b_session")
+    )
     # only the events that share an id and payload with an event of a reconnect can matter: the
     # rest of history (millions of events on streams that never broke) is neither copied nor grouped;
     # those are collected once, for both uses below
@@ -493,10 +513,9 @@ def foreign_deliveries(f: Frames, b: pl.DataFrame, d: pl.DataFrame | None = None
     # 0.12 of this function's 0.4 s)
     wanted = after.lazy().filter(pl.col("digest").is_in(again.implode())).select("source", "id", "digest").unique()
     same_key = (
-        d.lazy()
-        .filter(pl.col("digest").is_in(again.implode()))
-        .select("source", "session_id", "id", "digest", "pos", "location", _has_data="has_data")
-        .collect()
+        _strings(f, d.lazy().filter(pl.col("digest").is_in(again.implode())).select("r", "id", "digest", "pos", _has_data="has_data").collect(),
+                 "source", "session_id", "location")
+        .select("source", "session_id", "id", "digest", "pos", "location", "_has_data")
         .lazy()
         .join(wanted, on=["source", "id", "digest"], how="semi", maintain_order="left")
         .collect()
