@@ -98,7 +98,7 @@ def deliveries(f: Frames) -> pl.DataFrame:
 def _strings(f: Frames, rows: pl.DataFrame, *cols: str) -> pl.DataFrame:
     """``rows`` (deliveries' rows, with ``r``) with the events' string columns ``cols`` gathered by ``r``, every
     column in one chunk (a gathered string column beside columns chunked otherwise panicked in Polars 2.1's string
-    functions: rpc._with_gathered)."""
+    functions: rpc.with_gathered)."""
     rows = rows.rechunk()
     r = rows.get_column("r")
     return rows.with_columns([f.events.get_column(c).gather(r).rechunk() for c in cols])
@@ -114,7 +114,7 @@ def _of_boundaries(d: pl.DataFrame, b: pl.DataFrame, own: list[str] | None, *col
     got = rpc.by_gx(b, pl.col("gx"), *columns, **named)
     if got is None:
         return rows.join(b.lazy().select("gx", *columns, *(pl.col(c).alias(a) for a, c in named.items())), on="gx", maintain_order="left")
-    return rpc._with_gathered(rows, got).lazy()
+    return rpc.with_gathered(rows, got).lazy()
 
 
 def after_events(f: Frames, b: pl.DataFrame, claims: pl.DataFrame, d: pl.DataFrame | None = None) -> pl.DataFrame:

@@ -71,7 +71,7 @@ def by_gx(x: pl.DataFrame | pl.LazyFrame, gx: pl.Expr, *columns: str, **named: s
     return [pl.lit(x.get_column(c)).gather(at).alias(c) for c in columns] + [pl.lit(x.get_column(c)).gather(at).alias(a) for a, c in named.items()]
 
 
-def _with_gathered(rows: pl.DataFrame | pl.LazyFrame, got: list[pl.Expr]) -> pl.DataFrame:
+def with_gathered(rows: pl.DataFrame | pl.LazyFrame, got: list[pl.Expr]) -> pl.DataFrame:
     """``rows`` collected, in one chunk, with :func:`by_gx`'s columns.  (A gathered column comes out in the chunks of
     the frame's gx column, and a string function of it and a column chunked otherwise -- the messages' columns are,
     after a concat of inputs -- panicked in Polars 2.1, "i < self.len()": the rows are made one chunk first.)"""
@@ -88,7 +88,7 @@ def named(requests: pl.LazyFrame, f: Frames) -> pl.LazyFrame:
     if got is None:
         requests = requests.join(f.exchanges.lazy().select("gx", "request_body"), on="gx", how="left", maintain_order="left")
     else:
-        requests = _with_gathered(requests, got).lazy()
+        requests = with_gathered(requests, got).lazy()
     return requests.with_columns(call=call_label(pl.col("method"), pl.col("request_body"), pl.col("rpc_id"))).drop("request_body")
 
 
@@ -116,7 +116,7 @@ def calls(f: Frames, sessions: pl.LazyFrame | None = None, key: str = "session")
         x = f.exchanges.lazy().select("gx", "stream", "content_type", "request_body", pl.col("location").alias("x_location"))
         requests = requests.join(x, on="gx", how="left", maintain_order="left")
     else:
-        requests = _with_gathered(requests, got).lazy()
+        requests = with_gathered(requests, got).lazy()
     return (
         requests
         .select(
@@ -177,7 +177,7 @@ def _tagged(f: Frames, sessions: pl.LazyFrame | None = None, messages=None, key:
     m = in_sessions(f.messages if messages is None else messages, sessions, key)
     got = by_gx(f.exchanges, pl.col("gx"), "stream", "status", "content_type", http_method="method", x_location="location")
     if got is not None:
-        return _with_gathered(m, got).lazy() if isinstance(m, pl.LazyFrame) else _with_gathered(m, got)
+        return with_gathered(m, got).lazy() if isinstance(m, pl.LazyFrame) else with_gathered(m, got)
     x = f.exchanges.select("gx", "stream", "status", "content_type", "method", pl.col("location").alias("x_location"))
     if isinstance(m, pl.LazyFrame):
         x = x.lazy()
