@@ -137,3 +137,17 @@ def test_loads_edges(text):
     """Where msgspec and json.loads read differently (NaN, a number past a float, an integer past Python's digit
     limit, a lone surrogate, deep nesting), ``loads`` is json.loads."""
     assert _outcome(jsonrpc.loads, text) == _outcome(json.loads, text)
+
+
+def test_a_request_whose_method_is_no_string_does_not_fail_the_read():
+    """The JSON path reads `"method": 5` as the text "5" (a request, with the id), where the Python reading finds no
+    request to digest: the digests were one fewer than the requests and the whole read failed with a ShapeError
+    (an internal error, exit 3, for one such event in a capture).  Each request keeps its own digest."""
+    texts = ['{"jsonrpc":"2.0","id":1,"method":5}', '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"t"}}',
+             '{"i\\u0064":false,"jsonrpc":null,"method":false}']
+    ev = pl.DataFrame({"source": ["s"] * 3, "xid": [0] * 3, "ordinal": [0, 1, 2], "data": texts, "fate": ["dispatched"] * 3})
+    got, invalid = jsonrpc.sse_messages(ev)
+    by_ordinal = {r["ordinal"]: r for r in got.iter_rows(named=True)}
+    assert by_ordinal[1]["params_digest"] == jsonrpc.extract(texts[1])[0].params_digest
+    assert by_ordinal[0]["params_digest"] is None and by_ordinal[2]["params_digest"] is None
+    assert invalid.height == 0

@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import msgspec
 
@@ -142,38 +143,75 @@ def extract(text: str) -> list[Message]:
     return [_one(obj)]
 
 
-def sse_messages(events: "pl.DataFrame") -> tuple["pl.DataFrame", "pl.DataFrame"]:
-    """JSON-RPC messages of all dispatched SSE events at once, as Polars expressions.
+class EventRpc(NamedTuple):
+    """The JSON-RPC of some events, each event known by its ``row`` (an Int64 the caller chose: its row in the
+    events table, or its input line): what :func:`assemble` turns into the messages table.  Each part is in row
+    order."""
+
+    parsed: "pl.DataFrame"  # ``RPC_COLUMNS``: one message per event whose data is one JSON-RPC object
+    arrays: "pl.DataFrame"  # ``RPC_COLUMNS``: the messages of events whose data is a batch (a JSON array), in order
+    invalid: "pl.Series"  # Int64: the rows whose data is not JSON-RPC
+
+    @staticmethod
+    def concat(parts: list["EventRpc"]) -> "EventRpc":
+        """The parts as one, each part sorted by row (``parts`` may hold rows in any order between them)."""
+        import polars as pl
+
+        if not parts:
+            return event_rpc(pl.DataFrame(schema=_schema(EVENT_RPC_INPUT)))
+        if len(parts) == 1:
+            return parts[0]
+        return EventRpc(
+            pl.concat([p.parsed for p in parts]).sort("row", maintain_order=True),
+            pl.concat([p.arrays for p in parts]).sort("row", maintain_order=True),
+            pl.concat([p.invalid for p in parts]).sort(),
+        )
+
+
+# what event_rpc reads of each event, and what it gives per message (Polars type names: polars is imported when used)
+EVENT_RPC_INPUT = {"row": "Int64", "data": "String", "fate": "String"}
+RPC_COLUMNS = {"row": "Int64", "kind": "String", "rpc_id": "String", "method": "String", "error_code": "Int64",
+               "error_message": "String", "protocol_version": "String", "params_digest": "String"}
+
+
+def _schema(names: dict[str, str]) -> dict:
+    import polars as pl
+
+    return {k: getattr(pl, v) for k, v in names.items()}
+
+
+def event_rpc(rows: "pl.DataFrame") -> EventRpc:
+    """JSON-RPC messages of the dispatched SSE events among ``rows`` (``row``, ``data``, ``fate``: see
+    :data:`EVENT_RPC_INPUT`), as Polars expressions.  Each event's messages depend on its own data alone: the
+    JSONL reader runs this on each batch's events in its worker thread, while the per-line reader reads the
+    batch's other lines (:mod:`analyzer.ingest.jsonl`), and :meth:`analyzer.tables.Builder.finish` on the events
+    that were not (:func:`sse_messages`: all of them).
 
     SSE data is the bulk of a capture (hundreds of thousands of notifications),
     so it is read column-wise rather than with one ``json.loads`` per event.
-    Returns (messages, invalid) where ``invalid`` holds the row numbers (``row``, in
-    ``events``) of the events whose data is not a JSON-RPC message.  Batches (a JSON
-    array: allowed in POST bodies by 2025-03-26, never seen in SSE) go through
+    Batches (a JSON array: allowed in POST bodies by 2025-03-26, never seen in SSE) go through
     :func:`extract` one by one.
 
-    Lazy plans over the three columns they need: the events table is never copied
-    whole (a filter of an eager frame copies every column, the digests and the
-    locations too), and the text is carried on only for requests."""
+    Lazy plans over the columns they need, and the text is carried on only for requests."""
     import polars as pl
 
     d = pl.col("data")
     # Each dispatched event with data is first classed by its first character, into one byte per event:
     # an object (1), a batch (2: a JSON array) or neither (3: plain text, a number, invalid without the
     # JSON paths below, each of which would give a column of nulls for it: 2M events of plain text,
-    # +120 MiB).  Only then are the rows of each class taken, with the three columns they need; a plan
+    # +120 MiB).  Only then are the rows of each class taken, with the columns they need; a plan
     # that filtered the events once for all three classes kept every live row's columns (+89 MiB on
     # 2M events of plain text).
     # The tests are regexes on the text as it is (``\s``: Unicode White_Space, what strip_chars strips):
     # stripped first, every event's text was copied twice (2M events: +31 MiB at the read's peak).
-    shape = events.select(
+    shape = rows.select(
         pl.when((pl.col("fate") == "dispatched") & d.str.contains(r"\S"))
         .then(pl.when(d.str.contains(r"^\s*\[")).then(2).when(d.str.contains(r"^\s*\{")).then(1).otherwise(3))
         .cast(pl.UInt8)
     ).to_series()
 
     def rows_of(kind: int) -> "pl.LazyFrame":
-        return events.lazy().select("xid", "ordinal", "data").with_row_index("row").filter(pl.lit(shape == kind))
+        return rows.lazy().select("row", "data").filter(pl.lit(shape == kind))
 
     one = rows_of(1)
     # the id's text, taken once into a column (as an expression used four times below, Polars' common
@@ -226,7 +264,7 @@ def sse_messages(events: "pl.DataFrame") -> tuple["pl.DataFrame", "pl.DataFrame"
         first.join(rest, on="row", how="left", maintain_order="left")
         .with_columns(kind=kind)
         .select(
-            "row", "xid", "ordinal", "kind", "rpc_id",
+            "row", "kind", "rpc_id",
             method=pl.when(pl.col("kind").is_in(["request", "notification"])).then(pl.col("method")),
             error_code=pl.when(pl.col("kind") == "error").then(pl.col("error_code")),
             error_message=pl.when(pl.col("kind") == "error").then(pl.col("error_message")),
@@ -237,39 +275,62 @@ def sse_messages(events: "pl.DataFrame") -> tuple["pl.DataFrame", "pl.DataFrame"
     )
     # the params digest of requests comes from the same canonical JSON as the Python path
     reqs = parsed.filter(pl.col("kind") == "request")
-    digests = [m.params_digest for t in reqs["data"].to_list() for m in _safe_extract(t)[:1]]
+    # (one per request, None where the Python reading finds no request: a `method` that is no string, which the JSON
+    # path reads as its JSON text -- one digest fewer than requests failed the whole read with a ShapeError)
+    digests = [next((m.params_digest for m in _safe_extract(t)[:1]), None) for t in reqs["data"].to_list()]
+    good = (
+        parsed.filter(pl.col("kind").is_not_null())
+        .join(reqs.select("row", params_digest=pl.Series(digests, dtype=pl.String)), on="row", how="left", maintain_order="left")
+        .select(list(RPC_COLUMNS))
+        .cast(_schema(RPC_COLUMNS))
+    )
+    other = rows.get_column("row").filter(shape == 3)
+    invalid = [parsed.filter(pl.col("kind").is_null()).get_column("row"), other]
+    del parsed
+    # batches: the rare slow path
+    found = []
+    bad = []
+    for row, data in rows_of(2).collect().iter_rows():
+        try:
+            got = extract(data)
+        except NotJsonRpc:
+            bad.append(row)
+            continue
+        found += [(row, m.kind, m.rpc_id, m.method, m.error_code, m.error_message, m.protocol_version, m.params_digest) for m in got]
+    arrays = pl.DataFrame(found, schema=_schema(RPC_COLUMNS), orient="row")
+    invalid.append(pl.Series("row", bad, dtype=pl.Int64))
+    return EventRpc(good, arrays, pl.concat([s.cast(pl.Int64).rename("row") for s in invalid]).sort())
+
+
+def assemble(rpc: EventRpc, events: "pl.DataFrame") -> tuple["pl.DataFrame", "pl.DataFrame"]:
+    """The messages table's rows of ``events``' JSON-RPC (``rpc``'s rows are rows of ``events``) and the rows
+    whose data is not JSON-RPC (``row``): the one-message events first, then the batches' messages, each in
+    event order."""
+    import polars as pl
+
     # (an expression: events["source"] would turn the input's one source into a column of it, kept: +30 MiB)
     source = events.select(pl.col("source").first()).item() if events.height else None
     base = [pl.lit(source, pl.String).alias("source"), pl.col("xid"), pl.lit("sse").alias("origin"), pl.col("ordinal"),
             pl.lit("server_to_client").alias("direction")]
-    good = (
-        parsed.filter(pl.col("kind").is_not_null())
-        .join(reqs.select("row", params_digest=pl.Series(digests, dtype=pl.String)), on="row", how="left", maintain_order="left")
-        .select(*base, "kind", "rpc_id", "method", "error_code", "error_message", "protocol_version", "params_digest")
-    )
-    other = (shape == 3).arg_true().cast(pl.get_index_type()).alias("row").to_frame()
-    invalid = pl.concat([parsed.filter(pl.col("kind").is_null()).select("row"), other]).sort("row")
-    del parsed
-    # batches: the rare slow path
-    rows = []
-    bad = []
-    for row, xid, ordinal, data in rows_of(2).select("row", "xid", "ordinal", "data").collect().iter_rows():
-        try:
-            found = extract(data)
-        except NotJsonRpc:
-            bad.append(row)
-            continue
-        rows += [
-            {"source": source, "xid": xid, "origin": "sse", "ordinal": ordinal, "direction": "server_to_client",
-             "kind": m.kind, "rpc_id": m.rpc_id, "method": m.method, "error_code": m.error_code, "error_message": m.error_message,
-             "protocol_version": m.protocol_version, "params_digest": m.params_digest}
-            for m in found
-        ]
-    if rows:
-        good = pl.concat([good, pl.DataFrame(rows, schema=good.schema)])
-    if bad:
-        invalid = pl.concat([invalid, pl.DataFrame({"row": bad}, schema=invalid.schema)]).sort("row")
-    return good, invalid
+    names = [n for n in RPC_COLUMNS if n != "row"]
+    xid, ordinal = events.get_column("xid"), events.get_column("ordinal")
+
+    def placed(frame):
+        at = frame.get_column("row")
+        return frame.with_columns(xid=xid.gather(at), ordinal=ordinal.gather(at)).select(*base, *names)
+
+    good = pl.concat([placed(rpc.parsed), placed(rpc.arrays)])
+    return good, rpc.invalid.cast(pl.get_index_type()).rename("row").to_frame()
+
+
+def sse_messages(events: "pl.DataFrame") -> tuple["pl.DataFrame", "pl.DataFrame"]:
+    """JSON-RPC messages of all dispatched SSE events of ``events`` (an events table: its ``data``, ``fate``,
+    ``xid``, ``ordinal``, ``source``), and the rows (``row``, in ``events``) of the events whose data is not a
+    JSON-RPC message: :func:`event_rpc` of every event, :func:`assemble` d."""
+    import polars as pl
+
+    rows = events.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("row"), "data", "fate")
+    return assemble(event_rpc(rows), events)
 
 
 def _safe_extract(text: str) -> list[Message]:
