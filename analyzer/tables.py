@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from analyzer.decode import jsonrpc
-from analyzer import redact
+from analyzer import compiled, redact
 from analyzer.anomalies import CATALOG, EXAMPLES_PER_KIND, AnomalyLog
 
 TS = pa.timestamp("us", tz="UTC")
@@ -147,6 +147,31 @@ def compact_digest_expr(hex_digest: pl.Expr) -> pl.Expr:
     return hex_digest.str.slice(0, 16).str.to_integer(base=16, dtype=pl.UInt64)
 
 
+def _sse_messages(events: pl.DataFrame, methods: pl.Series | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """:func:`analyzer.decode.jsonrpc.sse_messages` of ``events``; where ``methods`` (a reader's, read ahead: see
+    :data:`READ_AHEAD`) names an event's notification method, that is its message, and ``event_rpc`` reads the rest."""
+    if compiled.ENABLED and events.height:  # the rest's methods by the compiled core (a HAR's, a pcap's: every event's)
+        todo = ((pl.col("fate") == "dispatched") if methods is None else ((pl.col("fate") == "dispatched") & pl.lit(methods).is_null()))
+        todo = events.select(todo.arg_true()).to_series()
+        if todo.len():
+            found = jsonrpc.notification_methods(events.get_column("data").gather(todo))
+            base = pl.repeat(None, events.height, dtype=pl.String, eager=True) if methods is None else methods
+            methods = base.scatter(todo, found)
+            del base, found
+        del todo
+    if methods is None or not methods.null_count() < methods.len():
+        return jsonrpc.sse_messages(events)
+    done = methods.is_not_null()
+    rows = pl.int_range(pl.len(), dtype=pl.Int64).alias("row")
+    rest = events.select(rows, "data", "fate").filter(~done)
+    known = methods.to_frame("method").with_columns(rows).filter(done).select(
+        "row", kind=pl.lit("notification"), rpc_id=pl.lit(None, pl.String), method="method", error_code=pl.lit(None, pl.Int64),
+        error_message=pl.lit(None, pl.String), protocol_version=pl.lit(None, pl.String), params_digest=pl.lit(None, pl.String))
+    rpc = jsonrpc.event_rpc(rest)
+    del rest
+    return jsonrpc.assemble(jsonrpc.EventRpc.concat([jsonrpc.EventRpc(known, rpc.arrays.clear(), rpc.invalid.clear()), rpc]), events)
+
+
 # Compact events (``Builder(compact=True)``, :attr:`analyzer.ingest.reading.Reading.compact`): each event's
 # digest kept in its compact form only (:func:`compact_digest_expr`), never as the canonical table's sha256
 # hex.  For the single pass, which hands its tables to the analysis and never to a store: the analysis
@@ -213,6 +238,10 @@ VALUE_SCHEMA = {"xid": pl.Int64, "line": pl.Int64, "where": pl.String, "ts": pl.
                 "event": pl.String, "data": pl.String, "retry": pl.Int64, "fate": pl.String}
 # what add_events takes: events of whole exchanges, in stream order
 FRAME_COLUMNS = ("xid", "location", "ts", "id", "event", "data", "retry", "fate")
+# what a reader may have read ahead of finish for some of its events, beside FRAME_COLUMNS (the compiled JSONL
+# reader, analyzer.ingest.jsonl_native): the compact digest, and a JSON-RPC notification's method; null where
+# finish is to make them
+READ_AHEAD = {"digest": pl.UInt64, "_method": pl.String}
 
 
 class Builder:
@@ -394,15 +423,22 @@ class Builder:
             for f in self.event_frames
         ]
 
-    def _events(self, exchanges: pa.Table) -> pl.DataFrame:
+    def _events(self, exchanges: pa.Table) -> tuple[pl.DataFrame, pl.Series | None]:
         """Every event added, in order, with ordinal, cursor and digest derived column-wise (``exchanges``: the
-        exchange table, whose Last-Event-ID each stream's cursor starts from)."""
+        exchange table, whose Last-Event-ID each stream's cursor starts from); and, where a reader read some events'
+        JSON-RPC ahead (:data:`READ_AHEAD`), each event's notification method from it (null: not read ahead)."""
         self.flush_values()
         frames, self.event_frames = self.event_frames, []
         # compact: the fate and event type become their codes as the chunks are joined, not after the JSON-RPC
         # pass and the redaction (two 16-byte views per event held through both: 2M events, +60 MiB there)
         schema = {name: COMPACT_EVENTS[name] if self.compact and name in ("fate", "event", "retry") else _EVENTS_POLARS[name]
                   for name in FRAME_COLUMNS} | {"_line": pl.Int64}
+        # frames with what a reader read ahead (READ_AHEAD) beside frames without: nulls there
+        ahead = any("_method" in f.columns for f in frames)
+        if ahead:
+            schema |= READ_AHEAD
+            frames[:] = [f if "_method" in f.columns else f.with_columns(**{k: pl.lit(None, t) for k, t in READ_AHEAD.items()})
+                         for f in frames]
         if self.compact:  # retry as the flag, chunk by chunk: never a 64-bit column of the whole table
             frames[:] = [f.with_columns(retry=retry_flag()) for f in frames]
         # every location left to the line (a JSONL input): none joined (2M nulls are 30 MiB of views too)
@@ -424,6 +460,10 @@ class Builder:
         # by line): the analysis reads them in this order, and for one input it then needs no sort of its own
         if not frame.get_column("xid").is_sorted():
             frame = frame.sort("xid", maintain_order=True)
+        read = None
+        if ahead:
+            read = frame.select(*READ_AHEAD)
+            frame = frame.drop(*READ_AHEAD)
         # each exchange's Last-Event-ID, by xid (xids are 0..n-1): gathered per event, no join (a join copies every column)
         if self.compact:
             # the single pass has no per-event cursor (the analysis takes each connection's last one from its
@@ -452,14 +492,23 @@ class Builder:
             # 2M tiny events, at the frames)
             .collect(engine="in-memory")
         )
-        if self.compact:
+        if self.compact and read is not None:
+            # the digests read ahead, and those of the other events (their rows alone)
+            digest = read.get_column("digest")
+            todo = digest.is_null().arg_true()
+            if todo.len():
+                part = frame.select(pl.col("id", "data").gather(todo)).select(compact_digest_expr(digest_expr(pl.col("id"), pl.col("data"))))
+                digest = digest.scatter(todo, part.to_series())
+            frame = frame.with_columns(digest.rechunk())
+        elif self.compact:
             # by the streaming engine, a piece at a time: the in-memory engine would make every event's hex
             # first (2M tiny events: +200 MiB for a 16 MB column; streaming, +34 MiB)
             digest = frame.lazy().select(compact_digest_expr(digest_expr(pl.col("id"), pl.col("data"))).alias("digest"))
             frame = frame.with_columns(digest.collect(engine="streaming").to_series().rechunk())
         # one value for every event: added to the frame as it is, Polars keeps it as that value and a length
         # (a plan's collect, a Series or a rechunk makes it a column: 2M events, +30 MiB)
-        return frame.with_columns(source=pl.lit(self.source, pl.String)).select("source", *names)
+        frame = frame.with_columns(source=pl.lit(self.source, pl.String)).select("source", *names)
+        return frame, (None if read is None else read.get_column("_method"))
 
     def _messages(self, xid: int, origin: str, ordinal: int | None, direction: str, text: str, location: str) -> None:
         try:
@@ -511,11 +560,12 @@ class Builder:
 
     def finish(self, fmt: str, records: int, notes: list[str] | None = None) -> Ingested:
         exchanges = self._exchange_table()
-        events = self._events(exchanges)
+        events, methods = self._events(exchanges)
         # the events' JSON-RPC messages are Polars work (it releases the GIL) and the exchange and body rows
         # are Python objects turned into Arrow: the two at the same time, one in a worker thread
         with ThreadPoolExecutor(1, thread_name_prefix="sse-messages") as pool:
-            job = pool.submit(jsonrpc.sse_messages, events)
+            job = pool.submit(_sse_messages, events, methods)
+            del methods
             self._flush_messages()
             chunks, self._message_chunks = self._message_chunks, []
             bodies = pa.concat_tables(chunks) if chunks else MESSAGES.empty_table()

@@ -28,8 +28,10 @@ WRAPPED = [
     ("analyzer.ingest.jsonl", ["_Reader.line"]),
     ("analyzer.ingest.jsonl_typed", ["decode", "typed"]),
     ("analyzer.ingest.jsonl_columns", ["sse_frame", "sse_rows"]),
-    ("analyzer.decode.jsonrpc", ["sse_messages", "extract"]),
+    ("analyzer.ingest.jsonl_native", ["sse_frame"]),
+    ("analyzer.decode.jsonrpc", ["sse_messages", "extract", "event_rpc", "assemble"]),
     ("analyzer.redact", ["column", "text", "url"]),
+    ("analyzer.tables", ["_sse_messages"]),
     ("analyzer.tables", [f"Builder.{n}" for n in ("finish", "_events", "_exchange_table", "_flush_sealed", "exchange", "response",
                                                  "body", "event", "_messages", "flush_values", "seal")]),
 ]

@@ -53,7 +53,7 @@ def test_debug_prints_the_traceback_and_still_exits_3(monkeypatch):
         assert "Traceback (most recent call last)" in r.stderr and "_boom" in r.stderr
 
 
-@pytest.mark.parametrize("where", ["jsonl_typed.decode", "jsonrpc.sse_messages", "polars.collect_all"])
+@pytest.mark.parametrize("where", ["jsonl_typed.decode", "jsonrpc.event_rpc", "polars.collect_all"])
 def test_an_error_in_a_worker_thread_exits_3_and_writes_no_json(tmp_path, monkeypatch, where):
     """The JSONL reader, Builder.finish and the findings document each run Polars work in a worker thread
     (ingest/jsonl._with_columns, tables.Builder.finish, document/build.build_document): a failure there is

@@ -45,7 +45,7 @@ from analyzer.errors import NotACapture
 from analyzer.decode.jsonrpc import loads, text_safe
 from analyzer.decode.sse import parse_all
 from analyzer.ingest.timestamps import parse_ts
-from analyzer.tables import FRAME_COLUMNS, SSE_MEDIA, VALUE_CHUNK, Builder, Ingested
+from analyzer.tables import FRAME_COLUMNS, READ_AHEAD, SSE_MEDIA, VALUE_CHUNK, Builder, Ingested
 
 CLOSE_REASONS = {"eof", "reset", "error", "capture_end"}
 PROXY_KINDS = ("request", "response", "sse", "body", "close")
@@ -604,11 +604,13 @@ def _read_batches(r: _Reader, blocks, decode) -> None:
                     fate=pl.when(pl.col("data").is_null()).then(pl.lit("no_data")).otherwise(pl.lit("dispatched")),
                     data=pl.col("data").fill_null(""),
                 )
-                .select(*FRAME_COLUMNS, "_line")
+                .select(*FRAME_COLUMNS, "_line", *(k for k in READ_AHEAD if k in fast.columns))
             )
             # the per-line reader's events of this batch and these, in line order: as it would have appended them all
             b.flush_values()
             mine = b.event_frames[frames_before:]
+            if mine and got.width > mine[0].width:  # (digests and methods the compiled reader read ahead: none for these)
+                mine = [f.with_columns(**{k: pl.lit(None, t) for k, t in READ_AHEAD.items()}) for f in mine]
             got = got.cast(mine[0].schema) if mine else got
             b.event_frames[frames_before:] = [pl.concat([*mine, got]).sort("_line", maintain_order=True) if mine else got]
         first += len(batch)

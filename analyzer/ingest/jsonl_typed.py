@@ -38,7 +38,9 @@ from typing import Annotated, Any, Union
 import msgspec
 import polars as pl
 
-from analyzer.ingest import jsonl_columns
+from analyzer import compiled
+from analyzer.ingest import jsonl_columns, jsonl_native
+from analyzer.tables import READ_AHEAD
 from analyzer.ingest.jsonl_columns import COLUMNS, _TS
 
 UNSET = msgspec.UNSET
@@ -139,7 +141,9 @@ _SSE_SCHEMA = {"pos": pl.UInt32, "conn": pl.String, "ts": pl.String, "id": pl.St
 
 
 def decode(lines: list) -> tuple[pl.DataFrame, dict[int, dict]]:
-    """The batch decoded: the ``sse`` lines in the recorder's key order, with any spacing, by its grammar and one
+    """The batch decoded: the ``sse`` lines by the compiled reader where it is built (:mod:`analyzer.ingest.jsonl_native`:
+    any writer's JSON, with each event's digest and notification method: :data:`analyzer.tables.READ_AHEAD`), else the
+    ``sse`` lines in the recorder's key order, with any spacing, by its grammar and one
     ``read_ndjson``, column-wise in Polars (:func:`analyzer.ingest.jsonl_columns.sse_frame`: off the GIL, while the
     per-line reader runs), every other line that may be an ``sse`` record by msgspec (:func:`typed`).  On the recorder's logs msgspec alone cost 15 % more CPU than this
     (1M events: 14.9-15.5 against 12.9-13.4 CPU-seconds for the read), its Python work on the GIL; another writer's
@@ -147,12 +151,15 @@ def decode(lines: list) -> tuple[pl.DataFrame, dict[int, dict]]:
     # (where: the lines that may be sse records of another shape; the other kinds go to the per-line reader as they are
     # (its json.loads of a request or response line is cheap beside its state machine: typing them by msgspec cost 1.5 s
     # of CPU and saved the per-line reader 0.3 s on the 1M-event log)
-    fast, where = jsonl_columns.sse_frame(lines)
+    native = compiled.ENABLED
+    fast, where = jsonl_native.sse_frame(lines) if native else jsonl_columns.sse_frame(lines)
     if not where:
         return fast, {}
     more, records = typed([lines[i] for i in where])
     if more.height:
         more = more.with_columns(pos=pl.Series(where, dtype=pl.UInt32).gather(more["pos"]))
+        if native:  # (their digests and JSON-RPC: the Builder's, at the end)
+            more = more.with_columns(**{k: pl.lit(None, t) for k, t in READ_AHEAD.items()})
         fast = pl.concat([fast, more]).sort("pos")
     return fast, {where[i]: rec for i, rec in records.items()}
 

@@ -1,0 +1,54 @@
+"""The proxy JSONL's plain ``sse`` lines by the compiled reader (``analyzer._native``, built from analyzer/native).
+
+One pass in Rust over a batch's lines (:func:`sse_frame`), off the GIL, takes each ``sse`` record the per-line reader
+(:class:`analyzer.ingest.jsonl._Reader`) would read without an anomaly -- any writer's spacing, key order or escapes
+-- and gives its columns, its compact digest (the first 64 bits of sha256 of ``<id>:<data>``, as
+:func:`analyzer.tables.digest_expr`) and, when its data is a JSON-RPC notification, the method
+(:func:`analyzer.decode.jsonrpc.event_rpc` reads the same with two ``json_path_match`` per event, each a serde_json
+parse).  It replaces :func:`analyzer.ingest.jsonl_columns.sse_frame` (a grammar, then ``read_ndjson``) and, for
+those events, the Builder's digest and JSON-RPC passes at the end of the read.  What it does not take goes on as
+before: a line holding ``"sse"`` to msgspec (:func:`analyzer.ingest.jsonl_typed.typed`), every other line to the
+per-line reader; and an event without a method from here goes through ``event_rpc``.  tests/test_native.py
+compares the two readers' tables on every kind of line.
+
+Without the compiled module (an install without cargo: pyproject.toml builds it as optional) or with
+``MCP_SSE_AUDIT_NATIVE=0`` in the environment (:mod:`analyzer.compiled`), the Python paths read every line, to the
+same tables.
+"""
+from __future__ import annotations
+
+import polars as pl
+import pyarrow as pa
+
+from analyzer import compiled
+from analyzer.decode.jsonrpc import compiled_strings
+
+# the columns of jsonl_columns.COLUMNS, and the two the compiled pass adds: ``digest`` (the compact digest, UInt64)
+# and ``_method`` (a notification's method; null where event_rpc is to read the data)
+COLUMNS = {"pos": pl.UInt32, "conn": pl.String, "ts": pl.Datetime("us", "UTC"), "id": pl.String, "event": pl.String,
+           "data": pl.String, "retry": pl.Int64, "digest": pl.UInt64, "_method": pl.String}
+
+
+def _strings(n: int, got: tuple) -> pa.Array:
+    return compiled_strings(n, got)
+
+
+def sse_frame(lines: list) -> tuple[pl.DataFrame, list[int]]:
+    """The plain ``sse`` records among ``lines`` (bytes, or an int for a line too long to hold) as :data:`COLUMNS`
+    (``pos``: index in ``lines``), and the positions of the other lines that may be ``sse`` records (they hold
+    ``"sse"``), as :func:`analyzer.ingest.jsonl_columns.sse_frame` gives them."""
+    n, pos, conn, ts, eid, event, data, retry, digest, method, maybe = compiled.core.sse_lines(lines)
+    values, valid, nulls = retry
+    table = pa.table({
+        "pos": pa.Array.from_buffers(pa.uint32(), n, [None, pa.py_buffer(pos)]),
+        "conn": _strings(n, conn),
+        "ts": pa.Array.from_buffers(pa.timestamp("us", "UTC"), n, [None, pa.py_buffer(ts)]),
+        "id": _strings(n, eid),
+        "event": _strings(n, event),
+        "data": _strings(n, data),
+        "retry": pa.Array.from_buffers(pa.int64(), n, [pa.py_buffer(valid) if nulls else None, pa.py_buffer(values)],
+                                       null_count=nulls),
+        "digest": pa.Array.from_buffers(pa.uint64(), n, [None, pa.py_buffer(digest)]),
+        "_method": _strings(n, method),
+    })
+    return pl.from_arrow(table).cast(COLUMNS), maybe

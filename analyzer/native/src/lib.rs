@@ -1,0 +1,431 @@
+//! The compiled half of the proxy-JSONL read (analyzer/native/README.md).
+//!
+//! One function, `sse_lines`: of a batch of lines, the plain `sse` records (schemas/proxy-jsonl.schema.json) that
+//! the per-line reader (analyzer/ingest/jsonl.py `_Reader.line`) would read without any anomaly, decoded into
+//! Arrow buffers, with each event's compact digest and, for an event whose data is a JSON-RPC notification, its
+//! method.  Every line it does not take goes on to the Python paths, which decide what it is: the rule here is to
+//! take only what is certain, never to guess.  tests/test_native.py compares both on every kind of line.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use pyo3::buffer::PyBuffer;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyTuple};
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+// ---------------------------------------------------------------------------------------------------------------
+// one record, typed as the per-line reader reads an `sse` record; any other shape is an error (the line is not taken)
+
+/// A JSON string, borrowed from the line where it has no escape.
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de> de::Deserialize<'de> for Text<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// `retry`: an integer 0..2^63-1 (no float, no bool, no string).
+struct Retry(i64);
+
+impl<'de> de::Deserialize<'de> for Retry {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Retry;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an integer 0..2^63-1")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                if v >= 0 { Ok(Retry(v)) } else { Err(E::custom("negative")) }
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                i64::try_from(v).map(Retry).map_err(|_| E::custom("too large"))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Default)]
+struct Record<'a> {
+    kind: Option<Text<'a>>,
+    ts: Option<Option<Text<'a>>>,
+    conn: Option<Text<'a>>,
+    id: Option<Option<Text<'a>>>,
+    event: Option<Option<Text<'a>>>,
+    data: Option<Option<Text<'a>>>,
+    retry: Option<Option<Retry>>,
+    truncated: Option<Option<bool>>,
+    dispatched: Option<Option<bool>>,
+}
+
+struct RecordVisitor;
+
+fn once<'de, A: MapAccess<'de>, T: de::Deserialize<'de>>(slot: &mut Option<T>, m: &mut A) -> Result<(), A::Error> {
+    if slot.is_some() {
+        // a key twice: json.loads keeps the last, msgspec refuses; the Python paths decide
+        return Err(de::Error::custom("duplicate key"));
+    }
+    *slot = Some(m.next_value()?);
+    Ok(())
+}
+
+impl<'de> Visitor<'de> for RecordVisitor {
+    type Value = Record<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an sse record")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+        let mut r = Record::default();
+        while let Some(key) = m.next_key::<Text<'de>>()? {
+            match key.0.as_ref() {
+                "kind" => once(&mut r.kind, &mut m)?,
+                "ts" => once(&mut r.ts, &mut m)?,
+                "conn" => once(&mut r.conn, &mut m)?,
+                "id" => once(&mut r.id, &mut m)?,
+                "event" => once(&mut r.event, &mut m)?,
+                "data" => once(&mut r.data, &mut m)?,
+                "retry" => once(&mut r.retry, &mut m)?,
+                "truncated" => once(&mut r.truncated, &mut m)?,
+                "dispatched" => once(&mut r.dispatched, &mut m)?,
+                // any other field: the schema's sse record has none (the Python paths read such a line)
+                _ => return Err(de::Error::custom("unknown field")),
+            }
+        }
+        Ok(r)
+    }
+}
+
+fn record(line: &[u8]) -> Option<Record<'_>> {
+    let mut de = serde_json::Deserializer::from_slice(line);
+    let r = de.deserialize_map(RecordVisitor).ok()?;
+    de.end().ok()?; // only white space after the object
+    Some(r)
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// the time: RFC 3339 UTC as the recorder writes it, in the range where Python and Polars read it alike
+// (analyzer/ingest/jsonl_columns.py _TS: years 1000-2099, no leap second, no hour 24, 1-6 digits of fraction)
+
+fn digits(b: &[u8]) -> Option<i64> {
+    if b.is_empty() || !b.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(b.iter().fold(0i64, |n, d| n * 10 + (d - b'0') as i64))
+}
+
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    // Howard Hinnant's algorithm: days since 1970-01-01 of a proleptic Gregorian date
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn timestamp(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' || *b.last()? != b'Z' {
+        return None;
+    }
+    let year = digits(&b[0..4])?;
+    let (month, day) = (digits(&b[5..7])?, digits(&b[8..10])?);
+    let (hour, minute, second) = (digits(&b[11..13])?, digits(&b[14..16])?, digits(&b[17..19])?);
+    let frac = &b[19..b.len() - 1];
+    let micros = if frac.is_empty() {
+        0
+    } else {
+        if frac[0] != b'.' || frac.len() < 2 || frac.len() > 7 {
+            return None;
+        }
+        digits(&frac[1..])? * 10i64.pow(7 - frac.len() as u32)
+    };
+    if !(1000..=2099).contains(&year) || hour > 23 || minute > 59 || second > 59 || !(1..=12).contains(&month) {
+        return None;
+    }
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let month_days = [31, if leap { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][(month - 1) as usize];
+    if day < 1 || day > month_days {
+        return None; // a date that does not exist (Feb 30): the per-line reader flags it
+    }
+    let secs = days_from_civil(year, month, day) * 86_400 + hour * 3_600 + minute * 60 + second;
+    Some(secs * 1_000_000 + micros)
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// each event's JSON-RPC, where it is certain: what analyzer/decode/jsonrpc.py event_rpc's Polars plan reads from a
+// JSON-RPC notification (json_path_match "$.method" and "$.id", which parse the text with serde_json into a Value,
+// as here).  Anything else (an id, no string method, a protocol version, a batch, text that is not JSON) is left
+// to that plan.
+
+fn notification_method(data: &str) -> Option<String> {
+    if data.contains("protocolVersion") {
+        return None; // event_rpc reads the protocol version of such a text: left to it
+    }
+    let first = data.bytes().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))?;
+    if first != b'{' {
+        return None;
+    }
+    let value: Value = serde_json::from_str(data).ok()?;
+    let obj = value.as_object()?;
+    match obj.get("id") {
+        None | Some(Value::Null) => {}
+        Some(_) => return None,
+    }
+    match obj.get("method") {
+        Some(Value::String(m)) => Some(m.clone()),
+        _ => None,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// columns as Arrow holds them: a validity bitmap (bit i of byte i/8, least significant first), values, and for a
+// string column i64 offsets into one byte buffer (LargeUtf8)
+
+#[derive(Default)]
+struct Strings {
+    offsets: Vec<i64>,
+    values: Vec<u8>,
+    valid: Vec<u8>,
+    nulls: usize,
+}
+
+impl Strings {
+    fn new() -> Self {
+        Strings { offsets: vec![0], ..Default::default() }
+    }
+    fn push(&mut self, v: Option<&str>) {
+        let i = self.offsets.len() - 1;
+        if i % 8 == 0 {
+            self.valid.push(0);
+        }
+        match v {
+            Some(s) => {
+                self.values.extend_from_slice(s.as_bytes());
+                self.valid[i / 8] |= 1 << (i % 8);
+            }
+            None => self.nulls += 1,
+        }
+        self.offsets.push(self.values.len() as i64);
+    }
+}
+
+#[derive(Default)]
+struct Ints {
+    values: Vec<i64>,
+    valid: Vec<u8>,
+    nulls: usize,
+}
+
+impl Ints {
+    fn push(&mut self, v: Option<i64>) {
+        let i = self.values.len();
+        if i % 8 == 0 {
+            self.valid.push(0);
+        }
+        match v {
+            Some(_) => self.valid[i / 8] |= 1 << (i % 8),
+            None => self.nulls += 1,
+        }
+        self.values.push(v.unwrap_or(0));
+    }
+}
+
+struct Batch {
+    pos: Vec<u32>,
+    conn: Strings,
+    ts: Vec<i64>,
+    id: Strings,
+    event: Strings,
+    data: Strings,
+    retry: Ints,
+    digest: Vec<u64>,
+    method: Strings,
+    maybe: Vec<u32>,
+}
+
+fn digest(id: Option<&str>, data: Option<&str>) -> u64 {
+    let mut h = Sha256::new();
+    h.update(id.unwrap_or("").as_bytes());
+    h.update(b":");
+    h.update(data.unwrap_or("").as_bytes());
+    let out = h.finalize();
+    u64::from_be_bytes(out[..8].try_into().unwrap())
+}
+
+fn opt<'s>(v: &'s Option<Option<Text<'_>>>) -> Option<&'s str> {
+    v.as_ref().and_then(|t| t.as_ref()).map(|t| t.0.as_ref())
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// One line: taken (its row pushed) or not.
+fn take(b: &mut Batch, at: u32, line: &[u8]) -> bool {
+    let Some(r) = record(line) else { return false };
+    let (Some(kind), Some(conn), Some(Some(ts))) = (&r.kind, &r.conn, &r.ts) else { return false };
+    if kind.0 != "sse" {
+        return false;
+    }
+    // the per-line reader's other fates and anomalies: cut off, not dispatched, a NUL in an id
+    if matches!(r.truncated, Some(Some(true))) || matches!(r.dispatched, Some(Some(false))) {
+        return false;
+    }
+    let id = opt(&r.id);
+    if id.is_some_and(|s| s.contains('\0')) {
+        return false;
+    }
+    let Some(micros) = timestamp(&ts.0) else { return false };
+    let data = opt(&r.data);
+    b.pos.push(at);
+    b.conn.push(Some(&conn.0));
+    b.ts.push(micros);
+    b.id.push(id);
+    b.event.push(opt(&r.event));
+    b.data.push(data);
+    b.retry.push(r.retry.as_ref().and_then(|x| x.as_ref()).map(|x| x.0));
+    b.digest.push(digest(id, data));
+    b.method.push(data.and_then(notification_method).as_deref());
+    true
+}
+
+fn bytes<'py>(py: Python<'py>, v: &[u8]) -> Bound<'py, PyBytes> {
+    PyBytes::new(py, v)
+}
+
+fn words<T: Copy>(v: &[T]) -> &[u8] {
+    // (plain integers: their bytes as the machine holds them, which is what Arrow's buffers are)
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+}
+
+fn strings<'py>(py: Python<'py>, s: &Strings) -> PyResult<Bound<'py, PyTuple>> {
+    PyTuple::new(py, [bytes(py, words(&s.offsets)).into_any(), bytes(py, &s.values).into_any(),
+                      bytes(py, &s.valid).into_any(), s.nulls.into_pyobject(py)?.into_any()])
+}
+
+/// `sse_lines(lines)`: ``lines`` a list of bytes (a line without its newline) or int (a line too long to hold).
+/// Returns (n, pos, conn, ts, id, event, data, retry, digest, method, maybe): n rows; pos (u32), ts (i64, µs UTC),
+/// digest (u64) as bytes; conn, id, event, data, method as (offsets i64, values, validity, null count); retry as
+/// (values i64, validity, null count); maybe: the positions of the lines not taken that hold `"sse"` (the Python
+/// paths read them; every other line not taken is no sse record of any shape).
+#[pyfunction]
+fn sse_lines<'py>(py: Python<'py>, lines: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyTuple>> {
+    // the lines' bytes (immutable Python objects, alive while ``lines`` holds them) read without the GIL
+    let mut spans: Vec<Option<(usize, usize)>> = Vec::with_capacity(lines.len());
+    for item in lines.iter() {
+        spans.push(item.downcast::<PyBytes>().ok().map(|b| {
+            let s = b.as_bytes();
+            (s.as_ptr() as usize, s.len())
+        }));
+    }
+    let b = py.allow_threads(|| {
+        let n = spans.len();
+        let mut b = Batch {
+            pos: Vec::with_capacity(n),
+            conn: Strings::new(),
+            ts: Vec::with_capacity(n),
+            id: Strings::new(),
+            event: Strings::new(),
+            data: Strings::new(),
+            retry: Ints::default(),
+            digest: Vec::with_capacity(n),
+            method: Strings::new(),
+            maybe: Vec::new(),
+        };
+        for (i, span) in spans.iter().enumerate() {
+            let Some((ptr, len)) = *span else { continue };
+            let line = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+            if !take(&mut b, i as u32, line) && contains(line, b"\"sse\"") {
+                b.maybe.push(i as u32);
+            }
+        }
+        b
+    });
+    let retry = PyTuple::new(py, [bytes(py, words(&b.retry.values)).into_any(), bytes(py, &b.retry.valid).into_any(),
+                                  b.retry.nulls.into_pyobject(py)?.into_any()])?;
+    let maybe: Vec<u32> = b.maybe;
+    PyTuple::new(py, [
+        b.pos.len().into_pyobject(py)?.into_any(),
+        bytes(py, words(&b.pos)).into_any(),
+        strings(py, &b.conn)?.into_any(),
+        bytes(py, words(&b.ts)).into_any(),
+        strings(py, &b.id)?.into_any(),
+        strings(py, &b.event)?.into_any(),
+        strings(py, &b.data)?.into_any(),
+        retry.into_any(),
+        bytes(py, words(&b.digest)).into_any(),
+        strings(py, &b.method)?.into_any(),
+        maybe.into_pyobject(py)?.into_any(),
+    ])
+}
+
+fn readable<'a>(buf: &'a PyBuffer<u8>) -> PyResult<&'a [u8]> {
+    if !buf.is_c_contiguous() {
+        return Err(pyo3::exceptions::PyValueError::new_err("a buffer that is not contiguous"));
+    }
+    // (a read-only view of memory the caller's Arrow array holds while this call runs)
+    Ok(unsafe { std::slice::from_raw_parts(buf.buf_ptr() as *const u8, buf.len_bytes()) })
+}
+
+/// `notification_methods(n, offset, validity, offsets, values)`: of ``n`` texts of a LargeUtf8 Arrow array (its
+/// ``offset``, its validity bitmap or None, its i64 offsets and its bytes, as buffers), the method of each one that
+/// is a JSON-RPC notification as `sse_lines` reads it, else null: (offsets i64, values, validity, null count).
+#[pyfunction]
+#[pyo3(signature = (n, offset, validity, offsets, values))]
+fn notification_methods<'py>(py: Python<'py>, n: usize, offset: usize, validity: Option<PyBuffer<u8>>, offsets: PyBuffer<u8>,
+                             values: PyBuffer<u8>) -> PyResult<Bound<'py, PyTuple>> {
+    let valid = validity.as_ref().map(readable).transpose()?;
+    let offs = readable(&offsets)?;
+    let vals = readable(&values)?;
+    if offs.len() < (offset + n + 1) * 8 {
+        return Err(pyo3::exceptions::PyValueError::new_err("offsets shorter than the array"));
+    }
+    let (vptr, vlen) = (vals.as_ptr() as usize, vals.len());
+    let (optr, vbits) = (offs.as_ptr() as usize, valid.map(|v| (v.as_ptr() as usize, v.len())));
+    let out = py.allow_threads(move || {
+        let offs = unsafe { std::slice::from_raw_parts(optr as *const u8, (offset + n + 1) * 8) };
+        let vals = unsafe { std::slice::from_raw_parts(vptr as *const u8, vlen) };
+        let bits = vbits.map(|(p, l)| unsafe { std::slice::from_raw_parts(p as *const u8, l) });
+        let at = |i: usize| i64::from_le_bytes(offs[i * 8..i * 8 + 8].try_into().unwrap()) as usize;
+        let mut out = Strings::new();
+        for i in 0..n {
+            let j = offset + i;
+            let present = bits.is_none_or(|b| b.get(j / 8).is_some_and(|byte| byte >> (j % 8) & 1 == 1));
+            let (start, end) = (at(j), at(j + 1));
+            let text = if present && start <= end && end <= vals.len() { std::str::from_utf8(&vals[start..end]).ok() } else { None };
+            out.push(text.and_then(notification_method).as_deref());
+        }
+        out
+    });
+    strings(py, &out)
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(sse_lines, m)?)?;
+    m.add_function(wrap_pyfunction!(notification_methods, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,232 @@
+"""The compiled reader (analyzer/native: ``analyzer._native``, :mod:`analyzer.ingest.jsonl_native`) reads what the
+Python paths read: the same rows of every ``sse`` line it takes, the same digests, and for an event whose data is a
+JSON-RPC notification the method :func:`analyzer.decode.jsonrpc.event_rpc` reads -- and the whole read gives the same
+tables with it and without it.  What it declines, the Python paths read; so every test here also checks that it
+does take the common case (a test that compared two readers that both declined everything would prove nothing)."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analyzer import compiled
+from analyzer.decode import jsonrpc
+from analyzer.ingest import inputs, jsonl as ingest_jsonl, jsonl_columns, jsonl_native, jsonl_typed
+from analyzer.ingest.reading import Reading
+from analyzer.tables import compact_digest_expr, digest_expr
+from test_fuzz import rows
+from test_jsonl_columns import LINE, _CONNS, any_writer, damaged, opening
+
+SAMPLES = sorted((Path(__file__).resolve().parent.parent / "sample_logs").glob("**/*.jsonl"))
+BUILT = compiled.core is not None
+
+needs_native = pytest.mark.skipif(not BUILT, reason="analyzer._native is not built (no cargo at install): the Python paths read")
+
+
+def test_the_compiled_reader_is_built_where_cargo_is():
+    """CI and every machine with cargo build it (pyproject.toml): there the tests below must run, not skip."""
+    if os.environ.get("CI") == "true" or shutil.which("cargo"):
+        assert BUILT, "analyzer._native is missing: `pip install -e .` with cargo on PATH builds it (analyzer/native/README.md)"
+        assert compiled.ENABLED or os.environ.get("MCP_SSE_AUDIT_NATIVE") == "0"
+
+
+def _decoded(lines: list, native: bool, monkeypatch) -> tuple[pl.DataFrame, dict]:
+    monkeypatch.setattr(compiled, "ENABLED", native)
+    return jsonl_typed.decode(lines)
+
+
+def _lines(data: bytes) -> list:
+    return data.split(b"\n")[:-1]
+
+
+@needs_native
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(any_writer(), any_writer(), damaged(), LINE), max_size=40))
+def test_a_batch_decodes_to_the_python_paths_rows(lines):
+    """Every line, of any writer and any damage: the decoded ``sse`` rows (the compiled reader's and msgspec's for
+    what it declined) and the records left to the per-line reader are the Python paths' alone."""
+    batch = _lines(b"".join(lines))
+    mp = pytest.MonkeyPatch()
+    try:
+        new, new_records = _decoded(batch, True, mp)
+        old, old_records = _decoded(batch, False, mp)
+    finally:
+        mp.undo()
+    assert new.select(old.columns).to_dicts() == old.to_dicts()
+    assert new_records == old_records
+    # each digest the compiled reader made is the Builder's
+    made = new.filter(pl.col("digest").is_not_null())
+    want = made.select(compact_digest_expr(digest_expr(pl.col("id"), pl.col("data").fill_null(""))))
+    assert made.get_column("digest").to_list() == want.to_series().to_list()
+
+
+@needs_native
+def test_the_common_records_are_taken_with_digest_and_method():
+    """The recorder's and any writer's common records are the compiled reader's (not declined to msgspec)."""
+    note = '{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t-1","progress":3}}'
+    recs = [{"kind": "sse", "ts": "2026-11-13T09:00:01.250000Z", "conn": "c1", "id": "7", "event": None, "data": note, "retry": None},
+            {"conn": "c1", "kind": "sse", "data": "hi", "ts": "2026-11-13T09:00:02Z"},
+            {"kind": "sse", "ts": "2026-11-13T09:00:02Z", "conn": "c1", "data": None, "retry": 3000}]
+    lines = [json.dumps(recs[0], separators=(",", ":")).encode(), json.dumps(recs[1]).encode(), json.dumps(recs[2], ensure_ascii=True).encode()]
+    frame, maybe = jsonl_native.sse_frame(lines)
+    assert frame.get_column("pos").to_list() == [0, 1, 2] and maybe == []
+    assert frame.get_column("_method").to_list() == ["notifications/progress", None, None]
+    assert frame.get_column("digest").null_count() == 0
+    assert frame.get_column("ts").dt.microsecond().to_list()[0] == 250_000
+
+
+# -- each event's JSON-RPC: the method the compiled reader reads is event_rpc's -----------------------------------
+
+_KEY = st.sampled_from(["jsonrpc", "method", "id", "params", "result", "error", "m\\u0065thod", "i\\u0064"])
+_SCALAR = st.one_of(st.none(), st.booleans(), st.integers(-10**20, 10**20), st.floats(allow_nan=False, allow_infinity=False),
+                    st.text(max_size=6), st.sampled_from(["notifications/progress", "tools/call", "protocolVersion", "2025-06-18"]))
+_RAW = st.sampled_from(['"\\ud800"', '"a\\udc00b"', '"\\ud83d\\ude00"', "1e400", "-0", "1E2", '"\\u0000"', "[]", "{}", '"\\/"',
+                        '{"protocolVersion":"2025-06-18"}', '{"a":1,"a":2}', "[" * 130 + "]" * 130, "123456789012345678901234567890"])
+
+
+@st.composite
+def rpc_text(draw) -> str:
+    """A text as an SSE event's data may hold: a JSON-RPC message in any spelling, with the values no reader should
+    take lightly (lone surrogates, numbers past a float, deep nesting, a key twice, escaped keys), or no JSON at all."""
+    parts = []
+    for _ in range(draw(st.integers(0, 5))):
+        key = draw(_KEY)
+        value = draw(st.one_of(_SCALAR.map(json.dumps), _RAW,
+                               st.dictionaries(st.sampled_from(["progressToken", "progress", "name", "_meta", "protocolVersion"]),
+                                               _SCALAR, max_size=3).map(json.dumps)))
+        parts.append(f'"{key}"{draw(st.sampled_from([":", ": ", " : "]))}{value}')
+    sep = draw(st.sampled_from([",", ", ", ",\n"]))
+    text = "{" + sep.join(parts) + "}"
+    if draw(st.booleans()):
+        text = '{"jsonrpc":"2.0","method":' + json.dumps(draw(st.sampled_from(["notifications/progress", "notifications/message", "é\\", "a\"b"]))) \
+            + sep + text[1:] if parts else '{"jsonrpc":"2.0","method":"m"}'
+    pre = draw(st.sampled_from(["", "", " ", "\n\t", "\u00a0", "\u2028", "\ufeff", "x"]))
+    post = draw(st.sampled_from(["", "", " ", "\n", "\u00a0", "}", " x"]))
+    return draw(st.one_of(st.just(pre + text + post), st.just("[" + text + "]"), st.text(max_size=8)))
+
+
+def _sse_line(data: str) -> bytes:
+    rec = {"kind": "sse", "ts": "2026-01-01T00:00:00Z", "conn": "c1", "data": data}
+    return json.dumps(rec, ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+def _event_rpc(texts: list[str]) -> list[tuple]:
+    rows_ = pl.DataFrame({"row": range(len(texts)), "data": texts, "fate": ["dispatched"] * len(texts)},
+                         schema={"row": pl.Int64, "data": pl.String, "fate": pl.String})
+    got = jsonrpc.event_rpc(rows_).parsed.filter(pl.col("kind") == "notification")
+    by_row = {r["row"]: (r["kind"], r["rpc_id"], r["method"], r["protocol_version"]) for r in got.iter_rows(named=True)}
+    return [by_row.get(i) for i in range(len(texts))]
+
+
+@needs_native
+@settings(max_examples=500, deadline=None)
+@given(st.lists(rpc_text(), min_size=1, max_size=20))
+def test_a_method_read_ahead_is_the_method_event_rpc_reads(texts):
+    # (a text with a lone surrogate cannot be a Polars string: the per-line reader makes it U+FFFD first)
+    texts = [t.encode("utf-8", "replace").decode() for t in texts]
+    frame, _ = jsonl_native.sse_frame([_sse_line(t) for t in texts])
+    assert frame.height == len(texts)
+    want = _event_rpc(texts)
+    for method, text, rpc in zip(frame.get_column("_method").to_list(), texts, want):
+        if method is not None:  # read ahead: event_rpc reads the same notification
+            assert rpc == ("notification", None, method, None), text
+    # the same methods from a column (Builder.finish's, for any reader's events), sliced and with nulls between
+    column = pl.Series([None, *texts, None], dtype=pl.String)[1:]
+    got = jsonrpc.notification_methods(column).to_list()
+    assert got == [*frame.get_column("_method").to_list(), None]
+
+
+@needs_native
+def test_the_methods_of_the_sdks_notifications_are_read_ahead():
+    texts = ['{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1,"total":3}}',
+             '{"method":"notifications/message","params":{"level":"info","data":{"x":[1,2.5e3,null]}},"jsonrpc":"2.0"}',
+             '{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}',
+             '{"jsonrpc":"2.0","id":null,"method":"notifications/cancelled","params":{"requestId":4}}']
+    frame, _ = jsonl_native.sse_frame([_sse_line(t) for t in texts])
+    got = frame.get_column("_method").to_list()
+    assert got == ["notifications/progress", "notifications/message", "notifications/tools/list_changed", "notifications/cancelled"]
+    assert [(("notification", None, m, None)) for m in got] == _event_rpc(texts)
+    # and what it leaves to event_rpc: a request (an id), a response, an initialize result, a batch, a lone surrogate
+    left = ['{"jsonrpc":"2.0","id":3,"method":"sampling/createMessage","params":{}}', '{"jsonrpc":"2.0","id":1,"result":{}}',
+            '{"jsonrpc":"2.0","method":"m","params":{"protocolVersion":"2025-06-18"}}', '[{"jsonrpc":"2.0","method":"m"}]',
+            '{"jsonrpc":"2.0","method":"m","params":{"x":"\\ud800"}}', '{"jsonrpc":"2.0","method":5}']
+    frame, _ = jsonl_native.sse_frame([_sse_line(t) for t in left])
+    assert frame.get_column("_method").to_list() == [None] * len(left)
+
+
+# -- the whole read: the same tables with the compiled reader and without it -------------------------------------
+
+def _read(data: bytes, native: bool, batch_lines: int | None = None, reading: Reading = Reading(compact=True)):
+    mp = pytest.MonkeyPatch()
+    mp.setattr(compiled, "ENABLED", native)
+    if batch_lines:
+        mp.setattr(ingest_jsonl, "BATCH_LINES", batch_lines)
+    try:
+        return ingest_jsonl.read("x.jsonl", io.BytesIO(data), reading)
+    finally:
+        mp.undo()
+
+
+def _assert_same_read(data: bytes, batch_lines: int | None = None, reading: Reading = Reading(compact=True)) -> None:
+    new, old = _read(data, True, batch_lines, reading), _read(data, False, batch_lines, reading)
+    assert (new.records, new.rejected) == (old.records, old.rejected)
+    for name in ("exchanges", "messages", "anomalies"):
+        assert rows(getattr(new, name)) == rows(getattr(old, name)), name
+    assert new.events_polars().to_dicts() == old.events_polars().to_dicts()
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(any_writer(), damaged(), LINE, rpc_text().map(lambda t: _sse_line(t) + b"\n")), max_size=40),
+       st.sampled_from([None, 1, 3]), st.lists(st.sampled_from(_CONNS), unique=True), st.booleans())
+def test_the_read_gives_the_same_tables_with_the_compiled_reader(lines, batch_lines, opened, compact):
+    data = opening(opened) + b"".join(lines)
+    _assert_same_read(data, batch_lines, Reading(compact=compact))
+
+
+@needs_native
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
+def test_sample_logs_read_the_same_with_the_compiled_reader(path):
+    _assert_same_read(path.read_bytes())
+    _assert_same_read(path.read_bytes(), reading=Reading())
+
+
+@needs_native
+def test_sample_logs_are_mostly_the_compiled_readers():
+    """Not a vacuous comparison: on the recorded logs, the compiled reader takes most sse lines."""
+    taken = total = 0
+    for path in SAMPLES:
+        lines = _lines(path.read_bytes())
+        frame, _ = jsonl_native.sse_frame(lines)
+        taken += frame.height
+        total += sum(b'"kind":"sse"' in raw or b'"kind": "sse"' in raw for raw in lines)
+    assert total > 100 and taken >= 0.9 * total, (taken, total)
+
+
+def test_without_the_compiled_reader_the_python_paths_read(monkeypatch):
+    """MCP_SSE_AUDIT_NATIVE=0 (or no build): jsonl_columns' grammar and msgspec read the sse lines."""
+    monkeypatch.setattr(compiled, "ENABLED", False)
+    line = b'{"kind":"sse","ts":"2026-01-01T00:00:00Z","conn":"c1","data":"x"}'
+    frame, records = jsonl_typed.decode([line])
+    assert "_method" not in frame.columns and frame.height == 1 and records == {}
+    assert jsonl_columns.sse_frame([line])[0].height == 1
+
+
+@needs_native
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parent.parent / "sample_logs").glob("**/*.har")), ids=lambda p: p.name)
+def test_har_samples_read_the_same_with_the_compiled_core(path, monkeypatch):
+    """A HAR's events get their notifications' methods from the compiled core in Builder.finish: the same tables."""
+    got = {}
+    for native in (True, False):
+        monkeypatch.setattr(compiled, "ENABLED", native)
+        got[native] = inputs.read_one(str(path), Reading(compact=True))
+    for name in ("exchanges", "messages", "anomalies"):
+        assert rows(getattr(got[True], name)) == rows(getattr(got[False], name)), name
+    assert got[True].events_polars().to_dicts() == got[False].events_polars().to_dicts()
