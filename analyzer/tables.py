@@ -241,7 +241,9 @@ FRAME_COLUMNS = ("xid", "location", "ts", "id", "event", "data", "retry", "fate"
 # what a reader may have read ahead of finish for some of its events, beside FRAME_COLUMNS (the compiled JSONL
 # reader, analyzer.ingest.jsonl_native): the compact digest, and a JSON-RPC notification's method; null where
 # finish is to make them
-READ_AHEAD = {"digest": pl.UInt64, "_method": pl.String}
+READ_AHEAD = {"digest": pl.UInt64, "_method": pl.String, "_clean": pl.Boolean, "_raw": pl.String}
+# ... and, of the events whose data it redacted already (``_clean``: the single pass's JSONL reader, in its worker
+# thread), the raw text where the redaction changed it (``_raw``): what the JSON-RPC pass reads
 
 
 class Builder:
@@ -423,10 +425,10 @@ class Builder:
             for f in self.event_frames
         ]
 
-    def _events(self, exchanges: pa.Table) -> tuple[pl.DataFrame, pl.Series | None]:
+    def _events(self, exchanges: pa.Table) -> tuple[pl.DataFrame, pl.DataFrame | None]:
         """Every event added, in order, with ordinal, cursor and digest derived column-wise (``exchanges``: the
         exchange table, whose Last-Event-ID each stream's cursor starts from); and, where a reader read some events'
-        JSON-RPC ahead (:data:`READ_AHEAD`), each event's notification method from it (null: not read ahead)."""
+        JSON-RPC ahead (:data:`READ_AHEAD`), what it read of each event (``_method``, ``_clean``, ``_raw``)."""
         self.flush_values()
         frames, self.event_frames = self.event_frames, []
         # compact: the fate and event type become their codes as the chunks are joined, not after the JSON-RPC
@@ -437,8 +439,7 @@ class Builder:
         ahead = any("_method" in f.columns for f in frames)
         if ahead:
             schema |= READ_AHEAD
-            frames[:] = [f if "_method" in f.columns else f.with_columns(**{k: pl.lit(None, t) for k, t in READ_AHEAD.items()})
-                         for f in frames]
+            frames[:] = [f.with_columns(**{k: pl.lit(None, t) for k, t in READ_AHEAD.items() if k not in f.columns}) for f in frames]
         if self.compact:  # retry as the flag, chunk by chunk: never a 64-bit column of the whole table
             frames[:] = [f.with_columns(retry=retry_flag()) for f in frames]
         # every location left to the line (a JSONL input): none joined (2M nulls are 30 MiB of views too)
@@ -508,7 +509,7 @@ class Builder:
         # one value for every event: added to the frame as it is, Polars keeps it as that value and a length
         # (a plan's collect, a Series or a rechunk makes it a column: 2M events, +30 MiB)
         frame = frame.with_columns(source=pl.lit(self.source, pl.String)).select("source", *names)
-        return frame, (None if read is None else read.get_column("_method"))
+        return frame, (None if read is None else read.drop("digest"))
 
     def _messages(self, xid: int, origin: str, ordinal: int | None, direction: str, text: str, location: str) -> None:
         try:
@@ -560,12 +561,19 @@ class Builder:
 
     def finish(self, fmt: str, records: int, notes: list[str] | None = None) -> Ingested:
         exchanges = self._exchange_table()
-        events, methods = self._events(exchanges)
+        events, ahead = self._events(exchanges)
+        methods = clean = raw = None
+        if ahead is not None:
+            methods, clean, raw = ahead.get_column("_method"), ahead.get_column("_clean"), ahead.get_column("_raw")
+            clean = clean if clean.any() else None
+        del ahead
         # the events' JSON-RPC messages are Polars work (it releases the GIL) and the exchange and body rows
-        # are Python objects turned into Arrow: the two at the same time, one in a worker thread
+        # are Python objects turned into Arrow: the two at the same time, one in a worker thread; of events the
+        # reader redacted already, it reads the raw text where the redaction changed it
+        rpc_events = events if raw is None or raw.null_count() == raw.len() else events.with_columns(pl.coalesce(raw, pl.col("data")).alias("data"))
         with ThreadPoolExecutor(1, thread_name_prefix="sse-messages") as pool:
-            job = pool.submit(_sse_messages, events, methods)
-            del methods
+            job = pool.submit(_sse_messages, rpc_events, methods)
+            del methods, raw, rpc_events
             self._flush_messages()
             chunks, self._message_chunks = self._message_chunks, []
             bodies = pa.concat_tables(chunks) if chunks else MESSAGES.empty_table()
@@ -573,7 +581,16 @@ class Builder:
             # Digests (above, in _events) and JSON-RPC messages come from the raw data; the events' text is
             # redacted meanwhile, into a new column, which replaces the raw one only after the JSON-RPC pass:
             # the analysis is the same with and without --no-redact (see analyzer.redact)
-            data = redact.column(events["data"]) if self.redact else None
+            data = None
+            if self.redact and clean is None:
+                data = redact.column(events["data"])
+            elif self.redact and (todo := (~clean.fill_null(False)).arg_true()).len():  # the events not redacted yet
+                whole = events.get_column("data")
+                part = whole.gather(todo)
+                done = redact.column(part)
+                data = None if done is part else whole.clone().scatter(todo, done)
+                del whole, part, done
+            del clean
             sse, invalid = job.result()
         if invalid.height:  # (a million events of plain text are a million rows: located in bulk, not one call each)
             shown = invalid["row"].head(EXAMPLES_PER_KIND).append(invalid["row"].tail(1))

@@ -112,6 +112,17 @@ def rpc_text(draw) -> str:
     return draw(st.one_of(st.just(pre + text + post), st.just("[" + text + "]"), st.text(max_size=8)))
 
 
+SECRET_TEXTS = [
+    '{"jsonrpc":"2.0","method":"notifications/message","params":{"token":"abc123456789","data":"Bearer abcdefghijkl"}}',
+    '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{"api_key":"sk-abcdefghijklmnop1234"}}}',
+    '{"jsonrpc":"2.0","id":8,"result":{"content":[{"type":"text","text":"password=hunter22"}]}}',
+    '{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p-1","progress":1}}',
+    "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abcdefghijklmnop", "plain text with a token=abc and more",
+    '{"jsonrpc":"2.0","id":"s","method":"sampling/createMessage","params":{"session":"x","messages":[]}}',
+]
+_SECRETS = st.sampled_from(SECRET_TEXTS)
+
+
 def _sse_line(data: str) -> bytes:
     rec = {"kind": "sse", "ts": "2026-01-01T00:00:00Z", "conn": "c1", "data": data}
     return json.dumps(rec, ensure_ascii=False).encode("utf-8", "surrogatepass")
@@ -184,7 +195,8 @@ def _assert_same_read(data: bytes, batch_lines: int | None = None, reading: Read
 
 @needs_native
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(any_writer(), damaged(), LINE, rpc_text().map(lambda t: _sse_line(t) + b"\n")), max_size=40),
+@given(st.lists(st.one_of(any_writer(), damaged(), LINE, rpc_text().map(lambda t: _sse_line(t) + b"\n"),
+                          _SECRETS.map(lambda t: _sse_line(t) + b"\n")), max_size=40),
        st.sampled_from([None, 1, 3]), st.lists(st.sampled_from(_CONNS), unique=True), st.booleans())
 def test_the_read_gives_the_same_tables_with_the_compiled_reader(lines, batch_lines, opened, compact):
     data = opening(opened) + b"".join(lines)
@@ -230,3 +242,33 @@ def test_har_samples_read_the_same_with_the_compiled_core(path, monkeypatch):
     for name in ("exchanges", "messages", "anomalies"):
         assert rows(getattr(got[True], name)) == rows(getattr(got[False], name)), name
     assert got[True].events_polars().to_dicts() == got[False].events_polars().to_dicts()
+
+
+@needs_native
+def test_the_single_pass_redacts_in_the_worker_what_the_builder_would_and_reads_json_rpc_from_the_raw_text():
+    """The single pass (compact) redacts its plain events' data in the reader's worker thread: the same redacted
+    text as at the end of the read, and the JSON-RPC (a request's params digest) still from the raw text."""
+    data = opening(["c1"]) + b"".join(_sse_line(t) + b"\n" for t in SECRET_TEXTS)
+    _assert_same_read(data)
+    import threading
+
+    from analyzer import redact
+
+    threads, column = [], redact.column
+
+    def seen(series):
+        threads.append(threading.current_thread().name)
+        return column(series)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(redact, "column", seen)
+    try:
+        new = _read(data, True)
+    finally:
+        mp.undo()
+    assert any(t.startswith("jsonl-columns") for t in threads), threads  # the events' text: in the reader's worker
+    texts = new.events_polars().get_column("data").to_list()
+    assert not any("hunter22" in t or "sk-abcdefghijklmnop1234" in t or "abc123456789" in t for t in texts), texts
+    call = [r for r in rows(new.messages) if r["method"] == "tools/call"]
+    raw = '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{"api_key":"sk-abcdefghijklmnop1234"}}}'
+    assert call and call[0]["params_digest"] == jsonrpc.extract(raw)[0].params_digest

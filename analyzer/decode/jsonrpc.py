@@ -323,31 +323,17 @@ def assemble(rpc: EventRpc, events: "pl.DataFrame") -> tuple["pl.DataFrame", "pl
     return good, rpc.invalid.cast(pl.get_index_type()).rename("row").to_frame()
 
 
-def compiled_strings(n: int, got: tuple):
-    """A LargeUtf8 Arrow array of ``n`` values from the compiled core's (offsets, values, validity, null count)."""
-    import pyarrow as pa
-
-    offsets, values, valid, nulls = got
-    return pa.Array.from_buffers(pa.large_string(), n, [pa.py_buffer(valid) if nulls else None, pa.py_buffer(offsets),
-                                                        pa.py_buffer(values)], null_count=nulls)
-
-
 def notification_methods(data: "pl.Series") -> "pl.Series":
     """The method of each text of ``data`` that is a JSON-RPC notification, as :func:`event_rpc` reads it (an object
     with a string ``method``, no ``id`` or a null one, no ``protocolVersion`` in the text), else null: by the compiled
     core (analyzer/native, one serde_json parse of each text, where event_rpc's plan makes two), which the caller
     checks is there (:data:`analyzer.compiled.ENABLED`)."""
     import polars as pl
-    import pyarrow as pa
 
     from analyzer import compiled
 
-    arr = data.to_arrow()
-    arr = (arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr).cast(pa.large_string())
-    # (as unsigned bytes: an Arrow buffer's own format is signed char)
-    validity, offsets, values = (None if b is None else memoryview(b).cast("B") for b in arr.buffers())
-    got = compiled.core.notification_methods(len(arr), arr.offset, validity, offsets, values)
-    return pl.Series("method", compiled_strings(len(arr), got), dtype=pl.String)
+    got = compiled.buffers(data)
+    return pl.Series("method", compiled.strings(got[0], compiled.core.notification_methods(*got)), dtype=pl.String)
 
 
 def sse_messages(events: "pl.DataFrame") -> tuple["pl.DataFrame", "pl.DataFrame"]:

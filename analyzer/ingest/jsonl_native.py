@@ -21,7 +21,6 @@ import polars as pl
 import pyarrow as pa
 
 from analyzer import compiled
-from analyzer.decode.jsonrpc import compiled_strings
 
 # the columns of jsonl_columns.COLUMNS, and the two the compiled pass adds: ``digest`` (the compact digest, UInt64)
 # and ``_method`` (a notification's method; null where event_rpc is to read the data)
@@ -29,8 +28,7 @@ COLUMNS = {"pos": pl.UInt32, "conn": pl.String, "ts": pl.Datetime("us", "UTC"), 
            "data": pl.String, "retry": pl.Int64, "digest": pl.UInt64, "_method": pl.String}
 
 
-def _strings(n: int, got: tuple) -> pa.Array:
-    return compiled_strings(n, got)
+_strings = compiled.strings
 
 
 def sse_frame(lines: list) -> tuple[pl.DataFrame, list[int]]:

@@ -159,7 +159,7 @@ def decode(lines: list) -> tuple[pl.DataFrame, dict[int, dict]]:
     if more.height:
         more = more.with_columns(pos=pl.Series(where, dtype=pl.UInt32).gather(more["pos"]))
         if native:  # (their digests and JSON-RPC: the Builder's, at the end)
-            more = more.with_columns(**{k: pl.lit(None, t) for k, t in READ_AHEAD.items()})
+            more = more.with_columns(**{k: pl.lit(None, READ_AHEAD[k]) for k in ("digest", "_method")})
         fast = pl.concat([fast, more]).sort("pos")
     return fast, {where[i]: rec for i, rec in records.items()}
 
