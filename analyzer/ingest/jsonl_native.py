@@ -28,8 +28,6 @@ COLUMNS = {"pos": pl.UInt32, "conn": pl.String, "ts": pl.Datetime("us", "UTC"), 
            "data": pl.String, "retry": pl.Int64, "digest": pl.UInt64, "_method": pl.String}
 
 
-_strings = compiled.strings
-
 
 def sse_frame(lines: list) -> tuple[pl.DataFrame, list[int]]:
     """The plain ``sse`` records among ``lines`` (bytes, or an int for a line too long to hold) as :data:`COLUMNS`
@@ -39,14 +37,14 @@ def sse_frame(lines: list) -> tuple[pl.DataFrame, list[int]]:
     values, valid, nulls = retry
     table = pa.table({
         "pos": pa.Array.from_buffers(pa.uint32(), n, [None, pa.py_buffer(pos)]),
-        "conn": _strings(n, conn),
+        "conn": compiled.strings(n, conn),
         "ts": pa.Array.from_buffers(pa.timestamp("us", "UTC"), n, [None, pa.py_buffer(ts)]),
-        "id": _strings(n, eid),
-        "event": _strings(n, event),
-        "data": _strings(n, data),
+        "id": compiled.strings(n, eid),
+        "event": compiled.strings(n, event),
+        "data": compiled.strings(n, data),
         "retry": pa.Array.from_buffers(pa.int64(), n, [pa.py_buffer(valid) if nulls else None, pa.py_buffer(values)],
                                        null_count=nulls),
         "digest": pa.Array.from_buffers(pa.uint64(), n, [None, pa.py_buffer(digest)]),
-        "_method": _strings(n, method),
+        "_method": compiled.strings(n, method),
     })
     return pl.from_arrow(table).cast(COLUMNS), maybe
