@@ -7,10 +7,31 @@ cargo has none, and every reader then takes its Python paths, to the same tables
 from __future__ import annotations
 
 import os
+import warnings
+
+# what this code expects of the build (analyzer/native/src/lib.rs ABI): an editable install whose Rust was built
+# before a pull has an older core, whose functions this code would call wrongly or miss
+ABI = 2
 
 try:
     from analyzer import _native as core
 except ImportError:  # pragma: no cover - an install without cargo
+    core = None
+
+STALE = None  # why a core that is there is not used, or None
+
+
+def usable(module) -> str | None:
+    """None when ``module`` is a core this code can call; else why not (said once on stderr, and the Python paths read)."""
+    got = getattr(module, "ABI", None)
+    if got != ABI:
+        return (f"the compiled core (analyzer/_native) is build {got}, this code needs build {ABI}: reading with the "
+                f"Python paths (same results, slower); rebuild it with `pip install -e .` (cargo on PATH)")
+    return None
+
+
+if core is not None and (STALE := usable(core)) is not None:
+    warnings.warn(STALE, RuntimeWarning, stacklevel=2)
     core = None
 
 ENABLED = core is not None and os.environ.get("MCP_SSE_AUDIT_NATIVE", "1") != "0"

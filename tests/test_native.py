@@ -37,6 +37,19 @@ def test_the_compiled_reader_is_built_where_cargo_is():
         assert compiled.ENABLED or os.environ.get("MCP_SSE_AUDIT_NATIVE") == "0"
 
 
+def test_a_core_built_before_the_code_is_set_aside_not_called():
+    """An editable install pulled past a change of the core keeps its old build: the code must not call it (a missing
+    function is an internal error in the middle of a read), and says why, once."""
+    class Old:  # what a build before the ABI number looked like: sse_lines alone
+        def sse_lines(self, lines):
+            raise AssertionError("called")
+
+    why = compiled.usable(Old())
+    assert why is not None and "pip install -e ." in why and f"needs build {compiled.ABI}" in why
+    if BUILT:
+        assert compiled.usable(compiled.core) is None
+
+
 def _decoded(lines: list, native: bool, monkeypatch) -> tuple[pl.DataFrame, dict]:
     monkeypatch.setattr(compiled, "ENABLED", native)
     return jsonl_typed.decode(lines)

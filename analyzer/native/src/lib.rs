@@ -423,8 +423,13 @@ fn notification_methods<'py>(py: Python<'py>, n: usize, offset: usize, validity:
     strings(py, &out)
 }
 
+/// What the Python side expects of this build (analyzer/compiled.py ABI): raised whenever a function is added or
+/// changes what it takes or gives, so that a build older than the code is set aside, not called.
+const ABI: u32 = 2;
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("ABI", ABI)?;
     m.add_function(wrap_pyfunction!(sse_lines, m)?)?;
     m.add_function(wrap_pyfunction!(notification_methods, m)?)?;
     Ok(())
