@@ -151,8 +151,8 @@ def _sse_messages(events: pl.DataFrame, methods: pl.Series | None) -> tuple[pl.D
     """:func:`analyzer.decode.jsonrpc.sse_messages` of ``events``; where ``methods`` (a reader's, read ahead: see
     :data:`READ_AHEAD`) names an event's notification method, that is its message, and ``event_rpc`` reads the rest."""
     if compiled.ENABLED and events.height:  # the rest's methods by the compiled core (a HAR's, a pcap's: every event's)
-        todo = ((pl.col("fate") == "dispatched") if methods is None else ((pl.col("fate") == "dispatched") & pl.lit(methods).is_null()))
-        todo = events.select(todo.arg_true()).to_series()
+        todo = events.get_column("fate") == "dispatched"
+        todo = (todo if methods is None else todo & methods.is_null()).arg_true()
         if todo.len():
             found = jsonrpc.notification_methods(events.get_column("data").gather(todo))
             base = pl.repeat(None, events.height, dtype=pl.String, eager=True) if methods is None else methods
@@ -169,7 +169,7 @@ def _sse_messages(events: pl.DataFrame, methods: pl.Series | None) -> tuple[pl.D
         error_message=pl.lit(None, pl.String), protocol_version=pl.lit(None, pl.String), params_digest=pl.lit(None, pl.String))
     rpc = jsonrpc.event_rpc(rest)
     del rest
-    return jsonrpc.assemble(jsonrpc.EventRpc.concat([jsonrpc.EventRpc(known, rpc.arrays.clear(), rpc.invalid.clear()), rpc]), events)
+    return jsonrpc.assemble(rpc._replace(parsed=pl.concat([known, rpc.parsed]).sort("row", maintain_order=True)), events)
 
 
 # Compact events (``Builder(compact=True)``, :attr:`analyzer.ingest.reading.Reading.compact`): each event's

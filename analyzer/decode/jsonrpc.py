@@ -152,24 +152,8 @@ class EventRpc(NamedTuple):
     arrays: "pl.DataFrame"  # ``RPC_COLUMNS``: the messages of events whose data is a batch (a JSON array), in order
     invalid: "pl.Series"  # Int64: the rows whose data is not JSON-RPC
 
-    @staticmethod
-    def concat(parts: list["EventRpc"]) -> "EventRpc":
-        """The parts as one, each part sorted by row (``parts`` may hold rows in any order between them)."""
-        import polars as pl
 
-        if not parts:
-            return event_rpc(pl.DataFrame(schema=_schema(EVENT_RPC_INPUT)))
-        if len(parts) == 1:
-            return parts[0]
-        return EventRpc(
-            pl.concat([p.parsed for p in parts]).sort("row", maintain_order=True),
-            pl.concat([p.arrays for p in parts]).sort("row", maintain_order=True),
-            pl.concat([p.invalid for p in parts]).sort(),
-        )
-
-
-# what event_rpc reads of each event, and what it gives per message (Polars type names: polars is imported when used)
-EVENT_RPC_INPUT = {"row": "Int64", "data": "String", "fate": "String"}
+# what event_rpc gives per message (Polars type names: polars is imported when used)
 RPC_COLUMNS = {"row": "Int64", "kind": "String", "rpc_id": "String", "method": "String", "error_code": "Int64",
                "error_message": "String", "protocol_version": "String", "params_digest": "String"}
 
@@ -182,7 +166,7 @@ def _schema(names: dict[str, str]) -> dict:
 
 def event_rpc(rows: "pl.DataFrame") -> EventRpc:
     """JSON-RPC messages of the dispatched SSE events among ``rows`` (``row``, ``data``, ``fate``: see
-    :data:`EVENT_RPC_INPUT`), as Polars expressions.  Each event's messages depend on its own data alone: the
+    Int64, String, String), as Polars expressions.  Each event's messages depend on its own data alone: the
     JSONL reader runs this on each batch's events in its worker thread, while the per-line reader reads the
     batch's other lines (:mod:`analyzer.ingest.jsonl`), and :meth:`analyzer.tables.Builder.finish` on the events
     that were not (:func:`sse_messages`: all of them).
