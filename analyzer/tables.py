@@ -513,26 +513,26 @@ class Builder:
 
     def _messages(self, xid: int, origin: str, ordinal: int | None, direction: str, text: str, location: str) -> None:
         try:
-            found = jsonrpc.extract(text)
+            found = jsonrpc.extract_rows(text)
         except jsonrpc.NotJsonRpc as exc:
             self.log.add("jsonrpc_invalid", location, str(exc))
             return
         cols = self.messages
         if len(cols["xid"]) >= VALUE_CHUNK:
             self._flush_messages()
-        for m in found:
+        for kind, rpc_id, method, code, message, version, digest in found:
             cols["source"].append(self.source)
             cols["xid"].append(xid)
             cols["origin"].append(origin)
             cols["ordinal"].append(ordinal)
             cols["direction"].append(direction)
-            cols["kind"].append(m.kind)
-            cols["rpc_id"].append(m.rpc_id)
-            cols["method"].append(m.method)
-            cols["error_code"].append(m.error_code)
-            cols["error_message"].append(m.error_message)
-            cols["protocol_version"].append(m.protocol_version)
-            cols["params_digest"].append(m.params_digest)
+            cols["kind"].append(kind)
+            cols["rpc_id"].append(rpc_id)
+            cols["method"].append(method)
+            cols["error_code"].append(code)
+            cols["error_message"].append(message)
+            cols["protocol_version"].append(version)
+            cols["params_digest"].append(digest)
 
     def _flush_messages(self) -> None:
         """``messages`` into one Arrow chunk; the lists are emptied (1M tiny messages as Python lists: about 200 MB)."""

@@ -285,3 +285,123 @@ def test_the_single_pass_redacts_in_the_worker_what_the_builder_would_and_reads_
     call = [r for r in rows(new.messages) if r["method"] == "tools/call"]
     raw = '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{"api_key":"sk-abcdefghijklmnop1234"}}}'
     assert call and call[0]["params_digest"] == jsonrpc.extract(raw)[0].params_digest
+
+
+# -- one JSON-RPC text (a request's body, a response body): the compiled core's messages are extract's -------------
+
+def _python_rows(text: str):
+    """The Python path's messages as tuples, or the NotJsonRpc reason."""
+    try:
+        return [(m.kind, m.rpc_id, m.method, m.error_code, m.error_message, m.protocol_version, m.params_digest)
+                for m in jsonrpc._extract(text)]
+    except jsonrpc.NotJsonRpc as exc:
+        return f"NotJsonRpc: {exc}"
+
+
+_KEYS = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=4) | st.sampled_from(["_meta", "a", "B", "é", "\x00", "\u2028", "protocolVersion"])
+_LEAF = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=False, allow_infinity=False),
+                  st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=6))
+_VALUE = st.recursive(_LEAF, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=4), max_leaves=12)
+_META = st.dictionaries(st.sampled_from(["progressToken", jsonrpc.META_VERSION, "x"]), st.one_of(st.text(max_size=5), st.integers(0, 9)), max_size=2)
+
+
+@st.composite
+def rpc_body(draw) -> str:
+    """A request's or a response's body in any writer's spelling: ids of every JSON type, params of any shape (keys
+    to sort, control characters and non-ASCII text to escape or not, numbers past 64 bits, floats, ``_meta``),
+    errors and results, method of another type, and the members missing or null."""
+    msg = {}
+    for key, value in (("jsonrpc", st.just("2.0")), ("id", _LEAF | st.lists(_LEAF, max_size=2) | st.dictionaries(_KEYS, _LEAF, max_size=2)),
+                       ("method", st.sampled_from(["tools/call", "initialize", "ping", "é/x"]) | _LEAF),
+                       ("params", _VALUE | st.fixed_dictionaries({"name": st.text(max_size=4)}, optional={"_meta": _META, "protocolVersion": _LEAF, "arguments": _VALUE})),
+                       ("result", _VALUE | st.fixed_dictionaries({"protocolVersion": _LEAF})),
+                       ("error", _LEAF | st.fixed_dictionaries({}, optional={"code": _LEAF, "message": _LEAF}))):
+        if draw(st.booleans()):
+            msg[key] = draw(value)
+    keys = list(msg)
+    keys = draw(st.permutations(keys))
+    text = json.dumps({k: msg[k] for k in keys}, ensure_ascii=draw(st.booleans()),
+                      separators=draw(st.sampled_from([(",", ":"), (", ", ": "), (",", ": ")])))
+    pre, post = draw(st.sampled_from(["", " ", "\n\t", "\r\n"])), draw(st.sampled_from(["", " ", "\n", " x"]))
+    return pre + text + post
+
+
+_NO_FLOAT = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-2**64, 2**64), st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=6)),
+                         lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=4), max_leaves=16)
+
+
+@st.composite
+def rpc_request(draw) -> str:
+    """A request the core digests: its params' canonical JSON (keys sorted at every depth, escapes) is the hash."""
+    params = draw(_NO_FLOAT | st.dictionaries(_KEYS, _NO_FLOAT, max_size=5) | st.fixed_dictionaries({"_meta": _META}, optional={"a": _NO_FLOAT}))
+    msg = {"jsonrpc": "2.0", "id": draw(st.integers(-2**63, 2**64 - 1) | st.text(max_size=4) | st.booleans()),
+           "method": draw(st.text(max_size=6)), "params": params}
+    return json.dumps(msg, ensure_ascii=draw(st.booleans()), separators=draw(st.sampled_from([(",", ":"), (", ", ": ")])))
+
+
+@needs_native
+@settings(max_examples=1500, deadline=None)
+@given(st.one_of(rpc_body(), rpc_request(), rpc_request(), rpc_text(), st.text(max_size=10)))
+def test_a_body_the_core_reads_has_extracts_messages(text):
+    """What the core takes it reads as the Python path does, to the params digest's canonical JSON; whatever the
+    Python path calls no JSON-RPC (and says why) the core leaves to it."""
+    got = compiled.core.rpc_messages(text)
+    if got is not None:
+        assert got == _python_rows(text), text
+
+
+@needs_native
+def test_the_common_bodies_are_the_cores():
+    """The core reads the SDKs' requests, responses and errors (the comparison above is not between two readers that
+    both leave everything to Python), and leaves what only Python's json writes or reads its own way."""
+    texts = [json.dumps(m, separators=sep, ensure_ascii=False) for m in (
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": "é\n"}, "_meta": {"progressToken": 3}}},
+        {"jsonrpc": "2.0", "id": "srv-1", "method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 3, "result": {"content": [{"type": "text", "text": "3"}], "isError": False}},
+        {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-06-18", "capabilities": {}}},
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Bad Request: No valid session ID provided"}},
+    ) for sep in ((",", ":"), (", ", ": "))] + ["", " \n"]
+    for text in texts:
+        got = compiled.core.rpc_messages(text)
+        assert got is not None and got == _python_rows(text), text
+    # Python's own readings: a float in params (its repr), an id of -0 (0 in Python, -0.0 in serde_json), an integer
+    # past 64 bits, a batch, a lone surrogate, a method that is no string (extract says why), NaN
+    for text in ('{"id":1,"method":"m","params":{"x":1.5}}', '{"id":-0,"result":{}}', '{"id":1,"method":"m","params":[123456789012345678901]}',
+                 '[{"id":1,"result":{}}]', '{"id":1,"method":"\ud800"}', '{"id":1,"method":5}', '{"id":1,"result":NaN}',
+                 '{"id":1,"error":{"code":1e2}}', '\u00a0{"id":1,"result":{}}', '{"jsonrpc":"2.0"}', "[" * 200 + "]" * 200):
+        assert compiled.core.rpc_messages(text) is None, text
+
+
+@needs_native
+def test_the_bodies_messages_are_the_same_with_the_compiled_core(monkeypatch):
+    """Builder._messages reads every body through extract_rows: with the core and without it, the same messages and
+    the same jsonrpc_invalid anomalies, in order (the request and response bodies of the JSONL samples)."""
+    from analyzer.tables import Builder
+    from analyzer.anomalies import AnomalyLog
+
+    texts = []
+    for path in SAMPLES:
+        for line in path.read_bytes().splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict) and isinstance(rec.get("body" if rec.get("kind") == "request" else "data"), str) and rec.get("kind") in ("request", "body"):
+                texts.append(rec["body" if rec["kind"] == "request" else "data"])
+    assert len(texts) > 100
+    texts += ["not json", '{"id":1,"method":5}', "[1]", '{"id":1,"method":"m","params":{"x":0.1}}']
+    got = {}
+    for native in (True, False):
+        monkeypatch.setattr(compiled, "ENABLED", native)
+        log = AnomalyLog("s")
+        b = Builder("s", log, True, True, None)
+        for i, t in enumerate(texts):
+            b._messages(i, "request_body", None, "client_to_server", t, f"line {i}")
+        b._flush_messages()
+        got[native] = ([c.to_pylist() for t in b._message_chunks for c in t.columns], log.rows, log.counts)
+    assert got[True] == got[False]
+    assert got[True][2].get("jsonrpc_invalid") == 3  # (not json, a method 5, [1]: Python's reasons, in order)
+    taken = sum(compiled.core.rpc_messages(t) is not None for t in texts)
+    assert taken > len(texts) * 0.9, (taken, len(texts))

@@ -1,10 +1,12 @@
 //! The compiled half of the proxy-JSONL read (analyzer/native/README.md).
 //!
-//! One function, `sse_lines`: of a batch of lines, the plain `sse` records (schemas/proxy-jsonl.schema.json) that
+//! `sse_lines`: of a batch of lines, the plain `sse` records (schemas/proxy-jsonl.schema.json) that
 //! the per-line reader (analyzer/ingest/jsonl.py `_Reader.line`) would read without any anomaly, decoded into
 //! Arrow buffers, with each event's compact digest and, for an event whose data is a JSON-RPC notification, its
 //! method.  Every line it does not take goes on to the Python paths, which decide what it is: the rule here is to
 //! take only what is certain, never to guess.  tests/test_native.py compares both on every kind of line.
+//! `notification_methods` reads the same methods for any events column, and `rpc_messages` one body's JSON-RPC
+//! (analyzer/decode/jsonrpc.py `extract`).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -423,14 +425,127 @@ fn notification_methods<'py>(py: Python<'py>, n: usize, offset: usize, validity:
     strings(py, &out)
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// one JSON-RPC text (a request's body, a response body), as analyzer/decode/jsonrpc.py `extract` reads it
+
+const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+
+/// A number Python's `json.loads` would read as another value than serde_json gives, or re-write otherwise: a float
+/// (Python's repr of it is not serde_json's), an integer past 64 bits (serde_json reads it as a float).
+fn any_float(v: &Value) -> bool {
+    match v {
+        Value::Number(n) => n.is_f64(),
+        Value::Array(a) => a.iter().any(any_float),
+        Value::Object(o) => o.values().any(any_float),
+        _ => false,
+    }
+}
+
+/// `jsonrpc.id_text` of an id that is there: None where it is one Python writes otherwise (a float, an array, an
+/// object: `json.dumps` keeps their key order, serde_json's map sorts).
+fn id_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))),
+        Value::Bool(b) => Some(if *b { "true".into() } else { "false".into() }),
+        Value::Number(n) if !n.is_f64() => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// The protocol version `_one` reads: `result`'s over `params`', then `params._meta`'s.
+fn protocol_version(obj: &serde_json::Map<String, Value>) -> Option<String> {
+    let mut version = None;
+    for holder in ["params", "result"] {
+        if let Some(Value::String(v)) = obj.get(holder).and_then(|p| p.as_object()).and_then(|p| p.get("protocolVersion")) {
+            version = Some(v.clone());
+        }
+    }
+    if version.is_none() {
+        if let Some(Value::String(v)) = obj.get("params").and_then(|p| p.as_object()).and_then(|p| p.get("_meta"))
+            .and_then(|m| m.as_object()).and_then(|m| m.get(META_VERSION)) {
+            version = Some(v.clone());
+        }
+    }
+    version
+}
+
+type Message = (&'static str, Option<String>, Option<String>, Option<i64>, Option<String>, Option<String>, Option<String>);
+
+/// One text's messages, or None where `extract` is to decide (the Python path): text that is not one JSON object
+/// serde_json reads (a batch, broken JSON, a lone surrogate escape, NaN, nesting past serde_json's limit), an
+/// object that is no JSON-RPC message (`extract` raises with its reason), and every value Python would write or
+/// read otherwise (`any_float`, an id that is an array or an object).  Blank text (JSON white space alone) has
+/// no message.
+fn rpc_message(text: &str) -> Option<Vec<Message>> {
+    if text.bytes().all(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r')) {
+        return Some(Vec::new());
+    }
+    let value: Value = serde_json::from_str(text).ok()?;
+    let obj = value.as_object()?;
+    let id = match obj.get("id") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(id_text(v)?),
+    };
+    let version = protocol_version(obj);
+    match obj.get("method") {
+        Some(Value::String(method)) => {
+            let mut digest = None;
+            if let (Some(params), Some(_)) = (obj.get("params").filter(|p| !p.is_null()), &id) {
+                if any_float(params) {
+                    return None;
+                }
+                // params without the SDK's _meta, in canonical JSON (keys sorted: serde_json's map is ordered, as
+                // Python's sort_keys; the same escapes as Python's json with ensure_ascii=False)
+                let canon = match params {
+                    Value::Object(o) if o.contains_key("_meta") => {
+                        let mut o = o.clone();
+                        o.remove("_meta");
+                        serde_json::to_string(&o).ok()?
+                    }
+                    _ => serde_json::to_string(params).ok()?,
+                };
+                let out = Sha256::digest(canon.as_bytes());
+                digest = Some(out.iter().map(|b| format!("{b:02x}")).collect::<String>());
+            }
+            let kind = if id.is_some() { "request" } else { "notification" };
+            Some(vec![(kind, id, Some(method.clone()), None, None, version, digest)])
+        }
+        None | Some(Value::Null) => {
+            if let Some(err) = obj.get("error") {
+                let code = match err.get("code") {
+                    Some(Value::Number(n)) if n.is_f64() || n.as_u64().is_some_and(|u| u > i64::MAX as u64) => return None,
+                    Some(Value::Number(n)) => n.as_i64(),
+                    _ => None,
+                };
+                let message = err.get("message").and_then(|m| m.as_str()).map(String::from);
+                Some(vec![("error", id, None, code, message, None, None)])
+            } else if obj.contains_key("result") {
+                Some(vec![("response", id, None, None, None, version, None)])
+            } else {
+                None
+            }
+        }
+        Some(_) => None, // a method that is no string: extract raises
+    }
+}
+
+/// `rpc_messages(text)`: the messages of one JSON-RPC text as `jsonrpc.extract` gives them, each a tuple (kind,
+/// rpc_id, method, error_code, error_message, protocol_version, params_digest); or None where the Python path is to
+/// read it (see `rpc_message`; also a str that is not UTF-8, holding a lone surrogate).
+#[pyfunction]
+fn rpc_messages<'py>(text: &Bound<'py, pyo3::types::PyString>) -> Option<Vec<Message>> {
+    rpc_message(text.to_str().ok()?)
+}
+
 /// What the Python side expects of this build (analyzer/compiled.py ABI): raised whenever a function is added or
 /// changes what it takes or gives, so that a build older than the code is set aside, not called.
-const ABI: u32 = 2;
+const ABI: u32 = 3;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ABI", ABI)?;
     m.add_function(wrap_pyfunction!(sse_lines, m)?)?;
     m.add_function(wrap_pyfunction!(notification_methods, m)?)?;
+    m.add_function(wrap_pyfunction!(rpc_messages, m)?)?;
     Ok(())
 }
