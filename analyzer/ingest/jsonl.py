@@ -62,10 +62,15 @@ def _headers(value: object) -> dict[str, str] | None:
         return None
     # repeated headers as a list, as some proxies write them: joined, or the first of a single-valued one (add_header);
     # a name given twice in other case ("Content-Type" and "content-type") is a repeat too
-    # the common case in C: one value per name, every name once in lower case (what add_header makes of it)
-    out = dict(zip(map(str.lower, value), value.values()))
-    if len(out) == len(value) and all(map(isinstance, out.values(), repeat(str))):
-        return out
+    # the common case in C: one value per name, every name once in lower case (what add_header makes of it); a
+    # recorder's names are lower case already: then the record's own dict is the result, no copy made
+    names = list(map(str.lower, value))
+    if all(map(isinstance, value.values(), repeat(str))):
+        if names == list(value):
+            return value
+        out = dict(zip(names, value.values()))
+        if len(out) == len(value):
+            return out
     out = {}
     for k, v in value.items():
         for one in (v if type(v) is list else (v,)):
