@@ -405,3 +405,64 @@ def test_the_bodies_messages_are_the_same_with_the_compiled_core(monkeypatch):
     assert got[True][2].get("jsonrpc_invalid") == 3  # (not json, a method 5, [1]: Python's reasons, in order)
     taken = sum(compiled.core.rpc_messages(t) is not None for t in texts)
     assert taken > len(texts) * 0.9, (taken, len(texts))
+
+
+# -- the blocks' lines: spans of one buffer (jsonl.Lines) where the core is built, the same lines as bytes.split ----
+
+def _flat(blocks) -> tuple[list, int]:
+    """The lines of _lines_in_blocks' blocks (a Blank run as that many empty lines), and how many blocks were Lines."""
+    out, spans = [], 0
+    for block in blocks:
+        if type(block) is ingest_jsonl.Blank:
+            out += [b""] * block
+            continue
+        spans += type(block) is ingest_jsonl.Lines
+        out += list(block)
+    return out, spans
+
+
+@needs_native
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from([b"", b"a", b"abcdefgh", b"x" * 30, b"\r", b"{}", b" \t", b"\xff\xfe"]), max_size=40).map(lambda xs: b"\n".join(xs)),
+       st.booleans(), st.integers(1, 40), st.integers(1, 64), st.sampled_from([4, 16, 1 << 16]))
+def test_a_blocks_lines_are_the_same_as_spans_of_its_bytes(data, eol, limit, block, blank_run):
+    """Carried across blocks, too long to keep (an int), blank runs, CR, no newline at the end: the same lines, in
+    the same blocks' order, with the core's newline search and with bytes.split."""
+    data += b"\n" if eol else b""
+    got = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ingest_jsonl, "READ_BLOCK", block)
+        mp.setattr(ingest_jsonl, "BLANK_RUN", blank_run)
+        for native in (True, False):
+            mp.setattr(compiled, "ENABLED", native)
+            got[native] = _flat(ingest_jsonl._lines_in_blocks(io.BytesIO(data), limit))
+    assert got[True][0] == got[False][0]
+    assert got[False][1] == 0
+    if data.count(b"\n") > 2 and block >= 40 and limit >= 30:  # (some block then has lines within the limit)
+        assert got[True][1] > 0
+
+
+@needs_native
+def test_lines_index_slice_and_size_as_a_list_of_their_bytes():
+    data = b"ab\n\ncde\r\nf\n"
+    starts, longest = compiled.core.line_starts(data)
+    lines = ingest_jsonl.Lines(data, starts, 0, len(starts) // 8 - 1)
+    want = [b"ab", b"", b"cde\r", b"f"]
+    assert list(lines) == want and len(lines) == 4 and longest == 4
+    assert [lines[i] for i in range(4)] == want and lines[-1] == b"f"
+    part = lines[1:3]
+    assert list(part) == want[1:3] and part[0] == b"" and part.nbytes() == len(b"\ncde\r\n")
+    assert list(part[1:]) == [b"cde\r"] and list(lines[3:10]) == [b"f"] and len(lines[4:]) == 0
+    with pytest.raises(IndexError):
+        part[2]
+    # the core reads a Lines batch as the list of its lines
+    sse = [_sse_line(t) for t in ('{"jsonrpc":"2.0","method":"m"}', "x", "")] + [b'{"kind":"request"}', b"not json"]
+    data = b"\n".join(sse) + b"\n"
+    starts, _ = compiled.core.line_starts(data)
+    for lo, hi in ((0, 5), (1, 4), (2, 2)):
+        spans = ingest_jsonl.Lines(data, starts, lo, hi)
+        a, _ = jsonl_native.sse_frame(spans)
+        b, _ = jsonl_native.sse_frame(list(spans))
+        assert a.equals(b) and a.height == max(0, min(hi, 3) - lo)
+    with pytest.raises(ValueError):
+        compiled.core.sse_lines(ingest_jsonl.Lines(data, starts, 0, 9))

@@ -334,15 +334,29 @@ fn strings<'py>(py: Python<'py>, s: &Strings) -> PyResult<Bound<'py, PyTuple>> {
 /// (values i64, validity, null count); maybe: the positions of the lines not taken that hold `"sse"` (the Python
 /// paths read them; every other line not taken is no sse record of any shape).
 #[pyfunction]
-fn sse_lines<'py>(py: Python<'py>, lines: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyTuple>> {
+fn sse_lines<'py>(py: Python<'py>, lines: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
     // the lines' bytes (immutable Python objects, alive while ``lines`` holds them) read without the GIL
-    let mut spans: Vec<Option<(usize, usize)>> = Vec::with_capacity(lines.len());
-    for item in lines.iter() {
-        spans.push(item.downcast::<PyBytes>().ok().map(|b| {
+    let spans: Vec<Option<(usize, usize)>> = if let Ok(lines) = lines.downcast::<PyList>() {
+        lines.iter().map(|item| item.downcast::<PyBytes>().ok().map(|b| {
             let s = b.as_bytes();
             (s.as_ptr() as usize, s.len())
-        }));
-    }
+        })).collect()
+    } else {
+        // a block's lines as spans of its bytes (analyzer/ingest/jsonl.py Lines: data, starts, lo, hi)
+        let data = lines.getattr("data")?;
+        let data = data.downcast::<PyBytes>()?.as_bytes();
+        let starts = lines.getattr("starts")?;
+        let starts = starts.downcast::<PyBytes>()?.as_bytes();
+        let (lo, hi): (usize, usize) = (lines.getattr("lo")?.extract()?, lines.getattr("hi")?.extract()?);
+        let at = |i: usize| u64::from_ne_bytes(starts[i * 8..i * 8 + 8].try_into().unwrap()) as usize;
+        if hi < lo || (hi + 1) * 8 > starts.len() || at(hi) > data.len() {
+            return Err(pyo3::exceptions::PyValueError::new_err("lines out of their block"));
+        }
+        (lo..hi).map(|i| {
+            let (a, b) = (at(i), at(i + 1));
+            Some((data.as_ptr() as usize + a, b - a - 1))
+        }).collect()
+    };
     let b = py.allow_threads(|| {
         let n = spans.len();
         let mut b = Batch {
@@ -382,6 +396,26 @@ fn sse_lines<'py>(py: Python<'py>, lines: &Bound<'py, PyList>) -> PyResult<Bound
         strings(py, &b.method)?.into_any(),
         maybe.into_pyobject(py)?.into_any(),
     ])
+}
+
+/// `line_starts(data)`: where each line of ``data`` (bytes that end with a newline) starts, and one past the last
+/// newline, as u64 bytes (``n + 1`` values for ``n`` lines); and the longest line's length, its newline not counted.
+/// The JSONL reader's blocks are split here (memchr, without the GIL), not into one bytes object per line.
+#[pyfunction]
+fn line_starts<'py>(py: Python<'py>, data: &Bound<'py, PyBytes>) -> (Bound<'py, PyBytes>, usize) {
+    let s = data.as_bytes();
+    let (starts, longest) = py.allow_threads(|| {
+        let mut starts: Vec<u64> = Vec::with_capacity(s.len() / 128 + 2);
+        starts.push(0);
+        let (mut longest, mut prev) = (0usize, 0usize);
+        for p in memchr::memchr_iter(b'\n', s) {
+            longest = longest.max(p - prev);
+            prev = p + 1;
+            starts.push(prev as u64);
+        }
+        (starts, longest)
+    });
+    (bytes(py, words(&starts)), longest)
 }
 
 fn readable<'a>(buf: &'a PyBuffer<u8>) -> PyResult<&'a [u8]> {
@@ -539,7 +573,7 @@ fn rpc_messages<'py>(text: &Bound<'py, pyo3::types::PyString>) -> Option<Vec<Mes
 
 /// What the Python side expects of this build (analyzer/compiled.py ABI): raised whenever a function is added or
 /// changes what it takes or gives, so that a build older than the code is set aside, not called.
-const ABI: u32 = 3;
+const ABI: u32 = 4;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -547,5 +581,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sse_lines, m)?)?;
     m.add_function(wrap_pyfunction!(notification_methods, m)?)?;
     m.add_function(wrap_pyfunction!(rpc_messages, m)?)?;
+    m.add_function(wrap_pyfunction!(line_starts, m)?)?;
     Ok(())
 }
