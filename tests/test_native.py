@@ -438,8 +438,20 @@ def test_a_blocks_lines_are_the_same_as_spans_of_its_bytes(data, eol, limit, blo
             got[native] = _flat(ingest_jsonl._lines_in_blocks(io.BytesIO(data), limit))
     assert got[True][0] == got[False][0]
     assert got[False][1] == 0
-    if data.count(b"\n") > 2 and block >= 40 and limit >= 30:  # (some block then has lines within the limit)
-        assert got[True][1] > 0
+
+
+@needs_native
+def test_a_log_of_records_comes_as_spans_and_a_long_line_as_before(monkeypatch):
+    """(So the comparison above is not between two bytes.split readers): a log's blocks are Lines where the core is
+    built, and a block with a line over the limit is split as before, the line an int."""
+    data = b"".join(b'{"kind":"close","conn":"c%d","reason":"eof"}\n' % i for i in range(50))
+    monkeypatch.setattr(ingest_jsonl, "READ_BLOCK", 256)
+    lines, spans = _flat(ingest_jsonl._lines_in_blocks(io.BytesIO(data), 1 << 20))
+    assert lines == data.split(b"\n")[:-1] and spans >= 5
+    long = data[:200] + b"x" * 300 + b"\n" + data[200:]
+    blocks = list(ingest_jsonl._lines_in_blocks(io.BytesIO(long), 100))
+    assert any(type(b) is list and any(type(x) is int for x in b) for b in blocks)
+    assert _flat(blocks)[0] == [x if len(x) <= 100 else len(x) + 1 for x in long.split(b"\n")[:-1]]
 
 
 @needs_native
