@@ -149,5 +149,85 @@ def test_a_request_whose_method_is_no_string_does_not_fail_the_read():
     got, invalid = jsonrpc.sse_messages(ev)
     by_ordinal = {r["ordinal"]: r for r in got.iter_rows(named=True)}
     assert by_ordinal[1]["params_digest"] == jsonrpc.extract(texts[1])[0].params_digest
-    assert by_ordinal[0]["params_digest"] is None and by_ordinal[2]["params_digest"] is None
-    assert invalid.height == 0
+    # and (since the next change) a method that is no string is what extract says it is: no JSON-RPC
+    assert sorted(by_ordinal) == [1] and invalid["row"].to_list() == [0, 2]
+
+
+# values the JSON paths read their own way (a number or an object as its JSON text, the last of two keys, a nested
+# key's text found in the raw text, a float's or a big integer's formatting, escaped keys): each event's messages
+# are extract's (event_rpc leaves such texts to it)
+HOSTILE = [
+    '{"jsonrpc":"2.0","id":1,"method":5}', '{"jsonrpc":"2.0","method":true}', '{"jsonrpc":"2.0","method":{"a":1}}',
+    '{"jsonrpc":"2.0","method":"a","method":5}', '{"jsonrpc":"2.0","method":5,"method":"a"}',
+    '{"jsonrpc":"2.0","x":{"method":"5"},"method":5}', '{"jsonrpc":"2.0","id":5,"method":"m","params":{"id":"5"}}',
+    '{"jsonrpc":"2.0","id":{"b":1,"a":2},"result":{}}', '{"jsonrpc":"2.0","id":[1,{"b":2,"a":1}],"method":"m"}',
+    '{"jsonrpc":"2.0","id":1.5,"result":{}}', '{"jsonrpc":"2.0","id":1e2,"method":"m"}', '{"jsonrpc":"2.0","id":-0,"result":{}}',
+    '{"jsonrpc":"2.0","id":123456789012345678901234,"method":"m"}', '{"jsonrpc":"2.0","id":1,"error":{"code":"5","message":7}}',
+    '{"jsonrpc":"2.0","id":1,"error":{"code":5.0,"message":"m"}}', '{"jsonrpc":"2.0","id":1,"error":{"code":true}}',
+    '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":5}}', '{"jsonrpc":"2.0","method":"initialize","params":{"protocolVersion":["x"]}}',
+    '{"jsonrpc":"2.0","m\\u0065thod":"notifications/x"}', '{"jsonrpc":"2.0","method":"notifications\\/x"}',
+    '{"jsonrpc":"2.0","method":"n","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":5}}}',
+    '{"jsonrpc":"2.0","method":"n","params":{"_meta":{"io.modelcontextprotocol/protocolVersio\\u006e":"v"}}}',
+    '{"jsonrpc":"2.0","id":"a\\"b","method":"m"}', '{"jsonrpc":"2.0","id":null,"method":"m"}', '{"jsonrpc":"2.0","id":true,"method":"m"}',
+    '{"jsonrpc":"2.0","id":"5","method":"m"}', '{"jsonrpc":"2.0","id":5,"method":"m","params":{"x":1.0}}',
+    '{"jsonrpc":"2.0"}', "{}", '{"result":null}', '{"error":null}', '{"id":1,"result":{},"method":null}',
+    '{"jsonrpc":"2.0","method":"m","params":{"method":"GET","id":"7"}}',
+    '{"jsonrpc":"2.0","id":1,"error":{"code":123456789012345678901234,"message":"m"}}',
+    '{"jsonrpc":"2.0","id":1,"error":{"code":-9223372036854775808}}', '{"jsonrpc":"2.0","id":1,"error":{"code":9223372036854775808}}',
+    '{"jsonrpc":"2.0","id":1,"i\\u0064":"1","method":"m"}', '{"jsonrpc":"2.0","i\\u0064":"1","method":"m"}',
+    '{"jsonrpc":"2.0","method":"a","m\\u0065thod":"b"}', '{"jsonrpc":"2.0","method":"caf\\u00e9"}',
+]
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_values_the_json_paths_read_their_own_way_are_read_as_extract_reads_them(native, monkeypatch):
+    from analyzer import compiled
+
+    monkeypatch.setattr(compiled, "ENABLED", native and compiled.core is not None)
+    fast, slow, inv_fast, inv_slow = both(HOSTILE)
+    assert fast == slow
+    assert inv_fast == inv_slow
+
+
+_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=False, allow_infinity=False),
+                    st.text(max_size=4), st.sampled_from(["notifications/progress", "5", "a\"b", "é"]),
+                    st.dictionaries(st.sampled_from(["id", "method", "code", "message", "protocolVersion", "_meta"]),
+                                    st.one_of(st.integers(-5, 5), st.text(max_size=3), st.none()), max_size=3))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.sampled_from(["jsonrpc", "id", "method", "params", "result", "error", "x"]), _VALUES), max_size=5),
+                min_size=1, max_size=6), st.booleans(), st.booleans())
+def test_any_members_of_any_type_read_as_extract_reads_them(objects, compact, ascii_only):
+    """Objects of any members with values of any type (keys repeated, nested ids and methods, a key's first letter
+    written as an escape), in any spelling."""
+    sep = (",", ":") if compact else (", ", ": ")
+
+    def key(k: str, i: int) -> str:
+        return f'"\\u{ord(k[0]):04x}{k[1:]}"' if (len(k) + i) % 5 == 0 else json.dumps(k)
+
+    texts = ["{" + sep[0].join(key(k, i) + sep[1] + json.dumps(v, separators=sep, ensure_ascii=ascii_only) for i, (k, v) in enumerate(members)) + "}"
+             for members in objects]
+    fast, slow, inv_fast, inv_slow = both(texts)
+    assert fast == slow and inv_fast == inv_slow
+
+
+def test_an_error_code_past_64_bits_is_no_code_not_a_failed_read(tmp_path):
+    """An error's code too large for the tables (an SSE event's, a JSON body's) is read as no code: the read went on
+    to an internal error (exit 3) when Python's integer reached the Int64 column."""
+    from analyzer.ingest import inputs
+    from analyzer.ingest.reading import Reading
+
+    err = json.dumps({"jsonrpc": "2.0", "id": 1, "error": {"code": 10**24, "message": "m"}})
+    recs = [{"kind": "request", "ts": "2026-01-01T00:00:00Z", "conn": c, "method": "POST", "url": "/mcp", "headers": {},
+             "body": '{"jsonrpc":"2.0","id":1,"method":"x"}'} for c in ("c1", "c2")]
+    recs[1:1] = [{"kind": "response", "ts": "2026-01-01T00:00:00Z", "conn": "c1", "status": 200, "headers": {"content-type": "text/event-stream"}},
+                 {"kind": "sse", "ts": "2026-01-01T00:00:00Z", "conn": "c1", "data": err}]
+    recs += [{"kind": "response", "ts": "2026-01-01T00:00:00Z", "conn": "c2", "status": 200, "headers": {"content-type": "application/json"}},
+             {"kind": "body", "ts": "2026-01-01T00:00:00Z", "conn": "c2", "data": err}]
+    path = tmp_path / "big.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    got = inputs.read_one(str(path), Reading(compact=True))
+    errors = [r for r in got.messages.to_pylist() if r["kind"] == "error"]
+    assert len(errors) == 2 and all(r["error_code"] is None and r["error_message"] == "m" for r in errors)
+    assert jsonrpc.extract(err)[0].error_code is None and jsonrpc.extract(err.replace(str(10**24), "-32000"))[0].error_code == -32000

@@ -117,7 +117,8 @@ def _one(obj: object) -> Message:
             "error",
             rpc_id,
             None,
-            code if isinstance(code, int) and not isinstance(code, bool) else None,
+            # (a code past 64 bits is none the tables can hold: as none at all, not a failed read)
+            code if isinstance(code, int) and not isinstance(code, bool) and -2**63 <= code < 2**63 else None,
             text_safe(msg) if isinstance(msg, str) else None,
             None,
             None,
@@ -193,12 +194,13 @@ def event_rpc(rows: "pl.DataFrame") -> EventRpc:
     batch's other lines (:mod:`analyzer.ingest.jsonl`), and :meth:`analyzer.tables.Builder.finish` on the events
     that were not (:func:`sse_messages`: all of them).
 
-    SSE data is the bulk of a capture (hundreds of thousands of notifications),
-    so it is read column-wise rather than with one ``json.loads`` per event.
-    Batches (a JSON array: allowed in POST bodies by 2025-03-26, never seen in SSE) go through
-    :func:`extract` one by one.
+    SSE data is the bulk of a capture (hundreds of thousands of notifications), so the requests and notifications
+    whose reading is certain (see ``sure`` below) are read column-wise rather than with one ``json.loads`` per event;
+    every other event -- a response, an error, an ``initialize``, a value the JSON paths read their own way, a batch
+    (a JSON array: allowed in POST bodies by 2025-03-26, never seen in SSE) -- goes through :func:`extract` one by
+    one, so that both readings agree on every text.
 
-    Lazy plans over the columns they need, and the text is carried on only for requests."""
+    Lazy plans over the columns they need, and the text is carried on only for requests and those events."""
     import polars as pl
 
     d = pl.col("data")
@@ -226,83 +228,70 @@ def event_rpc(rows: "pl.DataFrame") -> EventRpc:
     # json_path_match returns 5 and "5" alike: the raw text tells a string id from a number
     esc = rid.str.replace_all("\\", "\\\\", literal=True).str.replace_all('"', '\\"', literal=True)
     quoted = pl.concat_str([pl.lit('"'), esc, pl.lit('"')])
-    # a value that is no JSON number came from a string; one that looks like a number may be
-    # a string too ("5"): then the raw text has it in quotes (such ids never need escapes)
-    number = rid.str.contains(r"^-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$")
-    is_str = ~number | d.str.contains(pl.concat_str([pl.lit('"id":'), quoted]), literal=True) | d.str.contains(
-        pl.concat_str([pl.lit('"id": '), quoted]), literal=True
+    method = pl.col("method")
+    m_esc = method.str.replace_all("\\", "\\\\", literal=True).str.replace_all('"', '\\"', literal=True)
+
+    def written(key: str, value: "pl.Expr") -> "pl.Expr":
+        """The text holds ``"key":value`` (or ``"key": value``) as it is written."""
+        return (d.str.contains(pl.concat_str([pl.lit(f'"{key}":'), value]), literal=True)
+                | d.str.contains(pl.concat_str([pl.lit(f'"{key}": '), value]), literal=True))
+
+    # Polars reads the messages it is certain to read as extract does: a request or notification whose method is
+    # a string written as it is, its key once (json_path_match reads a number, `true` or an object as its JSON text,
+    # and takes the last of two keys, or a nested one's text may be the one found in the raw text), an id that is
+    # a string written as it is or a plain integer, its key at most once, no protocol version, no key spelled with an
+    # escape (json_path_match decodes it, the raw text does not show it: "i\u0064").  Every other message -- responses, errors,
+    # initialize, and those -- is extract's (the compiled core's where it is built), one text at a time: they are
+    # few beside the notifications (tests/test_jsonrpc.py compares both on hostile texts).
+    sure = (
+        method.is_not_null()
+        & ~d.str.contains(r'\\u[0-9a-fA-F]{4}[^"]*"\s*:')  # a key spelled with an escape (or, safely, a value like one)
+        & ~d.str.contains("protocolVersion", literal=True)
+        & (d.str.count_matches('"method"', literal=True) == 1)
+        & written("method", pl.concat_str([pl.lit('"'), m_esc, pl.lit('"')]))
+        & (d.str.count_matches('"id"', literal=True) <= 1)
+        & (rid.is_null() | rid.str.contains(r"^-?[0-9]{1,18}$") | written("id", quoted))
     )
-    method = d.str.json_path_match("$.method")
-    err = d.str.json_path_match("$.error")
-    has_result = d.str.json_path_match("$.result").is_not_null() | d.str.contains(r'"result"\s*:')
-    version = pl.coalesce(
-        d.str.json_path_match("$.params.protocolVersion"),
-        d.str.json_path_match("$.result.protocolVersion"),
-        d.str.json_path_match(f'$.params._meta["{META_VERSION}"]'),
-    )
-    code = d.str.json_path_match("$.error.code")
-    # Each JSON path parses the text again: the bulk (notifications) gets two, and only the
-    # rows that can be responses, errors or initialize messages get the others.
+    is_str = ~rid.str.contains(r"^-?[0-9]{1,18}$") | written("id", quoted)
     first = (
-        one.with_columns(_rid=d.str.json_path_match("$.id"), method=method)
-        .with_columns(rpc_id=pl.when(rid.is_null()).then(None).when(is_str).then(quoted).otherwise(rid))
+        one.with_columns(_rid=d.str.json_path_match("$.id"), method=d.str.json_path_match("$.method"))
+        .with_columns(_sure=sure, rpc_id=pl.when(rid.is_null()).then(None).when(is_str).then(quoted).otherwise(rid))
         .drop("_rid")
     )
-    rest = first.filter(pl.col("method").is_null() | d.str.contains("protocolVersion", literal=True)).select(
-        "row",
-        _err=err.is_not_null(),
-        _res=has_result & d.str.json_path_match("$.jsonrpc").is_not_null(),
-        error_code=pl.when(code.str.contains(r"^-?[0-9]{1,18}$")).then(code.cast(pl.Int64, strict=False)),
-        error_message=d.str.json_path_match("$.error.message"),
-        protocol_version=version,
-    )
-    kind = (
-        pl.when(pl.col("method").is_not_null() & pl.col("rpc_id").is_not_null())
-        .then(pl.lit("request"))
-        .when(pl.col("method").is_not_null())
-        .then(pl.lit("notification"))
-        .when(pl.col("_err").fill_null(False))
-        .then(pl.lit("error"))
-        .when(pl.col("_res").fill_null(False))
-        .then(pl.lit("response"))
-    )
-    parsed = (
-        first.join(rest, on="row", how="left", maintain_order="left")
-        .with_columns(kind=kind)
-        .select(
-            "row", "kind", "rpc_id",
-            method=pl.when(pl.col("kind").is_in(["request", "notification"])).then(pl.col("method")),
-            error_code=pl.when(pl.col("kind") == "error").then(pl.col("error_code")),
-            error_message=pl.when(pl.col("kind") == "error").then(pl.col("error_message")),
-            protocol_version="protocol_version",
-            data=pl.when(pl.col("kind") == "request").then(d),  # requests are few: their params digest needs the text
-        )
-        .collect()
-    )
+    # (one plan for both: the JSON paths are read once; the text is carried on for requests and the rest alone)
+    parsed, texts = pl.collect_all([
+        first.filter(pl.col("_sure")).select(
+            "row",
+            kind=pl.when(pl.col("rpc_id").is_not_null()).then(pl.lit("request")).otherwise(pl.lit("notification")),
+            rpc_id="rpc_id", method="method",
+            error_code=pl.lit(None, pl.Int64), error_message=pl.lit(None, pl.String), protocol_version=pl.lit(None, pl.String),
+            data=pl.when(pl.col("rpc_id").is_not_null()).then(d),  # requests are few: their params digest needs the text
+        ),
+        first.filter(~pl.col("_sure")).select("row", "data"),
+    ])
     # the params digest of requests comes from the same canonical JSON as the Python path
     reqs = parsed.filter(pl.col("kind") == "request")
-    # (one per request, None where the Python reading finds no request: a `method` that is no string, which the JSON
-    # path reads as its JSON text -- one digest fewer than requests failed the whole read with a ShapeError)
     digests = [next((m.params_digest for m in _safe_extract(t)[:1]), None) for t in reqs["data"].to_list()]
-    good = (
-        parsed.filter(pl.col("kind").is_not_null())
-        .join(reqs.select("row", params_digest=pl.Series(digests, dtype=pl.String)), on="row", how="left", maintain_order="left")
+    parsed = (
+        parsed.join(reqs.select("row", params_digest=pl.Series(digests, dtype=pl.String)), on="row", how="left", maintain_order="left")
         .select(list(RPC_COLUMNS))
         .cast(_schema(RPC_COLUMNS))
     )
     other = rows.get_column("row").filter(shape == 3)
-    invalid = [parsed.filter(pl.col("kind").is_null()).get_column("row"), other]
-    del parsed
-    # batches: the rare slow path
-    found = []
-    bad = []
-    for row, data in rows_of(2).collect().iter_rows():
-        try:
-            got = extract(data)
-        except NotJsonRpc:
-            bad.append(row)
-            continue
-        found += [(row, m.kind, m.rpc_id, m.method, m.error_code, m.error_message, m.protocol_version, m.params_digest) for m in got]
+    # the rest, one text at a time: the objects Polars does not read (above), then the batches (the rare slow path)
+    found, bad, single = [], [], []
+    for frame, into in ((texts, single), (rows_of(2).collect(), found)):
+        for row, data in frame.iter_rows():
+            try:
+                got = extract(data)
+            except NotJsonRpc:
+                bad.append(row)
+                continue
+            into += [(row, m.kind, m.rpc_id, m.method, m.error_code, m.error_message, m.protocol_version, m.params_digest) for m in got]
+    good = parsed
+    if single:  # (in row order among the others: each such text is one object, one message)
+        good = pl.concat([parsed, pl.DataFrame(single, schema=_schema(RPC_COLUMNS), orient="row")]).sort("row", maintain_order=True)
+    invalid = [other]
     arrays = pl.DataFrame(found, schema=_schema(RPC_COLUMNS), orient="row")
     invalid.append(pl.Series("row", bad, dtype=pl.Int64))
     return EventRpc(good, arrays, pl.concat([s.cast(pl.Int64).rename("row") for s in invalid]).sort())
