@@ -100,7 +100,7 @@ def test_the_common_records_are_taken_with_digest_and_method():
 _KEY = st.sampled_from(["jsonrpc", "method", "id", "params", "result", "error", "m\\u0065thod", "i\\u0064"])
 _SCALAR = st.one_of(st.none(), st.booleans(), st.integers(-10**20, 10**20), st.floats(allow_nan=False, allow_infinity=False),
                     st.text(max_size=6), st.sampled_from(["notifications/progress", "tools/call", "protocolVersion", "2025-06-18"]))
-_RAW = st.sampled_from(['"\\ud800"', '"a\\udc00b"', '"\\ud83d\\ude00"', "1e400", "-0", "1E2", '"\\u0000"', "[]", "{}", '"\\/"',
+_RAW = st.sampled_from(['{"protocolVersio\\u006e":"v"}', '{"_meta":{"io.modelcontextprotocol/protocolVersio\\u006e":"v"}}', '"\\ud800"', '"a\\udc00b"', '"\\ud83d\\ude00"', "1e400", "-0", "1E2", '"\\u0000"', "[]", "{}", '"\\/"',
                         '{"protocolVersion":"2025-06-18"}', '{"a":1,"a":2}', "[" * 130 + "]" * 130, "123456789012345678901234567890"])
 
 
@@ -159,8 +159,9 @@ def test_a_method_read_ahead_is_the_method_event_rpc_reads(texts):
     assert frame.height == len(texts)
     want = _event_rpc(texts)
     for method, text, rpc in zip(frame.get_column("_method").to_list(), texts, want):
-        if method is not None:  # read ahead: event_rpc reads the same notification
+        if method is not None:  # read ahead: event_rpc reads the same notification, and so does extract
             assert rpc == ("notification", None, method, None), text
+            assert [(m.kind, m.rpc_id, m.method, m.protocol_version) for m in jsonrpc._extract(text)] == [rpc], text
     # the same methods from a column (Builder.finish's, for any reader's events), sliced and with nulls between
     column = pl.Series([None, *texts, None], dtype=pl.String)[1:]
     got = jsonrpc.notification_methods(column).to_list()
@@ -180,7 +181,10 @@ def test_the_methods_of_the_sdks_notifications_are_read_ahead():
     # and what it leaves to event_rpc: a request (an id), a response, an initialize result, a batch, a lone surrogate
     left = ['{"jsonrpc":"2.0","id":3,"method":"sampling/createMessage","params":{}}', '{"jsonrpc":"2.0","id":1,"result":{}}',
             '{"jsonrpc":"2.0","method":"m","params":{"protocolVersion":"2025-06-18"}}', '[{"jsonrpc":"2.0","method":"m"}]',
-            '{"jsonrpc":"2.0","method":"m","params":{"x":"\\ud800"}}', '{"jsonrpc":"2.0","method":5}']
+            '{"jsonrpc":"2.0","method":"m","params":{"x":"\\ud800"}}', '{"jsonrpc":"2.0","method":5}',
+            # a protocol version under a key spelled with an escape (extract reads it; the text does not show it)
+            '{"jsonrpc":"2.0","method":"m","params":{"protocolVersio\\u006e":"v"}}',
+            '{"jsonrpc":"2.0","method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersio\\u006e":"v"}}}']
     frame, _ = jsonl_native.sse_frame([_sse_line(t) for t in left])
     assert frame.get_column("_method").to_list() == [None] * len(left)
 

@@ -196,6 +196,15 @@ fn notification_method(data: &str) -> Option<String> {
         None | Some(Value::Null) => {}
         Some(_) => return None,
     }
+    // a protocol version under a key spelled with escapes ("protocolVersio\u006e"), which the text does not show
+    for holder in ["params", "result"] {
+        if let Some(Value::Object(part)) = obj.get(holder) {
+            let meta = matches!(part.get("_meta"), Some(Value::Object(m)) if m.contains_key(META_VERSION));
+            if part.contains_key("protocolVersion") || meta {
+                return None;
+            }
+        }
+    }
     match obj.get("method") {
         Some(Value::String(m)) => Some(m.clone()),
         _ => None,
@@ -573,7 +582,7 @@ fn rpc_messages<'py>(text: &Bound<'py, pyo3::types::PyString>) -> Option<Vec<Mes
 
 /// What the Python side expects of this build (analyzer/compiled.py ABI): raised whenever a function is added or
 /// changes what it takes or gives, so that a build older than the code is set aside, not called.
-const ABI: u32 = 4;
+const ABI: u32 = 5;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
