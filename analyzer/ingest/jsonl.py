@@ -680,15 +680,19 @@ def _read_batches(r: _Reader, blocks, decode) -> None:
         r.records += taken.height
         r.paths["columns"] += taken.height
         if taken.height:
-            got = (
-                fast.join(taken, on="pos", maintain_order="left")
-                .with_columns(_line=pl.col("pos").cast(pl.Int64) + first)
-                .with_columns(
+            if taken.height == fast.height and taken.get_column("pos").equals(fast.get_column("pos")):
+                plan = fast.with_columns(taken.get_column("xid")).lazy()  # (every plain record attached: no join)
+            else:
+                plan = fast.lazy().join(taken.lazy(), on="pos", maintain_order="left")
+            got = (  # (one plan: the batch's columns made in one pass)
+                plan.with_columns(
+                    _line=pl.col("pos").cast(pl.Int64) + first,
                     location=pl.lit(None, pl.String),  # "line N", from _line, made for the whole table (tables.Builder)
                     fate=pl.when(pl.col("data").is_null()).then(pl.lit("no_data")).otherwise(pl.lit("dispatched")),
                     data=pl.col("data").fill_null(""),
                 )
                 .select(*FRAME_COLUMNS, "_line", *(k for k in READ_AHEAD if k in fast.columns))
+                .collect()
             )
             # the per-line reader's events of this batch and these, in line order: as it would have appended them all
             b.flush_values()
