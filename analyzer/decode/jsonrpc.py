@@ -239,10 +239,11 @@ def event_rpc(rows: "pl.DataFrame") -> EventRpc:
     # Polars reads the messages it is certain to read as extract does: a request or notification whose method is
     # a string written as it is, its key once (json_path_match reads a number, `true` or an object as its JSON text,
     # and takes the last of two keys, or a nested one's text may be the one found in the raw text), an id that is
-    # a string written as it is or a plain integer, its key at most once, no protocol version, no key spelled with an
-    # escape (json_path_match decodes it, the raw text does not show it: "i\u0064").  Every other message -- responses, errors,
-    # initialize, and those -- is extract's (the compiled core's where it is built), one text at a time: they are
-    # few beside the notifications (tests/test_jsonrpc.py compares both on hostile texts).
+    # a string written as it is or a plain integer, its key at most once, no protocol version, no key spelled with
+    # an escape (json_path_match decodes it, the raw text does not show it: "i\u0064").  Every other message --
+    # responses (the old plan also called one without `jsonrpc` invalid), errors, initialize, and those -- is
+    # extract's (the compiled core's where it is built), one text at a time: they are few beside the notifications
+    # (tests/test_jsonrpc.py compares both on hostile texts).
     sure = (
         method.is_not_null()
         & ~d.str.contains(r'\\u[0-9a-fA-F]{4}[^"]*"\s*:')  # a key spelled with an escape (or, safely, a value like one)

@@ -185,6 +185,7 @@ def _lines_in_blocks(stream: BinaryIO, limit: int, blanks: bool = True):
             starts, longest = split(data)
             if longest <= limit:
                 tail = block[cut + 1 :]
+                del block  # (not held beside its lines while they are read)
                 carry, carry_len = ([tail] if len(tail) <= limit else []), len(tail)
                 yield Lines(data, starts, 0, len(starts) // 8 - 1)
                 continue
