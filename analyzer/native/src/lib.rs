@@ -5,8 +5,9 @@
 //! Arrow buffers, with each event's compact digest and, for an event whose data is a JSON-RPC notification, its
 //! method.  Every line it does not take goes on to the Python paths, which decide what it is: the rule here is to
 //! take only what is certain, never to guess.  tests/test_native.py compares both on every kind of line.
-//! `notification_methods` reads the same methods for any events column, and `rpc_messages` one body's JSON-RPC
-//! (analyzer/decode/jsonrpc.py `extract`).
+//! `line_starts` splits the log's blocks into those lines (spans, not one bytes object each), `notification_methods`
+//! reads the same methods for any events column, and `rpc_messages` one body's JSON-RPC (analyzer/decode/jsonrpc.py
+//! `extract`).
 
 use std::borrow::Cow;
 use std::fmt;
