@@ -198,13 +198,8 @@ fn notification_method(data: &str) -> Option<String> {
         Some(_) => return None,
     }
     // a protocol version under a key spelled with escapes ("protocolVersio\u006e"), which the text does not show
-    for holder in ["params", "result"] {
-        if let Some(Value::Object(part)) = obj.get(holder) {
-            let meta = matches!(part.get("_meta"), Some(Value::Object(m)) if m.contains_key(META_VERSION));
-            if part.contains_key("protocolVersion") || meta {
-                return None;
-            }
-        }
+    if protocol_version(obj).is_some() {
+        return None;
     }
     match obj.get("method") {
         Some(Value::String(m)) => Some(m.clone()),
