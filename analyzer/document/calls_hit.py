@@ -141,8 +141,8 @@ def of(doc: dict) -> list[dict]:
     for b in bs:
         hits.add_boundary(b)
     fs = doc.get("findings") or ()
-    if isinstance(fs, Records):  # (the keys add_finding reads, a slice of findings made at a time: finding_rows.py)
-        fs = fs.some(_READ_FINDING)
+    if isinstance(fs, Records):  # (the keys add_finding reads, of the findings of its rules only: finding_rows.py)
+        fs = fs.some(_READ_FINDING, pl.col("rule").is_in(list(_RAN_TWICE)))
     for f in fs:
         hits.add_finding(f)
     return hits.rows()

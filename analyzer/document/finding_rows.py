@@ -53,6 +53,11 @@ def numbered(r: dict, i: int, pos, key: dict, keep_pos: bool) -> dict:
     return r
 
 
+# the keys of a finding that its frame row or history dict holds as the document writes them (identify and numbered
+# leave them as they are): read for every finding without making its dict
+PLAIN = ("rule", "severity")
+
+
 class FindingRecords(Records):
     """The findings array: the reconnect findings (``recon``: the rule's frame, with ``_time``, the start of each one's
     exchange) and the history findings (``hist``: dicts, identified, their ``pos`` taken out into ``hist_pos``), in
@@ -83,16 +88,25 @@ class FindingRecords(Records):
 
     def _made(self, at: int, end: int) -> list[dict]:
         """The findings ``at`` to ``end`` (0-based, in the document's order) as the document's dicts."""
+        return self._made_at(range(at, min(end, len(self._order))))
+
+    def _made_at(self, ks: Sequence[int]) -> list[dict]:
+        """The findings at the document's places ``ks`` (0-based, ascending) as the document's dicts."""
         n = self._recon.height
-        idx = self._order[at:end]
+        idx = [self._order[k] for k in ks]
         mine = [i for i in idx if i < n]
         rows = iter(self._recon.select(pl.all().gather(mine)).to_dicts() if mine else ())
         out = []
-        for k, i in enumerate(idx, start=at):
+        for k, i in zip(ks, idx):
             # (a history finding is copied: numbered() names its session, and the dicts are made again on each read)
             r, pos = self._reconnect(next(rows)) if i < n else (dict(self._hist[i - n]), self._hist_pos[i - n])
             out.append(numbered(r, k, pos, self._key, self._keep_pos))
         return out
+
+    def _plain(self, name: str) -> list:
+        """A key of :data:`PLAIN` in the document's order, read from the frame and the history findings (no dict made)."""
+        values = self._recon.get_column(name).to_list() + [h[name] for h in self._hist]
+        return [values[i] for i in self._order]
 
     def _slices(self) -> Iterator[list[dict]]:
         if self._rows is not None:
@@ -113,15 +127,28 @@ class FindingRecords(Records):
         return len(self._rows) if self._rows is not None else self._height
 
     def column(self, name: str) -> list:
-        """One key's values in the findings' order (None where a finding has no such key), a slice of dicts at a time."""
+        """One key's values in the findings' order (None where a finding has no such key): a key of :data:`PLAIN` from
+        the frame and the history findings, any other a slice of dicts at a time."""
+        if self._rows is None and name in PLAIN:
+            return self._plain(name)
         return [r.get(name) for piece in self._slices() for r in piece]
 
     def some(self, names: Sequence[str], keep: pl.Expr | None = None):
-        """The findings' keys ``names`` (those each has), one finding at a time, a slice of dicts made at a time."""
-        if keep is not None:
-            raise ValueError("FindingRecords.some chooses no findings: read them all")
-        for piece in self._slices():
-            for r in piece:
+        """The findings' keys ``names`` (those each has), one finding at a time, a slice of dicts made at a time; ``keep``:
+        only the findings it chooses, an expression of keys in :data:`PLAIN` (the summary and calls_hit read a few
+        findings or a few keys: neither makes the dict of every finding).  Findings already made as dicts are given
+        every one, as by :meth:`Records.some`."""
+        if keep is not None and not set(keep.meta.root_names()) <= set(PLAIN):
+            raise ValueError(f"FindingRecords.some chooses findings by {', '.join(PLAIN)} only")
+        if keep is None or self._rows is not None:
+            for piece in self._slices():
+                for r in piece:
+                    yield {k: r[k] for k in names if k in r}
+            return
+        chosen = pl.DataFrame({c: self._plain(c) for c in PLAIN}, schema={c: pl.String for c in PLAIN}).select(
+            pl.arg_where(keep)).to_series().to_list()
+        for at in range(0, len(chosen), records.LIST_SLICE):
+            for r in self._made_at(chosen[at:at + records.LIST_SLICE]):
                 yield {k: r[k] for k in names if k in r}
 
     def write_json(self, out) -> None:
