@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import polars as pl
 
@@ -121,14 +122,28 @@ class Records(Sequence):
         if self._frame is not None and height <= step:
             whole.write_json(out)
             return
-        out.write(b"[")
-        for at in range(0, height, step):
+
+        def text(at: int) -> bytes:
             piece = whole.slice(at, step)
-            text = (piece if self._frame is not None else piece.collect()).write_json().encode("utf-8")
-            del piece
-            out.write(b"," if at else b"")
-            out.write(memoryview(text)[1:-1])  # (the slice's records, without its brackets)
-            del text
+            return (piece if self._frame is not None else piece.collect()).write_json().encode("utf-8")
+
+        # Polars makes a slice's text without the GIL: the slices are made two at a time, one in this thread and the
+        # next in a worker (1M events: the boundaries' 54 MB 0.26 -> 0.19 s), and written in order; two slices'
+        # texts at most are held
+        starts = range(0, height, step)
+        out.write(b"[")
+        with ThreadPoolExecutor(1, thread_name_prefix="records-json") as pool:
+            ahead = None
+            for n, at in enumerate(starts):
+                if ahead is None:
+                    following = pool.submit(text, starts[n + 1]) if n + 1 < len(starts) else None
+                    done = text(at)
+                    ahead = following
+                else:
+                    done, ahead = ahead.result(), None
+                out.write(b"," if at else b"")
+                out.write(memoryview(done)[1:-1])  # (the slice's records, without its brackets)
+                del done
         out.write(b"]")
 
 
