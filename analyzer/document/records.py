@@ -128,8 +128,8 @@ class Records(Sequence):
             return (piece if self._frame is not None else piece.collect()).write_json().encode("utf-8")
 
         # Polars makes a slice's text without the GIL: the slices are made two at a time, one in this thread and the
-        # next in a worker (1M events: the boundaries' 54 MB 0.26 -> 0.19 s), and written in order; two slices'
-        # texts at most are held
+        # next in a worker (1M events: the boundaries' 54 MB 0.30-0.32 -> 0.22-0.26 s), and written in order; two
+        # slices' texts at most are held
         starts = range(0, height, step)
         out.write(b"[")
         with ThreadPoolExecutor(1, thread_name_prefix="records-json") as pool:
