@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -139,3 +140,24 @@ def test_a_long_list_of_the_document_is_encoded_in_slices(monkeypatch):
     monkeypatch.setattr(records, "_COMPACT", counted)
     assert records.document_json(doc) == compact(doc).encode("utf-8")
     assert lengths == [1_024, 1_024, 952]  # (on the code before: [3000])
+
+
+@pytest.mark.parametrize("failing", ["MainThread", "records-json"])
+def test_a_slice_that_fails_fails_the_writing(monkeypatch, failing):
+    """Records.write_json makes two slices' text at a time, one in a worker: a slice that cannot be made, in this
+    thread or in the worker, raises its error where the array is written (no hang, no array cut short)."""
+    import threading
+
+    monkeypatch.setattr(records, "SLICE_ROWS", 2)
+    made = []
+
+    def check(batch: pl.Series) -> pl.Series:
+        made.append(threading.current_thread().name)
+        if made[-1].startswith(failing):
+            raise ValueError(f"a slice failed in {failing}")
+        return batch
+
+    plan = pl.DataFrame({"i": range(6)}).lazy().with_columns(pl.col("i").map_batches(check, return_dtype=pl.Int64))
+    with pytest.raises(Exception, match=f"a slice failed in {failing}"):
+        Records(plan, height=6).json_bytes()
+    assert any(name.startswith(failing) for name in made)
