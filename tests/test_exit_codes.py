@@ -53,18 +53,16 @@ def test_debug_prints_the_traceback_and_still_exits_3(monkeypatch):
         assert "Traceback (most recent call last)" in r.stderr and "_boom" in r.stderr
 
 
-@pytest.mark.parametrize("where", ["jsonl_typed.decode", "jsonrpc.event_rpc", "polars.collect_all", "rpc.boundary_calls"])
+@pytest.mark.parametrize("where", ["jsonl_typed.decode", "jsonrpc.event_rpc", "polars.collect_all"])
 def test_an_error_in_a_worker_thread_exits_3_and_writes_no_json(tmp_path, monkeypatch, where):
-    """The JSONL reader, Builder.finish, the boundaries' facts and the findings document each run Polars work in a
-    worker thread (ingest/jsonl._with_columns, tables.Builder.finish, signals/boundaries.facts' calls side,
-    document/build.build_document): a failure there is
+    """The JSONL reader, Builder.finish and the findings document each run Polars work in a worker thread
+    (ingest/jsonl._with_columns, tables.Builder.finish, document/build.build_document): a failure there is
     raised in the main thread, at its place, and ends the run as an internal error: not a hang, not a
     document with part of the input."""
     import polars
 
     from analyzer.decode import jsonrpc
     from analyzer.ingest import jsonl_typed
-    from analyzer.signals import rpc
 
     calls = []
 
@@ -74,7 +72,7 @@ def test_an_error_in_a_worker_thread_exits_3_and_writes_no_json(tmp_path, monkey
         calls.append(threading.current_thread().name)
         raise KeyError("no such column")
 
-    owner = {"jsonl_typed": jsonl_typed, "jsonrpc": jsonrpc, "polars": polars, "rpc": rpc}[where.split(".")[0]]
+    owner = {"jsonl_typed": jsonl_typed, "jsonrpc": jsonrpc, "polars": polars}[where.split(".")[0]]
     monkeypatch.setattr(owner, where.split(".")[1], boom)
     out = tmp_path / "f.json"
     r = run("analyze", str(SYN / "continuous.jsonl"), "--json", str(out))

@@ -16,8 +16,6 @@ Nothing here decides a verdict or a severity.
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import polars as pl
 
 from analyzer.signals import clients, eras, idschemes, progress, rpc, views
@@ -592,56 +590,36 @@ def facts(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
     ``rev`` from eras.revisions."""
     b = boundaries(f, links).join(rev, on="session", how="left")
     d = deliveries(f)  # (shared by the checks below)
-
-    def calls_side() -> tuple:
-        """What the boundaries' calls read (the deliveries elsewhere, the clients, the calls and their results), and
-        the checks made of it alone."""
-        elsewhere = foreign_deliveries(f, b, d)
-        fam = clients.sessions(f, b)  # the client of each session with a reconnect: once, for the two facts that read it
-        c = rpc.boundary_calls(f, b, elsewhere)  # (named once: wrong_results, proof and stale_cursor read them)
-        wrong = rpc.wrong_results(f, b, elsewhere, fam, c)
-        checks = [rpc.boundary_signals(f, b, c),
-                  replayed_across_sessions(f, b, elsewhere).select("gx", "xs_n", "xs_other", "xs_ids", "xs_evidence"),
-                  wrong, progress.proof(f, b, wrong, c), reaction(f, b), eras.polling(f, b), undecrypted_before(f, b)]
-        return fam, c, checks
-
-    # The two sides share only b and d: the calls' side runs in a worker while this thread reads the events after
-    # each boundary.  Their plans are Polars work, which releases the GIL: two cores, each side's Python beside the
-    # other's Polars (1M events: facts 1.66 -> 1.49 s wall, medians of 6 rounds; the peak 1.31 -> 1.35-1.39 GB)
-    with ThreadPoolExecutor(1, thread_name_prefix="facts-calls") as pool:
-        calls = pool.submit(calls_side)
-        claims = cursor_claims(f, b, d)
-        after = after_events(f, b, claims, d)
-        seqs = sequence_checks(f, after, d)
-        opq = opaque_checks(f, after)
-        first = after.group_by("gx").agg(
-            first_event_id_after=pl.col("id").first(),
-            overlap=pl.col("overlap").any(),
-            n_after=(~pl.col("overlap")).sum(),
-            # re-sent events that had left the capture point after the client's cursor
-            resent_ids=pl.col("id").filter(~pl.col("overlap") & (pl.col("prior") == "after_claim")).unique(maintain_order=True).head(LIST_CAP),
-            resent_count=(~pl.col("overlap") & (pl.col("prior") == "after_claim")).sum(),
-        )
-        mine = [first, seqs, opq.rename({"dup_ids": "o_dup_ids", "dup_count": "o_dup_count"}), ambiguous_cursor(f, after, claims, d),
-                foreign(after).drop("cursor_prefix"), views.boundary_history(f, b, after, d)]
-        fam, c, theirs = calls.result()
-    # (joined in the order of the columns before: the boundaries' columns are the document's)
-    first, seqs, opq, amb, fgn, hist = mine
-    signals, xs, wrong, proof, react, poll, undec = theirs
+    claims = cursor_claims(f, b, d)
+    after = after_events(f, b, claims, d)
+    seqs = sequence_checks(f, after, d)
+    opq = opaque_checks(f, after)
+    first = after.group_by("gx").agg(
+        first_event_id_after=pl.col("id").first(),
+        overlap=pl.col("overlap").any(),
+        n_after=(~pl.col("overlap")).sum(),
+        # re-sent events that had left the capture point after the client's cursor
+        resent_ids=pl.col("id").filter(~pl.col("overlap") & (pl.col("prior") == "after_claim")).unique(maintain_order=True).head(LIST_CAP),
+        resent_count=(~pl.col("overlap") & (pl.col("prior") == "after_claim")).sum(),
+    )
+    elsewhere = foreign_deliveries(f, b, d)
+    fam = clients.sessions(f, b)  # the client of each session with a reconnect: once, for the two facts that read it
+    c = rpc.boundary_calls(f, b, elsewhere)  # (named once: wrong_results, proof and stale_cursor read them)
+    wrong = rpc.wrong_results(f, b, elsewhere, fam, c)
     b = (
         b.join(first, on="gx", how="left")
         .join(seqs, on="gx", how="left")
-        .join(opq, on="gx", how="left")
-        .join(amb, on="gx", how="left")
-        .join(fgn, on="gx", how="left")
-        .join(react, on="gx", how="left")
-        .join(signals, on="gx", how="left")
-        .join(poll, on="gx", how="left")
-        .join(hist, on="gx", how="left")
-        .join(xs, on="gx", how="left")
+        .join(opq.rename({"dup_ids": "o_dup_ids", "dup_count": "o_dup_count"}), on="gx", how="left")
+        .join(ambiguous_cursor(f, after, claims, d), on="gx", how="left")
+        .join(foreign(after).drop("cursor_prefix"), on="gx", how="left")
+        .join(reaction(f, b), on="gx", how="left")
+        .join(rpc.boundary_signals(f, b, c), on="gx", how="left")
+        .join(eras.polling(f, b), on="gx", how="left")
+        .join(views.boundary_history(f, b, after, d), on="gx", how="left")
+        .join(replayed_across_sessions(f, b, elsewhere).select("gx", "xs_n", "xs_other", "xs_ids", "xs_evidence"), on="gx", how="left")
         .join(wrong, on="gx", how="left")
-        .join(proof, on="gx", how="left")
-        .join(undec, on="gx", how="left")
+        .join(progress.proof(f, b, wrong, c), on="gx", how="left")
+        .join(undecrypted_before(f, b), on="gx", how="left")
         .join(stale_cursor(f, b, after, fam, d, c), on="gx", how="left")
         .with_columns(pl.col("n_after").fill_null(0), pl.col("overlap").fill_null(False))
     )
