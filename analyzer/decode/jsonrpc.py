@@ -284,17 +284,14 @@ def event_rpc(rows: "pl.DataFrame") -> EventRpc:
     for frame, into in ((texts, single), (rows_of(2).collect(), found)):
         for row, data in frame.iter_rows():
             try:
-                got = extract(data)
+                into += [(row, *m) for m in extract_rows(data)]  # (the Message fields in order, as RPC_COLUMNS has them)
             except NotJsonRpc:
                 bad.append(row)
-                continue
-            into += [(row, m.kind, m.rpc_id, m.method, m.error_code, m.error_message, m.protocol_version, m.params_digest) for m in got]
     good = parsed
     if single:  # (in row order among the others: each such text is one object, one message)
         good = pl.concat([parsed, pl.DataFrame(single, schema=_schema(RPC_COLUMNS), orient="row")]).sort("row", maintain_order=True)
-    invalid = [other]
     arrays = pl.DataFrame(found, schema=_schema(RPC_COLUMNS), orient="row")
-    invalid.append(pl.Series("row", bad, dtype=pl.Int64))
+    invalid = [other, pl.Series("row", bad, dtype=pl.Int64)]
     return EventRpc(good, arrays, pl.concat([s.cast(pl.Int64).rename("row") for s in invalid]).sort())
 
 
