@@ -236,6 +236,7 @@ _CANDIDATE = re.compile(_CANDIDATE_RX)
 _NAME_ALT = ("(?:" + _SUBSTR_RX + _NAME_CHAR + "*|" + _WHOLE_RUST_RX + "(?:" + _NOT_LOWER_NAME_CHAR + _NAME_CHAR + "*)?)" + _NAME_END)
 _CANDIDATE_FAST_RX = _NAME_ALT + "|" + _OTHER_ALT + "|" + _REST_ALT
 _KEY_UNBOUNDED_RX = "(?:" + _SUBSTR_RX + _KEY_UNIT + "*|" + _WHOLE_RUST_RX + "(?:" + _KEY_UNIT_NOT_LOWER + _KEY_UNIT + "*)?)" + _KEY_END
+_EITHER_RX = "(?:" + _CANDIDATE_FAST_RX + ")|(?:" + _KEY_UNBOUNDED_RX + ")"
 # every candidate has one of these (case aside; the odd letters mapped as below), or an escape (``\\u``), or a secret's
 # shape (15 characters at least; _SHAPE_START, case-sensitive as the shapes are): Python's regex engine tries each
 # alternative at each position, a substring test of the lower-cased text is C's (a 200-byte JSON body: 1 against 23 µs)
@@ -544,12 +545,18 @@ def _is_candidate(series):
     """``series.str.contains(_CANDIDATE_RX)`` (nulls false), without running its bounded alternative in Polars."""
     import polars as pl
 
-    got = series.str.contains(_CANDIDATE_FAST_RX).fill_null(False)
-    key = series.str.contains(_KEY_UNBOUNDED_RX).fill_null(False) & ~got
-    if key.any():
-        idx = key.arg_true()
+    # one pass over every value with both alternatives, and the fast one alone over the values that pass takes: the
+    # rest of those the key alternative alone takes (1M events' data, 326k taken: 0.34 -> 0.25 s; both alternatives
+    # over every value before)
+    got = series.str.contains(_EITHER_RX).fill_null(False)
+    if not got.any():
+        return got
+    taken = got.arg_true()
+    fast = series.gather(taken).str.contains(_CANDIDATE_FAST_RX).fill_null(False)
+    if not fast.all():
+        idx = taken.filter(~fast)
         exact = pl.Series([_CANDIDATE.search(v) is not None for v in series.gather(idx).to_list()], dtype=pl.Boolean)
-        got = got.scatter(idx, exact)
+        got = got.scatter(idx, exact)  # (in place: ``got`` is this function's own)
     return got
 
 
