@@ -15,7 +15,7 @@ use std::fmt;
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
-use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -191,19 +191,221 @@ fn notification_method(data: &str) -> Option<String> {
     if first != b'{' {
         return None;
     }
-    let value: Value = serde_json::from_str(data).ok()?;
-    let obj = value.as_object()?;
-    match obj.get("id") {
-        None | Some(Value::Null) => {}
-        Some(_) => return None,
-    }
-    // a protocol version under a key spelled with escapes ("protocolVersio\u006e"), which the text does not show
-    if protocol_version(obj).is_some() {
+    // read as serde_json reads the text into a Value (the same text taken, the same errors), keeping only what is
+    // looked up in that Value: the last of each key, as its map keeps it.  Not the Value itself: its maps and
+    // strings were a fifth of the whole pass over the 1M-event log's lines (perf), for three lookups.
+    let mut de = serde_json::Deserializer::from_str(data);
+    let top = de.deserialize_any(TopVisitor).ok()?;
+    de.end().ok()?;
+    if !top.id_null {
         return None;
     }
-    match obj.get("method") {
-        Some(Value::String(m)) => Some(m.clone()),
-        _ => None,
+    // a protocol version under a key spelled with escapes ("protocolVersio\u006e"), which the text does not show
+    // (protocol_version: params' or result's protocolVersion, else params._meta's)
+    if top.params.version || top.result.version || top.params.meta {
+        return None;
+    }
+    top.method
+}
+
+/// Any JSON value, read and checked as serde_json reads one into a Value (numbers out of range, lone surrogates,
+/// nesting past its limit: the same errors), without making it.
+struct Checked;
+
+impl<'de> de::Deserialize<'de> for Checked {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(CheckedVisitor)
+    }
+}
+
+struct CheckedVisitor;
+
+impl<'de> Visitor<'de> for CheckedVisitor {
+    type Value = Checked;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_unit<E>(self) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Checked, A::Error> {
+        while s.next_element::<Checked>()?.is_some() {}
+        Ok(Checked)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Checked, A::Error> {
+        while m.next_key::<Checked>()?.is_some() {
+            m.next_value::<Checked>()?;
+        }
+        Ok(Checked)
+    }
+}
+
+/// A value checked as [`Checked`], and whether it is a string (`Some`, with it when `keep`) or null.
+enum Seen {
+    Null,
+    Text(Option<String>),
+    Other,
+}
+
+struct SeenVisitor {
+    keep: bool,
+}
+
+impl<'de> de::DeserializeSeed<'de> for SeenVisitor {
+    type Value = Seen;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Seen, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for SeenVisitor {
+    type Value = Seen;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Seen, E> {
+        Ok(Seen::Other)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Seen, E> {
+        Ok(Seen::Other)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Seen, E> {
+        Ok(Seen::Other)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Seen, E> {
+        Ok(Seen::Other)
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Seen, E> {
+        Ok(Seen::Text(self.keep.then(|| v.to_owned())))
+    }
+    fn visit_unit<E>(self) -> Result<Seen, E> {
+        Ok(Seen::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, s: A) -> Result<Seen, A::Error> {
+        CheckedVisitor.visit_seq(s).map(|_| Seen::Other)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<Seen, A::Error> {
+        CheckedVisitor.visit_map(m).map(|_| Seen::Other)
+    }
+}
+
+/// `params` or `result` as protocol_version looks into it: whether (the last) `protocolVersion` is a string, and
+/// whether `_meta`'s (the last) META_VERSION is one; both false for a value that is no object.
+#[derive(Default)]
+struct Holder {
+    version: bool,
+    meta: bool,
+}
+
+impl<'de> de::Deserialize<'de> for Holder {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(HolderVisitor { meta_of: false })
+    }
+}
+
+/// ``meta_of``: reading `_meta` (its META_VERSION is looked for), else `params`/`result`.
+struct HolderVisitor {
+    meta_of: bool,
+}
+
+impl<'de> de::DeserializeSeed<'de> for HolderVisitor {
+    type Value = Holder;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Holder, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for HolderVisitor {
+    type Value = Holder;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Holder, E> {
+        Ok(Holder::default())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Holder, E> {
+        Ok(Holder::default())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Holder, E> {
+        Ok(Holder::default())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Holder, E> {
+        Ok(Holder::default())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Holder, E> {
+        Ok(Holder::default())
+    }
+    fn visit_unit<E>(self) -> Result<Holder, E> {
+        Ok(Holder::default())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, s: A) -> Result<Holder, A::Error> {
+        CheckedVisitor.visit_seq(s).map(|_| Holder::default())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Holder, A::Error> {
+        let mut h = Holder::default();
+        while let Some(key) = m.next_key::<Text<'de>>()? {
+            match (self.meta_of, key.0.as_ref()) {
+                (false, "protocolVersion") => h.version = matches!(m.next_value_seed(SeenVisitor { keep: false })?, Seen::Text(_)),
+                (false, "_meta") => h.meta = m.next_value_seed(HolderVisitor { meta_of: true })?.version,
+                (true, META_VERSION) => h.version = matches!(m.next_value_seed(SeenVisitor { keep: false })?, Seen::Text(_)),
+                _ => {
+                    m.next_value::<Checked>()?;
+                }
+            }
+        }
+        Ok(h)
+    }
+}
+
+/// The top object of an event's data, as notification_method looks into it.
+struct Top {
+    id_null: bool, // no `id`, or (the last) null
+    method: Option<String>,
+    params: Holder,
+    result: Holder,
+}
+
+struct TopVisitor;
+
+impl<'de> Visitor<'de> for TopVisitor {
+    type Value = Top;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Top, A::Error> {
+        let mut t = Top { id_null: true, method: None, params: Holder::default(), result: Holder::default() };
+        while let Some(key) = m.next_key::<Text<'de>>()? {
+            match key.0.as_ref() {
+                "id" => t.id_null = matches!(m.next_value_seed(SeenVisitor { keep: false })?, Seen::Null),
+                "method" => {
+                    t.method = match m.next_value_seed(SeenVisitor { keep: true })? {
+                        Seen::Text(v) => v,
+                        _ => None,
+                    }
+                }
+                "params" => t.params = m.next_value()?,
+                "result" => t.result = m.next_value()?,
+                _ => {
+                    m.next_value::<Checked>()?;
+                }
+            }
+        }
+        Ok(t)
     }
 }
 
