@@ -189,6 +189,38 @@ def test_the_methods_of_the_sdks_notifications_are_read_ahead():
     assert frame.get_column("_method").to_list() == [None] * len(left)
 
 
+
+@needs_native
+def test_the_method_read_ahead_keeps_the_last_of_each_key_and_takes_no_text_serde_json_refuses():
+    """The method is read without a serde_json Value (91e16a0), so what a Value would keep and refuse is checked
+    here: the last of a repeated key (as Python's json keeps it too), keys spelled with escapes, and every text a
+    Value refuses (a number out of range, a lone surrogate deep inside, nesting past the limit, text after the
+    object) left to event_rpc."""
+    cases = [  # (text, the method read ahead or None)
+        ('{"jsonrpc":"2.0","method":"a","method":"b"}', "b"),
+        ('{"jsonrpc":"2.0","id":1,"id":null,"method":"m"}', "m"),
+        ('{"jsonrpc":"2.0","id":null,"i\\u0064":1,"method":"m"}', None),
+        ('{"jsonrpc":"2.0","meth\\u006fd":"m\\u00e9"}', "m\u00e9"),
+        ('{"jsonrpc":"2.0","method":"m","method":5}', None),
+        ('{"jsonrpc":"2.0","method":"m","params":{"protocolVersio\\u006e":1}}', "m"),
+        ('{"jsonrpc":"2.0","method":"m","params":[1],"params":{"protocolVersio\\u006e":"v"}}', None),
+        ('{"jsonrpc":"2.0","method":"m","params":{"protocolVersio\\u006e":"v"},"params":[1]}', "m"),
+        ('{"jsonrpc":"2.0","method":"m","result":{"protocolVersio\\u006e":"v"}}', None),
+        ('{"jsonrpc":"2.0","method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersio\\u006e":"v"},"_meta":{}}}', "m"),
+        ('{"jsonrpc":"2.0","method":"m","params":{"progress":1e400}}', None),
+        ('{"jsonrpc":"2.0","method":"m","params":{"a":[{"b":"\\udc00"}]}}', None),
+        ('{"jsonrpc":"2.0","method":"m","params":' + "[" * 200 + "]" * 200 + "}", None),
+        ('{"jsonrpc":"2.0","method":"m"} x', None),
+        ('{"jsonrpc":"2.0","method":"m",}', None),
+    ]
+    texts = [t for t, _ in cases]
+    frame, _ = jsonl_native.sse_frame([_sse_line(t) for t in texts])
+    assert frame.get_column("_method").to_list() == [m for _, m in cases]
+    for (text, method), rpc in zip(cases, _event_rpc(texts)):
+        if method is not None:  # what is read ahead is what event_rpc reads
+            assert rpc == ("notification", None, method, None), text
+
+
 # -- the whole read: the same tables with the compiled reader and without it -------------------------------------
 
 def _read(data: bytes, native: bool, batch_lines: int | None = None, reading: Reading = Reading(compact=True)):
