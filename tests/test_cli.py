@@ -206,6 +206,36 @@ def test_the_command_sets_the_allocator_defaults_before_polars_loads(env, order,
     assert (want not in got) if order == "polars-first" else got == want
 
 
+_BLAS_PROBE = """
+import json, os, sys
+from analyzer.__main__ import tune_allocator
+tune_allocator()
+from analyzer import cli, pipeline  # noqa: F401  (what the command loads: PyArrow, which loads NumPy)
+print(json.dumps([os.environ.get("OPENBLAS_NUM_THREADS"), len(os.listdir("/proc/self/task")), "numpy" in sys.modules]))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+def test_the_command_starts_no_openblas_threads_and_keeps_a_users_setting():
+    """NumPy's OpenBLAS (loaded by PyArrow, never used here) starts spinning threads unless told one thread: the
+    command tells it so before NumPy loads, and one more thread is there when the user asks for two."""
+    import os
+    import subprocess
+    import sys
+
+    def probe(value):
+        environ = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+        if value is not None:
+            environ["OPENBLAS_NUM_THREADS"] = value
+        out = subprocess.run([sys.executable, "-c", _BLAS_PROBE], capture_output=True, text=True, timeout=60, check=True, env=environ)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    ours, users = probe(None), probe("2")
+    assert ours[0] == "1" and users[0] == "2"
+    if ours[2]:  # (NumPy installed: its OpenBLAS started a thread for the user's two, none for ours)
+        assert users[1] == ours[1] + 1
+
+
 def test_the_installed_command_runs_through_the_allocator_entry():
     """pyproject's script is analyzer.__main__:main (which runs analyzer.cli.main), and it exits as the CLI does."""
     import subprocess
