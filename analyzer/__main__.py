@@ -1,7 +1,8 @@
 """The ``mcp-sse-audit`` command (and ``python -m analyzer``).
 
-It only sets the allocator's defaults before Polars loads (and OpenBLAS's threads before NumPy loads), then runs ``analyzer.cli.main``.  Nothing here
-imports Polars: jemalloc, Polars' allocator, reads its options once, when Polars first allocates.
+It only sets the allocator's defaults before Polars loads (and OpenBLAS's threads before NumPy loads), then runs
+``analyzer.cli.main``.  Nothing here imports Polars: jemalloc, Polars' allocator, reads its options once, when Polars
+first allocates.
 """
 from __future__ import annotations
 
