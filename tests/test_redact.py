@@ -293,6 +293,37 @@ def test_redaction_changes_no_finding_and_no_digest(captured):
     assert ra.messages.drop_columns(["error_message"]).equals(rb.messages.drop_columns(["error_message"]))
 
 
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_error_messages_are_redacted_in_bodies_and_events_alike(tmp_path, compact):
+    """A JSON-RPC error's message is redacted whether it came in a JSON response body or in an SSE event (the two are
+    redacted apart: the events' in the read's worker thread), and kept with --no-redact."""
+    from analyzer.ingest import inputs
+
+    err = lambda n: json.dumps({"jsonrpc": "2.0", "id": n, "error": {"code": -32000, "message": f"bad credentials: password=SECRET-B{n}"}})
+    recs = [
+        {"kind": "request", "ts": _ts(1), "conn": "c1", "method": "POST", "url": URL, "headers": {"mcp-session-id": SID}, "body": json.dumps(CALL)},
+        {"kind": "response", "ts": _ts(1, 0.1), "conn": "c1", "status": 200, "headers": {"content-type": "application/json"}},
+        {"kind": "body", "ts": _ts(1, 0.2), "conn": "c1", "data": err(1)},
+        {"kind": "close", "ts": _ts(1, 0.3), "conn": "c1", "reason": "eof"},
+        {"kind": "request", "ts": _ts(2), "conn": "c2", "method": "POST", "url": URL, "headers": {"mcp-session-id": SID}, "body": json.dumps(CALL)},
+        {"kind": "response", "ts": _ts(2, 0.1), "conn": "c2", "status": 200, "headers": {"content-type": "text/event-stream"}},
+        {"kind": "sse", "ts": _ts(2, 0.2), "conn": "c2", "id": "e1", "data": err(2)},
+        {"kind": "sse", "ts": _ts(2, 0.3), "conn": "c2", "id": "e2", "data": json.dumps({"jsonrpc": "2.0", "id": 3, "error": {"code": 1, "message": "plain"}})},
+        {"kind": "close", "ts": _ts(2, 0.4), "conn": "c2", "reason": "eof"},
+    ]
+    path = tmp_path / "errors.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+    def errors(redact_secrets):
+        got = inputs.read_one(str(path), Reading(redact=redact_secrets, compact=compact))
+        return sorted(m for m in pl.from_arrow(got.messages).get_column("error_message").to_list() if m)
+
+    raw = sorted(["bad credentials: password=SECRET-B1", "bad credentials: password=SECRET-B2", "plain"])
+    assert errors(False) == raw
+    got = errors(True)
+    assert got == sorted(redact.text(m) for m in raw) and not any("SECRET" in m for m in got) and "plain" in got
+
 # --- the rules, one by one --------------------------------------------------------------------------
 
 
