@@ -236,7 +236,7 @@ _CANDIDATE = re.compile(_CANDIDATE_RX)
 _NAME_ALT = ("(?:" + _SUBSTR_RX + _NAME_CHAR + "*|" + _WHOLE_RUST_RX + "(?:" + _NOT_LOWER_NAME_CHAR + _NAME_CHAR + "*)?)" + _NAME_END)
 _CANDIDATE_FAST_RX = _NAME_ALT + "|" + _OTHER_ALT + "|" + _REST_ALT
 _KEY_UNBOUNDED_RX = "(?:" + _SUBSTR_RX + _KEY_UNIT + "*|" + _WHOLE_RUST_RX + "(?:" + _KEY_UNIT_NOT_LOWER + _KEY_UNIT + "*)?)" + _KEY_END
-_EITHER_RX = "(?:" + _CANDIDATE_FAST_RX + ")|(?:" + _KEY_UNBOUNDED_RX + ")"
+_EITHER_RX = "(?:" + _CANDIDATE_FAST_RX + ")|(?:" + _KEY_UNBOUNDED_RX + ")"  # both, in one pass (_is_candidate)
 # every candidate has one of these (case aside; the odd letters mapped as below), or an escape (``\\u``), or a secret's
 # shape (15 characters at least; _SHAPE_START, case-sensitive as the shapes are): Python's regex engine tries each
 # alternative at each position, a substring test of the lower-cased text is C's (a 200-byte JSON body: 1 against 23 µs)
