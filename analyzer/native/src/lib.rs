@@ -208,6 +208,24 @@ fn notification_method(data: &str) -> Option<String> {
     top.method
 }
 
+/// A checking visitor's answer to a number or a boolean: `$v` (serde_json has read and checked it already).
+macro_rules! numbers_and_booleans {
+    ($t:ty, $v:expr) => {
+        fn visit_bool<E>(self, _: bool) -> Result<$t, E> {
+            Ok($v)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<$t, E> {
+            Ok($v)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<$t, E> {
+            Ok($v)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<$t, E> {
+            Ok($v)
+        }
+    };
+}
+
 /// Any JSON value, read and checked as serde_json reads one into a Value (numbers out of range, lone surrogates,
 /// nesting past its limit: the same errors), without making it.
 struct Checked;
@@ -225,18 +243,7 @@ impl<'de> Visitor<'de> for CheckedVisitor {
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a JSON value")
     }
-    fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Checked, E> {
-        Ok(Checked)
-    }
+    numbers_and_booleans!(Checked, Checked);
     fn visit_str<E>(self, _: &str) -> Result<Checked, E> {
         Ok(Checked)
     }
@@ -255,7 +262,7 @@ impl<'de> Visitor<'de> for CheckedVisitor {
     }
 }
 
-/// A value checked as [`Checked`], and whether it is a string (`Some`, with it when `keep`) or null.
+/// A value checked as [`Checked`], and whether it is a string (`Text`, holding it when `keep`) or null.
 enum Seen {
     Null,
     Text(Option<String>),
@@ -278,18 +285,7 @@ impl<'de> Visitor<'de> for SeenVisitor {
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a JSON value")
     }
-    fn visit_bool<E>(self, _: bool) -> Result<Seen, E> {
-        Ok(Seen::Other)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Seen, E> {
-        Ok(Seen::Other)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Seen, E> {
-        Ok(Seen::Other)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Seen, E> {
-        Ok(Seen::Other)
-    }
+    numbers_and_booleans!(Seen, Seen::Other);
     fn visit_str<E>(self, v: &str) -> Result<Seen, E> {
         Ok(Seen::Text(self.keep.then(|| v.to_owned())))
     }
@@ -335,18 +331,7 @@ impl<'de> Visitor<'de> for HolderVisitor {
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a JSON value")
     }
-    fn visit_bool<E>(self, _: bool) -> Result<Holder, E> {
-        Ok(Holder::default())
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Holder, E> {
-        Ok(Holder::default())
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Holder, E> {
-        Ok(Holder::default())
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Holder, E> {
-        Ok(Holder::default())
-    }
+    numbers_and_booleans!(Holder, Holder::default());
     fn visit_str<E>(self, _: &str) -> Result<Holder, E> {
         Ok(Holder::default())
     }
