@@ -89,6 +89,7 @@ EXCHANGES = pa.schema(
 
 _EXCHANGE_FIELDS = [(f.name, itemgetter(f.name), f.type) for f in EXCHANGES]
 _ROW_VALUES = itemgetter(*EXCHANGES.names)  # a row's values as a tuple, in the table's column order
+_XID_AT = EXCHANGES.names.index("xid")  # (where a tuple of them holds the xid)
 
 
 def _rows_table(rows: list[dict]) -> pa.Table:
@@ -448,7 +449,7 @@ class Builder:
         for row in self.exchanges:
             if row is not None:
                 row["xid"] = new[row["xid"]]
-        self._sealed = [(v[0], new[v[1]], *v[2:]) for v in self._sealed]
+        self._sealed = [(*v[:_XID_AT], new[v[_XID_AT]], *v[_XID_AT + 1:]) for v in self._sealed]
         self.messages["xid"] = [new[x] for x in self.messages["xid"]]
         renumbered = pa.array(new, pa.int64())
         for chunks in (self._exchange_chunks, self._message_chunks):

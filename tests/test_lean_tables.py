@@ -79,6 +79,29 @@ def test_sealed_rows_give_the_same_tables(monkeypatch):
             assert got.events_polars().equals(whole.events_polars())
 
 
+def test_renumbered_exchanges_are_the_same_sealed_or_not():
+    """A reader that meets exchanges out of order renumbers them (Builder.renumber): the rows already sealed (in a
+    chunk, or waiting as values to make one) take their new numbers as the rows still open do."""
+    from analyzer.anomalies import AnomalyLog
+
+    def built(seal: bool):
+        b = canonical.Builder("x", AnomalyLog("x"))
+        b.seal_chunk = 2
+        made = [b.exchange(conn=f"c{i}", location=f"entry {i}", started=None, method="POST", url="http://x/mcp",
+                           req_headers={"mcp-session-id": "s"}, request_body=json.dumps({"jsonrpc": "2.0", "id": i, "method": "ping"}))
+                for i in range(5)]
+        if seal:
+            for row in made[:3]:  # one chunk of two, one row waiting as values, two open
+                b.seal(row)
+            assert len(b._exchange_chunks) == 1 and len(b._sealed) == 1
+        b.renumber([4, 2, 0, 3, 1])
+        return b.finish("har", 5)
+
+    sealed, open_ = built(True), built(False)
+    assert rows(sealed.exchanges) == rows(open_.exchanges)
+    assert sealed.exchanges.column("location").to_pylist() == ["entry 4", "entry 2", "entry 0", "entry 3", "entry 1"]
+    assert rows(sealed.messages) == rows(open_.messages)
+
 def test_the_canonical_tables_are_let_go_once_the_frames_exist():
     got = _read(_log(5))
     tables = inputs.concat([got])

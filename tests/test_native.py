@@ -189,7 +189,6 @@ def test_the_methods_of_the_sdks_notifications_are_read_ahead():
     assert frame.get_column("_method").to_list() == [None] * len(left)
 
 
-
 @needs_native
 def test_the_method_read_ahead_keeps_the_last_of_each_key_and_takes_no_text_serde_json_refuses():
     """The method is read without a serde_json Value (91e16a0), so what a Value would keep and refuse is checked

@@ -293,7 +293,6 @@ def test_redaction_changes_no_finding_and_no_digest(captured):
     assert ra.messages.drop_columns(["error_message"]).equals(rb.messages.drop_columns(["error_message"]))
 
 
-
 @pytest.mark.parametrize("compact", [False, True])
 def test_error_messages_are_redacted_in_bodies_and_events_alike(tmp_path, compact):
     """A JSON-RPC error's message is redacted whether it came in a JSON response body or in an SSE event (the two are
@@ -323,6 +322,7 @@ def test_error_messages_are_redacted_in_bodies_and_events_alike(tmp_path, compac
     assert errors(False) == raw
     got = errors(True)
     assert got == sorted(redact.text(m) for m in raw) and not any("SECRET" in m for m in got) and "plain" in got
+
 
 # --- the rules, one by one --------------------------------------------------------------------------
 
