@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import statistics
 import subprocess
 import sys
@@ -56,6 +57,7 @@ def main() -> None:
     ap.add_argument("path")
     ap.add_argument("--trees", nargs=2, required=True)
     ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--timeout", type=float, default=900, help="seconds one run may take before both workers are stopped")
     ap.add_argument("--worker", action="store_true")
     a = ap.parse_args()
     if a.worker:
@@ -76,6 +78,10 @@ def main() -> None:
             p = procs[i]
             p.stdin.write("go\n")
             p.stdin.flush()
+            if not select.select([p.stdout], [], [], a.timeout)[0]:  # (one line a run: nothing is left buffered)
+                for q in procs:
+                    q.kill()
+                raise SystemExit(f"a run of {a.trees[i]} took over {a.timeout:.0f} s: both workers stopped")
             line = p.stdout.readline()
             if not line:
                 raise SystemExit(f"the worker of {a.trees[i]} ended (exit {p.wait()})")
@@ -85,9 +91,16 @@ def main() -> None:
                   f"({r['wall'] / r['read_ndjson']:.1f}x); sha256 {r['sha256']}", flush=True)
     finally:
         for p in procs:
-            if p.stdin:
-                p.stdin.close()
-            p.wait(timeout=60)
+            if p.stdin and not p.stdin.closed:
+                try:
+                    p.stdin.close()
+                except BrokenPipeError:  # (a worker that ended)
+                    pass
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
     shas = {r["sha256"] for rs in runs for r in rs}
     med = [{k: statistics.median(r[k] for r in runs[i]) for k in ("wall", "cpu", "read_ndjson")} for i in (0, 1)]
     ratio = [statistics.median(r["wall"] / r["read_ndjson"] for r in runs[i]) for i in (0, 1)]
