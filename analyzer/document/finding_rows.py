@@ -4,10 +4,11 @@ A reconnect that loses events is a critical finding: 60,000 such reconnects are 
 its evidence list of ``{source, location}`` dicts (the file name a new string in each): made at once, +140 MiB, the
 analysis' peak (bench/SCALE.md).  :class:`FindingRecords` keeps them as the frame the rule made, knows their place
 among the history findings (``assemble.finding_key``'s order, from the few keys it reads), and makes the dicts of
-:data:`~analyzer.document.records.LIST_SLICE` findings at a time when the document is written or read by keys; a
-key it holds as written (:data:`PLAIN`: rule, severity) is read from the frame and the history findings without a
-dict (the summary counts severities, calls_hit chooses the findings of its rules).  Whoever reads the findings as a list (the report, a baseline, JSON Lines, the terminal) gets every dict, made
-once and kept (:meth:`FindingRecords.rows`), as with any :class:`~analyzer.document.records.Records` array.
+:data:`~analyzer.document.records.LIST_SLICE` findings at a time when the document is written or read by keys; a key
+it holds as written (:data:`PLAIN`: rule, severity) is read from the frame and the history findings without a dict
+(the summary counts severities, calls_hit chooses the findings of its rules).  Whoever reads the findings as a list
+(the report, a baseline, JSON Lines, the terminal) gets every dict, made once and kept (:meth:`FindingRecords.rows`),
+as with any :class:`~analyzer.document.records.Records` array.
 
 Every finding, of a frame or a dict, is finished by the same two functions (:func:`identify`, :func:`numbered`): the
 findings written from the frame are the bytes the list of dicts gives (tests/test_finding_rows.py).
