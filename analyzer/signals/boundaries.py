@@ -488,10 +488,11 @@ def foreign_deliveries(f: Frames, b: pl.DataFrame, d: pl.DataFrame | None = None
     if d is None:
         d = deliveries(f)
     # (the deliveries of the reconnects' connections, from the shared frame: no filter and join of the 1M events)
+    # (each event's location is gathered by its row ``r`` for the few rows found at the end, not for the 600k)
     after = (
         _strings(f, _of_boundaries(d, b, ["gx", "ordinal", "r", "id", "digest", "sprefix"], "session_id", b_pos="pos", b_session="session").collect(),
-                 "source", "location")
-        .select("gx", "ordinal", "source", "id", "digest", "sprefix", "location", "session_id", "b_pos", "b_session")
+                 "source")
+        .select("gx", "ordinal", "source", "id", "digest", "sprefix", "r", "session_id", "b_pos", "b_session")
     )
     # only the events that share an id and payload with an event of a reconnect can matter: the
     # rest of history (millions of events on streams that never broke) is neither copied nor grouped;
@@ -537,8 +538,10 @@ def foreign_deliveries(f: Frames, b: pl.DataFrame, d: pl.DataFrame | None = None
     delivered = delivered.join(distinctive, on=["source", "id", "digest"], how="semi")
     # an event this session had itself been delivered before the reconnect is explained by its own history
     own_before = (
+        # (one row per reconnect: its position, session and source are its gx's, so the rows are told apart by gx
+        # alone, not by hashing the two strings of each of the 600k events)
         after.select("gx", "b_pos", "session_id", "source")
-        .unique()
+        .unique("gx")
         .join(delivered.rename({"o_session_id": "session_id"}), on=["source", "session_id"])
         .filter(pl.col("o_pos") < pl.col("b_pos"))
         .select("gx", "id", "digest")
@@ -557,13 +560,14 @@ def foreign_deliveries(f: Frames, b: pl.DataFrame, d: pl.DataFrame | None = None
     )
     same_stream = after.filter(pl.col("sprefix").is_not_null() & (pl.col("sprefix") != "")).join(prefixes, on=["source", "sprefix"])
     cols = ["gx", "ordinal", "b_session", "session_id", "b_pos", "source", "id", "location", "o_session_id", "o_location", "o_pos"]
-    return (
-        pl.concat([same_event.select(cols), same_stream.select(cols)])
+    found = (
+        pl.concat([same_event.select(c if c != "location" else "r" for c in cols), same_stream.select(c if c != "location" else "r" for c in cols)])
         .filter(pl.col("o_session_id") != pl.col("session_id"))
         # joins keep no order: sort before anything takes a first
         .sort(["gx", "ordinal", "o_session_id", "o_location"])
         .unique(["gx", "id", "o_session_id"], keep="first", maintain_order=True)
     )
+    return found.with_columns(location=f.events.get_column("location").gather(found.get_column("r"))).select(cols)
 
 
 def undecrypted_before(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
