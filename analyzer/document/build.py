@@ -106,13 +106,14 @@ def _event_offsets(f: Frames) -> pl.DataFrame:
         .with_columns(j=pl.int_ranges(first_j(pl.col("offset")), pl.min_horizontal(first_j(pl.col("offset") + pl.col("len")), k)))
         .explode("j")
         .filter(pl.col("j").is_not_null())
-        .select("gx", "part", "started", row=pl.col("start") + (pl.col("j") * pl.col("n") + k - 1) // k - pl.col("offset"))
+        .select("part", "started", row=pl.col("start") + (pl.col("j") * pl.col("n") + k - 1) // k - pl.col("offset"))
     )
     times = (
-        wanted.select("gx", "part", ms=(f.events["ts"].gather(wanted["row"]) - wanted["started"]).dt.total_milliseconds())
-        .group_by("gx", "part", maintain_order=True)
+        # (grouped by the part alone, one integer that names the gx too: by both, 0.03 s more at 1M events)
+        wanted.select("part", ms=(f.events["ts"].gather(wanted["row"]) - wanted["started"]).dt.total_milliseconds())
+        .group_by("part", maintain_order=True)
         .agg("ms")
-        .with_columns(visible=(pl.col("part") % 2) == 1)
+        .with_columns(gx=pl.col("part") // 2, visible=(pl.col("part") % 2) == 1)
     )
     return (
         f.exchanges.select("gx")
