@@ -118,7 +118,9 @@ def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame, c: pl.DataFrame | Non
         .lazy()
     )
     ev = ev.drop("data").lazy()
-    k = keys.join(at_cursor, on="gx")
+    # (k, before and after are collected once each: as plans, every collect below computed them again -- at_cursor
+    # three times, before twice)
+    k = keys.join(at_cursor, on="gx").collect().lazy()
     # the call's progress up to the cursor: its token and last value, and the step between its last two values
     before = (
         k.join(prog, on=["session", "stream"])
@@ -135,6 +137,7 @@ def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame, c: pl.DataFrame | Non
         .group_by("gx")
         .agg(values=pl.col("value"), tokens=pl.col("token").unique(), first_k=pl.col("_k").min())
     )
+    before, after = (one.lazy() for one in pl.collect_all([before, after]))
     # the call's own response after the reconnect, on the stream (this connection or a later one)
     opener = rpc.openers(f, keys.select(sk="session"), key="sk", c=c).select("session", "stream", "v_call", call_id="v_id")
     answers = (
