@@ -8,6 +8,7 @@ import io
 import json
 
 import polars as pl
+import pytest
 import pyarrow as pa
 
 from analyzer import pipeline, tables as canonical
@@ -118,6 +119,16 @@ def test_the_frames_code_a_message_s_origin_direction_and_kind():
     for name, values in streams.MESSAGE_CODES.items():
         assert m.schema[name] == pl.Enum(values), name
     assert set(m.get_column("kind").cast(pl.String)) == {"request", "notification", "response"}
+
+
+def test_a_coded_column_is_the_cast_of_its_strings_and_a_value_outside_its_codes_fails_as_the_cast_does():
+    codes = streams.MESSAGE_CODES["kind"]
+    column = pa.chunked_array([pa.array(["error", None, "request"]), pa.array(["notification", "response", None, "error"])])
+    got = streams._coded(column, codes)
+    assert got.dtype == pl.Enum(codes) and got.to_list() == ["error", None, "request", "notification", "response", None, "error"]
+    assert got.equals(pl.from_arrow(column).cast(pl.Enum(codes)), check_names=False)
+    with pytest.raises(pl.exceptions.InvalidOperationError):  # ("bogus" is no kind: never a null in its place)
+        streams._coded(pa.chunked_array([pa.array(["request", "bogus"])]), codes)
 
 
 # ---------------------------------------------------------------------------- the facts about reconnects read their sessions

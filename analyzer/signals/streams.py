@@ -319,11 +319,23 @@ def _message_frame(tables: dict, consume: bool) -> pl.DataFrame:
         tables["messages"] = None
     table, columns = held.pop(), []
     for name in table.column_names:
-        col = pl.from_arrow(table.column(name))
-        columns.append((col.cast(pl.Enum(MESSAGE_CODES[name])) if name in MESSAGE_CODES else col).alias(name))
+        columns.append((_coded(table.column(name), MESSAGE_CODES[name]) if name in MESSAGE_CODES else pl.from_arrow(table.column(name))).alias(name))
         if consume:
             table = table.drop_columns([name])
     return pl.DataFrame(columns)
+
+
+def _coded(column, codes: tuple[str, ...]) -> pl.Series:
+    """An Arrow string column of ``codes``' values as a Polars Enum of them: each value's code found by Arrow
+    (``index_in``) and the Enum's values gathered by it, not the million strings made Polars strings and cast (1M
+    messages: 0.02 -> 0.01 s a column).  A value not among the codes fails as the cast fails."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    at = pl.from_arrow(pc.index_in(column, value_set=pa.array(codes, pa.string())))
+    if at.null_count() != column.null_count:  # (a value not among the codes: the strict cast says which)
+        return pl.from_arrow(column).cast(pl.Enum(codes))
+    return pl.Series(codes, dtype=pl.Enum(codes)).gather(at)
 
 
 def build(tables: dict, consume: bool = False) -> tuple[Frames, pl.DataFrame]:
