@@ -129,6 +129,9 @@ def test_a_coded_column_is_the_cast_of_its_strings_and_a_value_outside_its_codes
     assert got.equals(pl.from_arrow(column).cast(pl.Enum(codes)), check_names=False)
     with pytest.raises(pl.exceptions.InvalidOperationError):  # ("bogus" is no kind: never a null in its place)
         streams._coded(pa.chunked_array([pa.array(["request", "bogus"])]), codes)
+    for other in (pa.chunked_array([pa.array(["error", None], pa.large_string())]), pa.chunked_array([], pa.string()),
+                  pa.chunked_array([pa.array([None], pa.null())])):  # (other string types, none, all null)
+        assert streams._coded(other, codes).equals(pl.from_arrow(other).cast(pl.Enum(codes)), check_names=False), other.type
 
 
 # ---------------------------------------------------------------------------- the facts about reconnects read their sessions

@@ -332,7 +332,9 @@ def _coded(column, codes: tuple[str, ...]) -> pl.Series:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    at = pl.from_arrow(pc.index_in(column, value_set=pa.array(codes, pa.string())))
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):  # (any other type: as it was)
+        return pl.from_arrow(column).cast(pl.Enum(codes))
+    at = pl.from_arrow(pc.index_in(column, value_set=pa.array(codes, column.type)))
     if at.null_count() != column.null_count:  # (a value not among the codes: the strict cast says which)
         return pl.from_arrow(column).cast(pl.Enum(codes))
     return pl.Series(codes, dtype=pl.Enum(codes)).gather(at)
