@@ -560,8 +560,9 @@ def foreign_deliveries(f: Frames, b: pl.DataFrame, d: pl.DataFrame | None = None
     )
     same_stream = after.filter(pl.col("sprefix").is_not_null() & (pl.col("sprefix") != "")).join(prefixes, on=["source", "sprefix"])
     cols = ["gx", "ordinal", "b_session", "session_id", "b_pos", "source", "id", "location", "o_session_id", "o_location", "o_pos"]
+    picked = [c if c != "location" else "r" for c in cols]  # (the location gathered by ``r`` once the rows are found)
     found = (
-        pl.concat([same_event.select(c if c != "location" else "r" for c in cols), same_stream.select(c if c != "location" else "r" for c in cols)])
+        pl.concat([same_event.select(picked), same_stream.select(picked)])
         .filter(pl.col("o_session_id") != pl.col("session_id"))
         # joins keep no order: sort before anything takes a first
         .sort(["gx", "ordinal", "o_session_id", "o_location"])
