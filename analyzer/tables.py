@@ -321,6 +321,16 @@ class Builder:
         request_body: str | None,
     ) -> dict:
         """Open an exchange; the caller fills the response fields on the returned row."""
+        return self.opened(conn, location, started, method, url, request_body, req_headers.get("mcp-session-id"),
+                           req_headers.get("last-event-id"), req_headers.get("mcp-protocol-version"),
+                           req_headers.get("user-agent"),
+                           None if self.compact else _HEADERS_JSON(redact.headers(req_headers, self.redact)))
+
+    def opened(self, conn: str, location: str, started: datetime | None, method: str | None, url: str | None,
+               request_body: str | None, session_id: str | None, last_event_id: str | None,
+               protocol_version: str | None, user_agent: str | None, headers_json: str | None) -> dict:
+        """:meth:`exchange` of the request header values it keeps (the compiled reader reads them ahead:
+        analyzer/ingest/jsonl.py ``_Reader.compiled``), ``headers_json`` the header object's text or None."""
         row = {
             "source": self.source,
             "xid": len(self.exchanges),
@@ -331,19 +341,19 @@ class Builder:
             "method": (method or "").upper() or None,
             "url": redact.url(url, self.redact),
             "status": None,
-            "req_session_id": req_headers.get("mcp-session-id"),
+            "req_session_id": session_id,
             "resp_session_id": None,
-            "last_event_id": req_headers.get("last-event-id"),
-            "protocol_version": req_headers.get("mcp-protocol-version"),
+            "last_event_id": last_event_id,
+            "protocol_version": protocol_version,
             "content_type": None,
             "replay_epoch": None,
             "end_reason": "open",
             "end_by": None,
             "body_recorded": True,
             "request_body": redact.text(request_body, self.redact),  # messages below are read from the raw text
-            "req_headers": None if self.compact else _HEADERS_JSON(redact.headers(req_headers, self.redact)),
+            "req_headers": headers_json,
             "resp_headers": None,
-            "user_agent": req_headers.get("user-agent"),
+            "user_agent": user_agent,
         }
         self.exchanges.append(row)
         if request_body:
@@ -390,12 +400,17 @@ class Builder:
         return table
 
     def response(self, row: dict, status: int | None, headers: dict[str, str]) -> None:
-        row["status"] = status
-        row["resp_session_id"] = headers.get("mcp-session-id")
-        row["content_type"] = media_type(headers.get("content-type"))
-        row["replay_epoch"] = headers.get("x-mcp-replay-epoch")
+        self.answered(row, status, headers.get("mcp-session-id"), headers.get("content-type"), headers.get("x-mcp-replay-epoch"))
         if not self.compact:  # (compact events: see above Builder)
             row["resp_headers"] = _HEADERS_JSON(redact.headers(headers, self.redact))
+
+    def answered(self, row: dict, status: int | None, session_id: str | None, content_type: str | None,
+                 replay_epoch: str | None) -> None:
+        """:meth:`response` of the header values the compact reading keeps (the compiled reader reads them ahead)."""
+        row["status"] = status
+        row["resp_session_id"] = session_id
+        row["content_type"] = media_type(content_type)
+        row["replay_epoch"] = replay_epoch
 
     def body(self, row: dict, text: str, location: str) -> None:
         """A non-SSE response body (JSON-RPC responses of a POST answered with application/json)."""

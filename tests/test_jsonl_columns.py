@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from analyzer import compiled
 from analyzer.errors import NotACapture
 from analyzer.ingest import jsonl as ingest_jsonl, jsonl_columns, jsonl_typed
 from analyzer.ingest.reading import Reading
@@ -276,13 +277,13 @@ def test_the_data_text_is_the_fields_text(lines):
 
 # -- the msgspec reader (analyzer/ingest/jsonl_typed.py) against the reader before it and the per-line reader ----
 
-def _paths(data: bytes, decode=None, batch_lines: int | None = None) -> dict[str, int]:
-    """How many records each path read (columns, typed, per_line) with ``decode`` (None: msgspec's)."""
+def _paths(data: bytes, decode=None, batch_lines: int | None = None, reading: Reading = Reading()) -> dict[str, int]:
+    """How many records each path read (columns, typed, per_line, compiled) with ``decode`` (None: msgspec's)."""
     old = ingest_jsonl.BATCH_LINES
     if batch_lines:
         ingest_jsonl.BATCH_LINES = batch_lines
     try:
-        return ingest_jsonl._read("x.jsonl", io.BytesIO(data), Reading(), True, decode)[1]
+        return ingest_jsonl._read("x.jsonl", io.BytesIO(data), reading, True, decode)[1]
     finally:
         ingest_jsonl.BATCH_LINES = old
 
@@ -442,11 +443,14 @@ def test_spaced_json_takes_the_fast_paths(eol):
     column-wise (msgspec alone types the other records too).  The reader before msgspec took none of them
     column-wise (its grammar is the recorder's compact bytes)."""
     data = _spaced_log(300, eol)
-    # (the requests and responses are parsed per line, as the recorder's own are)
-    assert _paths(data) == {"columns": 300, "typed": 0, "per_line": 4}
-    assert _paths(data, batch_lines=7) == {"columns": 300, "typed": 0, "per_line": 4}
-    assert _paths(data, jsonl_typed.typed) == {"columns": 300, "typed": 4, "per_line": 0}
-    assert _paths(data, ingest_jsonl._grammar) == {"columns": 0, "typed": 0, "per_line": 304}
+    # (the requests and responses are parsed per line, as the recorder's own are; in the compact reading, by the
+    # compiled core where it is built)
+    assert _paths(data) == {"columns": 300, "typed": 0, "per_line": 4, "compiled": 0}
+    assert _paths(data, batch_lines=7) == {"columns": 300, "typed": 0, "per_line": 4, "compiled": 0}
+    assert _paths(data, jsonl_typed.typed) == {"columns": 300, "typed": 4, "per_line": 0, "compiled": 0}
+    assert _paths(data, ingest_jsonl._grammar) == {"columns": 0, "typed": 0, "per_line": 304, "compiled": 0}
+    native = 4 if compiled.ENABLED else 0
+    assert _paths(data, reading=Reading(compact=True)) == {"columns": 300, "typed": 0, "per_line": 4 - native, "compiled": native}
     assert_same_three(data)
 
 

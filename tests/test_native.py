@@ -513,3 +513,138 @@ def test_lines_index_slice_and_size_as_a_list_of_their_bytes():
         assert a.equals(b) and a.height == max(0, min(hi, 3) - lo)
     with pytest.raises(ValueError):
         compiled.core.sse_lines(ingest_jsonl.Lines(data, starts, 0, 9))
+
+
+# -- the exchange records read ahead (request, response, body, close) in the compact reading -----------------------
+
+def _paths(data: bytes, batch_lines: int | None = None) -> dict[str, int]:
+    mp = pytest.MonkeyPatch()
+    if batch_lines:
+        mp.setattr(ingest_jsonl, "BATCH_LINES", batch_lines)
+    try:
+        return ingest_jsonl._read("x.jsonl", io.BytesIO(data), Reading(compact=True), True)[1]
+    finally:
+        mp.undo()
+
+
+def _request(**fields) -> dict:
+    return {"kind": "request", "ts": "2026-01-01T00:00:01Z", "conn": "c1", "method": "POST", "url": "http://h/mcp",
+            "headers": {"mcp-session-id": "s1"}, "body": '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}',
+            **fields}
+
+
+_SSE_AFTER = b'{"kind":"sse","ts":"2026-01-01T00:00:02Z","conn":"c1","id":"1","data":"{\\"jsonrpc\\":\\"2.0\\",\\"method\\":\\"m\\"}"}\n'
+
+# (the line under test, whether the core takes it): each one around a rule of the per-line reader's that the core
+# must keep or leave to it
+EXCHANGE_LINES = [
+    (json.dumps(_request()), True),
+    (json.dumps(_request(), separators=(", ", ": ")), True),
+    (json.dumps(_request(headers={"Mcp-Session-Id": "S", "Last-Event-ID": "7", "MCP-Protocol-Version": "2025-06-18", "User-Agent": "ua"})), True),
+    (json.dumps(_request(headers={"Mcp-Session-Id": "a", "mcp-session-id": "b"})), False),  # one name twice: _headers chooses
+    ('{"kind":"request","ts":"2026-01-01T00:00:01Z","conn":"c1","method":"GET","headers":{"mcp-session-id":"a","mcp-session-id":"b"}}', False),
+    (json.dumps(_request(headers={"Host": "h", "host": "h2", "mcp-session-id": "s"})), True),  # (a name the reading does not keep, twice)
+    (json.dumps(_request(headers={"mcp-session-id": ["a", "b"]})), False),
+    (json.dumps(_request(headers={"x": 1, "mcp-session-id": "s"})), False),
+    (json.dumps(_request(headers={"MCP-SESSİON-ID": "s"}, ensure_ascii=False)), False),  # not ASCII: Python's lower() decides
+    (json.dumps(_request(headers={"\u212aeep": "s"})), False),  # (a Kelvin sign lower-cases to an ASCII k in Python)
+    (json.dumps(_request(headers=None)), True),
+    (json.dumps(_request(headers=["x"])), False),
+    (json.dumps(_request(url=5)), True),
+    (json.dumps(_request(url={"a": [1, 2.5]})), True),
+    (json.dumps(_request(url="http://u:p@h/x?token=abcdef123")), True),
+    (json.dumps(_request(method="ß")), True),
+    (json.dumps(_request(method=None)), False),
+    (json.dumps(_request(body=None)), True),
+    (json.dumps(_request(body=5)), False),
+    (json.dumps(_request(body="not json")), True),
+    (json.dumps(_request(ts=None)), True),
+    (json.dumps({k: v for k, v in _request().items() if k != "ts"}), True),
+    (json.dumps(_request(ts="2026-01-01T00:00:01+00:00")), False),
+    (json.dumps(_request(ts="2026-02-30T00:00:01Z")), False),
+    (json.dumps(_request(ts="2026-01-01T23:59:60Z")), False),
+    (json.dumps(_request(ts=5)), False),
+    (json.dumps(_request(conn=5)), False),
+    (json.dumps(_request(kind="requests")), False),
+    ('{"kind":"r\\u0065quest","ts":"2026-01-01T00:00:01Z","conn":"c1","method":"GET"}', True),
+    ('{"kind":"request","ts":"2026-01-01T00:00:01Z","conn":"c1","method":"GET","method":"POST"}', False),
+    (json.dumps(_request(client_addr="\ud800")), False),  # a lone surrogate escape in a field no one reads
+    (json.dumps(_request(client_addr="\ud83d\ude00")), False),  # (a pair: the per-line reader's look, too)
+    (json.dumps(_request(client_addr=float("nan"))), False),
+    (json.dumps(_request(client_addr=[[[[1]]]] * 3)), True),
+    (json.dumps(_request(client_addr="x" * 3 + "\u0000")), True),
+    (json.dumps(_request(client_addr="[" * 600)), True),  # (brackets in a string: json.loads reads it, to the same)
+    (json.dumps(_request(deep=json.loads("[" * 200 + "]" * 200))), False),
+    (json.dumps(_request()) + json.dumps(_request()), False),
+    (json.dumps(_request()) + "  \r", True),
+    (json.dumps({"kind": "response", "conn": "c1", "status": 200, "headers": {"Content-Type": "text/event-stream", "Mcp-Session-Id": "s9"}}), True),
+    (json.dumps({"kind": "response", "conn": "c1", "status": 200, "headers": {"content-type": "text/event-stream", "x-mcp-replay-epoch": "e2"}}), True),
+    (json.dumps({"kind": "response", "conn": "c1", "status": 200, "headers": {"content-type": "text/event-stream", "content-encoding": "gzip"}}), False),
+    (json.dumps({"kind": "response", "conn": "c1", "status": 200, "headers": {"content-type": "text/event-stream", "content-encoding": ""}}), True),
+    (json.dumps({"kind": "response", "conn": "c1", "status": 200, "decoded": None, "headers": {}}), True),
+    (json.dumps({"kind": "response", "conn": "c1", "status": 2**31 - 1, "headers": {}}), True),
+    (json.dumps({"kind": "response", "conn": "c1", "status": 2**31, "headers": {}}), False),
+    (json.dumps({"kind": "response", "conn": "c1", "status": -1, "headers": {}}), False),
+    (json.dumps({"kind": "response", "conn": "c1", "status": 200.0, "headers": {}}), False),
+    (json.dumps({"kind": "response", "conn": "c1", "status": True, "headers": {}}), False),
+    (json.dumps({"kind": "response", "conn": "c1", "status": 200}), True),
+    (json.dumps({"kind": "response", "conn": "c2", "status": 200}), True),  # an orphan: no exchange on c2
+    (json.dumps({"kind": "body", "conn": "c1", "data": '{"jsonrpc":"2.0","id":1,"result":{}}'}), True),
+    (json.dumps({"kind": "body", "conn": "c1", "data": '{"jsonrpc":"2.0","id":1,"result":{}}', "base64": False}), True),
+    (json.dumps({"kind": "body", "conn": "c1", "data": "eyJqc29ucnBjIjoiMi4wIn0=", "base64": True}), False),
+    (json.dumps({"kind": "body", "conn": "c1", "data": "x", "base64": "yes"}), False),
+    (json.dumps({"kind": "body", "conn": "c1", "data": 5}), False),
+    (json.dumps({"kind": "body", "conn": "c1", "data": "token=abcdef12345 and more"}), True),
+    (json.dumps({"kind": "close", "conn": "c1", "ts": "2026-01-01T00:00:03.25Z", "reason": "eof", "by": "server"}), True),
+    (json.dumps({"kind": "close", "conn": "c1", "reason": "reset", "by": ["client"]}), True),
+    (json.dumps({"kind": "close", "conn": "c1", "reason": "capture_end", "by": 3}), True),
+    (json.dumps({"kind": "close", "conn": "c1", "reason": "bogus"}), False),
+    (json.dumps({"kind": "close", "conn": "c1", "reason": ["eof"]}), False),
+    (json.dumps({"kind": "close", "conn": "c1", "reason": "eof", "decoding": "truncated", "decoding_detail": "x"}), False),
+    (json.dumps({"kind": "close", "conn": "c1", "reason": "eof", "decoding": "fine"}), True),
+    (json.dumps({"kind": "close", "conn": "c1", "reason": "eof", "decoding": 3}), True),
+    (json.dumps({"kind": "close", "conn": "c9", "reason": "eof"}), True),  # an orphan
+]
+
+
+@needs_native
+@pytest.mark.parametrize(("line", "taken"), EXCHANGE_LINES, ids=range(len(EXCHANGE_LINES)))
+def test_an_exchange_record_is_read_ahead_only_where_the_per_line_reader_reads_it_alike(line, taken):
+    """Each line among the records a log has around it (an exchange open on c1 by keep-alive, an event after it, a
+    second exchange that the next request completes): the same tables with the core and without it, and the core
+    takes the line or leaves it as the rule says (a test where it took nothing would compare nothing)."""
+    before = json.dumps(_request(conn="c1", body=None)).encode() + b"\n" + json.dumps(
+        {"kind": "response", "conn": "c1", "status": 200, "headers": {"content-type": "text/event-stream"}}).encode() + b"\n"
+    after = _SSE_AFTER + json.dumps(_request(conn="c1", ts="2026-01-01T00:00:05Z")).encode() + b"\n"
+    data = before + line.encode("utf-8", "surrogatepass") + b"\n" + after
+    for batch_lines in (None, 1, 2):
+        _assert_same_read(data, batch_lines)
+    assert _paths(data)["compiled"] == 3 + taken, line
+
+
+@needs_native
+def test_an_exchange_record_that_is_not_utf8_or_starts_with_a_bom_is_the_per_line_readers():
+    line = json.dumps(_request(client_addr="é"), ensure_ascii=False).encode()
+    for data, taken in ((line.replace("é".encode(), b"\xff") + b"\n", 0), (b"\xef\xbb\xbf" + line + b"\n", 0), (line + b"\n", 1)):
+        _assert_same_read(data)
+        assert _paths(data)["compiled"] == taken
+
+
+from test_jsonl_columns import exchange_record  # noqa: E402  (the generator of issue #42's exchange logs)
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(st.lists(exchange_record(), max_size=40), st.sampled_from([None, 1, 2, 7]), st.lists(st.sampled_from(_CONNS), unique=True))
+def test_logs_of_exchange_records_read_the_same_with_the_core_reading_them_ahead(lines, batch_lines, opened):
+    """Random interleavings of requests (keep-alive), responses, bodies, closes, orphans and damaged lines: the compact
+    reading's tables with the core and without it, row for row, anomaly for anomaly."""
+    _assert_same_read(opening(opened) + b"".join(lines), batch_lines)
+
+
+@needs_native
+def test_sample_logs_exchange_records_are_mostly_read_ahead():
+    """Not a vacuous comparison: on the recorded logs, the core reads most request, response, body and close lines."""
+    paths = [_paths(path.read_bytes()) for path in SAMPLES]
+    compiled_, per_line = sum(p["compiled"] for p in paths), sum(p["per_line"] for p in paths)
+    assert compiled_ > 1000 and compiled_ >= 0.8 * (compiled_ + per_line), (compiled_, per_line)

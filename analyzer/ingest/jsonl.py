@@ -286,11 +286,51 @@ class _Reader:
         self.moves: list[tuple[int, str, int]] | None = None
         # how many records each path read: plain sse records column-wise, records msgspec read (jsonl_typed) through
         # the state machine, lines parsed here by json.loads (tests count them: spaced JSON must take the fast paths)
-        self.paths = {"columns": 0, "typed": 0, "per_line": 0}
+        # the exchange records the compiled core read ahead (compiled: the compact reading alone)
+        self.paths = {"columns": 0, "typed": 0, "per_line": 0, "compiled": 0}
 
-    def line(self, lineno: int, raw: bytes | int, rec: dict | None = None) -> None:
+    def compiled(self, lineno: int, t: tuple) -> None:
+        """An exchange record the compiled core vetted and read ahead (:func:`analyzer.ingest.jsonl_native.read_batch`):
+        one the per-line reader below reads without an anomaly, in the compact reading (no header objects), as the
+        values that reading takes of it.  The same steps as :meth:`line`'s for its kind, on those values."""
+        self.records += 1
+        self.paths["compiled"] += 1
+        kind, conn = t[0], t[1]
+        current, b = self.current, self.b
+        if kind == 0:  # request: (0, conn, ts, method, url, body, session id, Last-Event-ID, protocol version, user agent)
+            prev = current.get(conn)
+            if prev is not None and prev["end_reason"] == "open" and prev["status"] is not None:
+                prev["end_reason"] = "complete"  # keep-alive: the next request ends the previous exchange
+            row = current[conn] = b.opened(conn, f"line {lineno}", parse_ts(t[2]), t[3], t[4], t[5], t[6], t[7], t[8], t[9], None)
+            if prev is not None:
+                b.seal(prev)
+            if self.moves is not None:
+                self.moves.append((lineno, conn, row["xid"]))
+            return
+        row = current.get(conn)
+        if row is None:
+            self.log.add("jsonl_orphan_record", f"line {lineno}", f"conn {conn!r}")
+            return
+        if kind == 1:  # response: (1, conn, status, session id, content type, replay epoch); no Content-Encoding
+            b.answered(row, t[2], t[3], t[4], t[5])
+        elif kind == 2:  # body: (2, conn, data), not base64
+            b.body(row, t[2], f"line {lineno}")
+        else:  # close: (3, conn, ts, reason, by), no decoding that ended badly
+            row["end_reason"] = t[3]
+            row["ended"] = parse_ts(t[2])
+            row["end_by"] = t[4]
+            current.pop(conn, None)
+            b.seal(row)
+            if self.moves is not None:
+                self.moves.append((lineno, conn, -1))
+
+    def line(self, lineno: int, raw: bytes | int | None, rec: dict | tuple | None = None) -> None:
         """``rec``: the line's record as msgspec read it (:mod:`analyzer.ingest.jsonl_typed`: the dict ``json.loads``
-        gives, of a line that is UTF-8 and has no lone surrogate), else None: the line is parsed here."""
+        gives, of a line that is UTF-8 and has no lone surrogate), or as the compiled core read it ahead (a tuple:
+        :meth:`compiled`), else None: the line (``raw``) is parsed here."""
+        if type(rec) is tuple:
+            self.compiled(lineno, rec)
+            return
         log, b, current, encodings, suspect = self.log, self.b, self.current, self.encodings, self.suspect
         if rec is not None:
             self.records += 1
@@ -463,7 +503,9 @@ def _read(source: str, stream: BinaryIO, reading: Reading, columns: bool, decode
     r = _Reader(source, reading)
     limit = reading.limits.line_bytes
     if columns:
-        _read_batches(r, _lines_in_blocks(stream, limit), decode or jsonl_typed.decode)
+        if decode is None:  # the compact reading keeps no header objects: the compiled core reads its exchange records too
+            decode = functools.partial(jsonl_typed.decode, exchanges=True) if r.b.compact else jsonl_typed.decode
+        _read_batches(r, _lines_in_blocks(stream, limit), decode)
     else:
         for lineno, raw in enumerate(_lines(stream, limit), start=1):
             r.line(lineno, raw)
@@ -570,7 +612,8 @@ def _in_order(r: _Reader, batch: list, fast: pl.DataFrame, records: dict, first:
                 take.append(i)
                 xids.append(row["xid"])
                 continue
-        line(first + i, batch[i], records.get(i))
+        rec = records.get(i)
+        line(first + i, batch[i] if rec is None else None, rec)
     return pl.DataFrame({"pos": take, "xid": xids}, schema=_TAKEN)
 
 
@@ -600,7 +643,8 @@ def _hand_out(r: _Reader, batch: list, fast: pl.DataFrame, records: dict, first:
     try:
         for i in slow:
             deferred.at = i
-            line(first + i, batch[i], records.get(i))
+            rec = records.get(i)  # (a line read ahead is not made into bytes)
+            line(first + i, batch[i] if rec is None else None, rec)
             if suspect:  # a coded event stream opened: what its records are depends on the first of them
                 stop = i + 1
                 break

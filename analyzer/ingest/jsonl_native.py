@@ -33,7 +33,17 @@ def sse_frame(lines: list) -> tuple[pl.DataFrame, list[int]]:
     """The plain ``sse`` records among ``lines`` (bytes, or an int for a line too long to hold) as :data:`COLUMNS`
     (``pos``: index in ``lines``), and the positions of the other lines that may be ``sse`` records (they hold
     ``"sse"``), as :func:`analyzer.ingest.jsonl_columns.sse_frame` gives them."""
-    n, pos, conn, ts, eid, event, data, retry, digest, method, maybe = compiled.core.sse_lines(lines)
+    frame, maybe, _ = read_batch(lines, False)
+    return frame, maybe
+
+
+def read_batch(lines: list, exchanges: bool) -> tuple[pl.DataFrame, list[int], dict[int, tuple] | None]:
+    """:func:`sse_frame`'s two, and with ``exchanges`` (the compact reading: no header objects) the exchange records
+    among the other lines that the per-line reader would read without an anomaly, by position: each a tuple of the
+    values its state machine reads (``jsonl._Reader.compiled``), parsed here in the same pass, off the GIL.  A line
+    the core declines (a header given twice, a coded response, a raw body, a bad field, a lone surrogate escape, a
+    time it does not vet ...) is not there, and goes to the per-line reader as before.  None without ``exchanges``."""
+    n, pos, conn, ts, eid, event, data, retry, digest, method, maybe, taken = compiled.core.sse_lines(lines, exchanges)
     values, valid, nulls = retry
     table = pa.table({
         "pos": pa.Array.from_buffers(pa.uint32(), n, [None, pa.py_buffer(pos)]),
@@ -47,4 +57,4 @@ def sse_frame(lines: list) -> tuple[pl.DataFrame, list[int]]:
         "digest": pa.Array.from_buffers(pa.uint64(), n, [None, pa.py_buffer(digest)]),
         "_method": compiled.strings(n, method),
     })
-    return pl.from_arrow(table).cast(COLUMNS), maybe
+    return pl.from_arrow(table).cast(COLUMNS), maybe, taken

@@ -14,7 +14,7 @@ use std::fmt;
 
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -506,6 +506,299 @@ fn take(b: &mut Batch, at: u32, line: &[u8]) -> bool {
     true
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// an exchange record (request, response, body, close) the per-line reader would read without an anomaly, in the
+// single pass's compact reading (no header objects kept): the values its connection state machine reads
+// (analyzer/ingest/jsonl.py `_Reader.compiled`).  As for `sse` lines, anything less than certain is an error here,
+// and the line goes to the per-line reader, which decides.
+
+/// Any JSON value, checked as [`Checked`]: a string kept, anything else dropped (a request's `url`, a close's `by`,
+/// a close's `decoding`: the per-line reader keeps text and reads anything else as none).
+struct AnyText<'a>(Option<Text<'a>>);
+
+impl<'de> de::Deserialize<'de> for AnyText<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = AnyText<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+            numbers_and_booleans!(AnyText<'de>, AnyText(None));
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(AnyText(Some(Text(Cow::Borrowed(v)))))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(AnyText(Some(Text(Cow::Owned(v.to_owned())))))
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(AnyText(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, s: A) -> Result<Self::Value, A::Error> {
+                CheckedVisitor.visit_seq(s).map(|_| AnyText(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<Self::Value, A::Error> {
+                CheckedVisitor.visit_map(m).map(|_| AnyText(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A response's `status`: an integer 0..2^31-1 (no float, no bool).
+struct Status(i64);
+
+impl<'de> de::Deserialize<'de> for Status {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Status;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an integer 0..2^31-1")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                if (0..1 << 31).contains(&v) { Ok(Status(v)) } else { Err(E::custom("out of range")) }
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                if v < 1 << 31 { Ok(Status(v as i64)) } else { Err(E::custom("out of range")) }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The header values the compact reading keeps (analyzer/tables.py `Builder.exchange`, `Builder.response`), by
+/// their lower-case names; a `headers` object of string values whose names are ASCII (Python's `str.lower` and
+/// this one agree) and where none of these names is there twice in any case (the per-line reader's `_headers`
+/// would join or choose).  Null is no headers.
+#[derive(Default)]
+struct Headers<'a> {
+    session: Option<Text<'a>>,
+    last_event_id: Option<Text<'a>>,
+    protocol: Option<Text<'a>>,
+    user_agent: Option<Text<'a>>,
+    content_type: Option<Text<'a>>,
+    epoch: Option<Text<'a>>,
+    encoding: Option<Text<'a>>,
+}
+
+impl<'de> de::Deserialize<'de> for Headers<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Headers<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an object of strings, or null")
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(Headers::default())
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+                let mut h = Headers::default();
+                while let Some(name) = m.next_key::<Text<'de>>()? {
+                    let value: Text<'de> = m.next_value()?; // (a list of values, a number: the per-line reader's)
+                    let name = name.0.as_ref();
+                    if !name.is_ascii() {
+                        return Err(de::Error::custom("a header name that is not ASCII"));
+                    }
+                    let slot = match name.len() {
+                        10 if name.eq_ignore_ascii_case("user-agent") => &mut h.user_agent,
+                        12 if name.eq_ignore_ascii_case("content-type") => &mut h.content_type,
+                        13 if name.eq_ignore_ascii_case("last-event-id") => &mut h.last_event_id,
+                        14 if name.eq_ignore_ascii_case("mcp-session-id") => &mut h.session,
+                        16 if name.eq_ignore_ascii_case("content-encoding") => &mut h.encoding,
+                        18 if name.eq_ignore_ascii_case("x-mcp-replay-epoch") => &mut h.epoch,
+                        20 if name.eq_ignore_ascii_case("mcp-protocol-version") => &mut h.protocol,
+                        _ => continue,
+                    };
+                    if slot.is_some() {
+                        return Err(de::Error::custom("a header twice"));
+                    }
+                    *slot = Some(value);
+                }
+                Ok(h)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Default)]
+struct Exchange<'a> {
+    kind: Option<Text<'a>>,
+    conn: Option<Text<'a>>,
+    ts: Option<Option<Text<'a>>>,
+    method: Option<Text<'a>>,
+    url: Option<AnyText<'a>>,
+    headers: Option<Headers<'a>>,
+    body: Option<Option<Text<'a>>>,
+    status: Option<Status>,
+    data: Option<Text<'a>>,
+    base64: Option<Option<bool>>,
+    reason: Option<Text<'a>>,
+    by: Option<AnyText<'a>>,
+    decoding: Option<AnyText<'a>>,
+}
+
+struct ExchangeVisitor;
+
+impl<'de> Visitor<'de> for ExchangeVisitor {
+    type Value = Exchange<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an exchange record")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+        let mut r = Exchange::default();
+        while let Some(key) = m.next_key::<Text<'de>>()? {
+            match key.0.as_ref() {
+                "kind" => once(&mut r.kind, &mut m)?,
+                "conn" => once(&mut r.conn, &mut m)?,
+                "ts" => once(&mut r.ts, &mut m)?,
+                "method" => once(&mut r.method, &mut m)?,
+                "url" => once(&mut r.url, &mut m)?,
+                "headers" => once(&mut r.headers, &mut m)?,
+                "body" => once(&mut r.body, &mut m)?,
+                "status" => once(&mut r.status, &mut m)?,
+                "data" => once(&mut r.data, &mut m)?,
+                "base64" => once(&mut r.base64, &mut m)?,
+                "reason" => once(&mut r.reason, &mut m)?,
+                "by" => once(&mut r.by, &mut m)?,
+                "decoding" => once(&mut r.decoding, &mut m)?,
+                // a field the per-line reader does not read (the recorder's `client_addr`, a response's `decoded`
+                // when no Content-Encoding makes it count): checked as JSON, dropped
+                _ => {
+                    m.next_value::<Checked>()?;
+                }
+            }
+        }
+        Ok(r)
+    }
+}
+
+/// What the state machine reads of one exchange record (borrowed from the line where the text has no escape).
+enum Taken<'a> {
+    Request { conn: Text<'a>, ts: Option<Text<'a>>, method: Text<'a>, url: Option<Text<'a>>, body: Option<Text<'a>>, h: Headers<'a> },
+    Response { conn: Text<'a>, status: i64, h: Headers<'a> },
+    Body { conn: Text<'a>, data: Text<'a> },
+    Close { conn: Text<'a>, ts: Option<Text<'a>>, reason: Text<'a>, by: Option<&'static str> },
+}
+
+/// A lone surrogate escape may be there (analyzer/ingest/jsonl.py `_SURROGATE_ESCAPE`: `\u` then d and 8-f, in
+/// any case): the per-line reader replaces such a character with an anomaly, so the line is its.
+fn surrogate_escape(line: &[u8]) -> bool {
+    memchr::memmem::find_iter(line, b"\\u").any(|at| {
+        matches!(line.get(at + 2), Some(b'd' | b'D')) && matches!(line.get(at + 3), Some(b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F'))
+    })
+}
+
+fn exchange(line: &[u8]) -> Option<Taken<'_>> {
+    // not UTF-8 (a field serde_json skips is not checked), a byte order mark, a lone surrogate: the per-line reader's
+    let text = std::str::from_utf8(line).ok()?;
+    if surrogate_escape(line) {
+        return None;
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let r = de.deserialize_map(ExchangeVisitor).ok()?;
+    de.end().ok()?;
+    let conn = r.conn?;
+    let ts = match r.ts {
+        Some(Some(t)) => {
+            timestamp(&t.0)?; // a time in the range where the per-line reader's parse_ts reads it without a doubt
+            Some(t)
+        }
+        _ => None,
+    };
+    match r.kind?.0.as_ref() {
+        "request" => Some(Taken::Request {
+            conn,
+            ts,
+            method: r.method?,
+            url: r.url.and_then(|u| u.0),
+            body: r.body.flatten(),
+            h: r.headers.unwrap_or_default(),
+        }),
+        "response" => {
+            let h = r.headers.unwrap_or_default();
+            if h.encoding.as_ref().is_some_and(|e| !e.0.is_empty()) {
+                return None; // a coded body: which records are noise is the per-line reader's to decide
+            }
+            Some(Taken::Response { conn, status: r.status?.0, h })
+        }
+        "body" => {
+            if matches!(r.base64, Some(Some(true))) {
+                return None; // a raw body, decoded by the per-line reader
+            }
+            Some(Taken::Body { conn, data: r.data? })
+        }
+        "close" => {
+            let reason = r.reason?;
+            if !matches!(reason.0.as_ref(), "eof" | "reset" | "error" | "capture_end") {
+                return None;
+            }
+            let decoding = r.decoding.and_then(|d| d.0);
+            if decoding.is_some_and(|d| matches!(d.0.as_ref(), "truncated" | "invalid" | "over_limit")) {
+                return None; // the recorder's decoding ended badly: an anomaly with its detail
+            }
+            let by = match r.by.and_then(|b| b.0).as_ref().map(|b| b.0.as_ref()) {
+                Some("client") => Some("client"),
+                Some("server") => Some("server"),
+                _ => None,
+            };
+            Some(Taken::Close { conn, ts, reason, by })
+        }
+        _ => None,
+    }
+}
+
+/// One Python string per distinct short value of a batch (a conn, a time, a method, a URL, a header value, a reason:
+/// a log repeats them on every exchange), so that the batch's tuples share them: 2M tiny POST records held 60-70 MiB
+/// more at the peak when each tuple had its own.
+struct Shared<'a, 'py> {
+    py: Python<'py>,
+    seen: std::collections::HashMap<&'a str, Bound<'py, PyString>>,
+}
+
+impl<'a, 'py> Shared<'a, 'py> {
+    fn text(&mut self, v: &'a Text<'_>) -> Bound<'py, PyAny> {
+        let py = self.py;
+        self.seen.entry(v.0.as_ref()).or_insert_with(|| PyString::new(py, &v.0)).clone().into_any()
+    }
+    fn opt(&mut self, v: &'a Option<Text<'_>>) -> Bound<'py, PyAny> {
+        match v {
+            Some(t) => self.text(t),
+            None => self.py.None().into_bound(self.py),
+        }
+    }
+}
+
+/// The tuple `_Reader.compiled` reads: (0, conn, ts, method, url, body, mcp-session-id, last-event-id,
+/// mcp-protocol-version, user-agent) of a request; (1, conn, status, mcp-session-id, content-type,
+/// x-mcp-replay-epoch) of a response; (2, conn, data) of a body; (3, conn, ts, reason, by) of a close.  ``ts`` is the
+/// record's text (the per-line reader's parse_ts reads it), or None.
+fn taken_tuple<'a, 'py>(s: &mut Shared<'a, 'py>, t: &'a Taken<'_>) -> PyResult<Bound<'py, PyTuple>> {
+    let py = s.py;
+    let code = |c: u8| c.into_pyobject(py).map(|v| v.into_any());
+    let unique = |v: &Option<Text<'_>>| match v {
+        Some(t) => PyString::new(py, &t.0).into_any(),
+        None => py.None().into_bound(py),
+    };
+    match t {
+        Taken::Request { conn, ts, method, url, body, h } => PyTuple::new(py, [
+            code(0)?, s.text(conn), s.opt(ts), s.text(method), s.opt(url), unique(body), s.opt(&h.session),
+            s.opt(&h.last_event_id), s.opt(&h.protocol), s.opt(&h.user_agent),
+        ]),
+        Taken::Response { conn, status, h } => PyTuple::new(py, [
+            code(1)?, s.text(conn), status.into_pyobject(py)?.into_any(), s.opt(&h.session), s.opt(&h.content_type),
+            s.opt(&h.epoch),
+        ]),
+        Taken::Body { conn, data } => PyTuple::new(py, [code(2)?, s.text(conn), PyString::new(py, &data.0).into_any()]),
+        Taken::Close { conn, ts, reason, by } => PyTuple::new(py, [
+            code(3)?, s.text(conn), s.opt(ts), s.text(reason),
+            match by { Some(b) => PyString::new(py, b).into_any(), None => py.None().into_bound(py) },
+        ]),
+    }
+}
+
 fn bytes<'py>(py: Python<'py>, v: &[u8]) -> Bound<'py, PyBytes> {
     PyBytes::new(py, v)
 }
@@ -521,12 +814,15 @@ fn strings<'py>(py: Python<'py>, s: &Strings) -> PyResult<Bound<'py, PyTuple>> {
 }
 
 /// `sse_lines(lines)`: ``lines`` a list of bytes (a line without its newline) or int (a line too long to hold).
-/// Returns (n, pos, conn, ts, id, event, data, retry, digest, method, maybe): n rows; pos (u32), ts (i64, µs UTC),
+/// Returns (n, pos, conn, ts, id, event, data, retry, digest, method, maybe, exchanges): n rows; pos (u32), ts (i64, µs UTC),
 /// digest (u64) as bytes; conn, id, event, data, method as (offsets i64, values, validity, null count); retry as
 /// (values i64, validity, null count); maybe: the positions of the lines not taken that hold `"sse"` (the Python
-/// paths read them; every other line not taken is no sse record of any shape).
+/// paths read them; every other line not taken is no sse record of any shape).  With ``exchanges``, a last item: the
+/// exchange records among the other lines that the per-line reader would read without an anomaly in the compact
+/// reading, as a dict of position to the tuple `taken_tuple` makes; else None.
 #[pyfunction]
-fn sse_lines<'py>(py: Python<'py>, lines: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+#[pyo3(signature = (lines, exchanges = false))]
+fn sse_lines<'py>(py: Python<'py>, lines: &Bound<'py, PyAny>, exchanges: bool) -> PyResult<Bound<'py, PyTuple>> {
     // the lines' bytes (immutable Python objects, alive while ``lines`` holds them) read without the GIL
     let spans: Vec<Option<(usize, usize)>> = if let Ok(lines) = lines.downcast::<PyList>() {
         lines.iter().map(|item| item.downcast::<PyBytes>().ok().map(|b| {
@@ -549,8 +845,9 @@ fn sse_lines<'py>(py: Python<'py>, lines: &Bound<'py, PyAny>) -> PyResult<Bound<
             Some((data.as_ptr() as usize + a, b - a - 1))
         }).collect()
     };
-    let b = py.allow_threads(|| {
+    let (b, taken) = py.allow_threads(|| {
         let n = spans.len();
+        let mut taken: Vec<(u32, Taken<'_>)> = Vec::new();
         let mut b = Batch {
             pos: Vec::with_capacity(n),
             conn: Strings::new(),
@@ -566,12 +863,29 @@ fn sse_lines<'py>(py: Python<'py>, lines: &Bound<'py, PyAny>) -> PyResult<Bound<
         for (i, span) in spans.iter().enumerate() {
             let Some((ptr, len)) = *span else { continue };
             let line = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
-            if !take(&mut b, i as u32, line) && contains(line, b"\"sse\"") {
+            if take(&mut b, i as u32, line) {
+                continue;
+            }
+            if contains(line, b"\"sse\"") {
                 b.maybe.push(i as u32);
+            } else if exchanges {
+                if let Some(t) = exchange(line) {
+                    taken.push((i as u32, t));
+                }
             }
         }
-        b
+        (b, taken)
     });
+    let taken = if exchanges {
+        let out = PyDict::new(py);
+        let mut shared = Shared { py, seen: std::collections::HashMap::new() };
+        for (i, t) in &taken {
+            out.set_item(i, taken_tuple(&mut shared, t)?)?;
+        }
+        out.into_any()
+    } else {
+        py.None().into_bound(py)
+    };
     let retry = PyTuple::new(py, [bytes(py, words(&b.retry.values)).into_any(), bytes(py, &b.retry.valid).into_any(),
                                   b.retry.nulls.into_pyobject(py)?.into_any()])?;
     let maybe: Vec<u32> = b.maybe;
@@ -587,6 +901,7 @@ fn sse_lines<'py>(py: Python<'py>, lines: &Bound<'py, PyAny>) -> PyResult<Bound<
         bytes(py, words(&b.digest)).into_any(),
         strings(py, &b.method)?.into_any(),
         maybe.into_pyobject(py)?.into_any(),
+        taken,
     ])
 }
 
@@ -765,7 +1080,7 @@ fn rpc_messages<'py>(text: &Bound<'py, pyo3::types::PyString>) -> Option<Vec<Mes
 
 /// What the Python side expects of this build (analyzer/compiled.py ABI): raised whenever a function is added or
 /// changes what it takes or gives, so that a build older than the code is set aside, not called.
-const ABI: u32 = 5;
+const ABI: u32 = 6;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
