@@ -328,9 +328,11 @@ class Builder:
 
     def opened(self, conn: str, location: str, started: datetime | None, method: str | None, url: str | None,
                request_body: str | None, session_id: str | None, last_event_id: str | None,
-               protocol_version: str | None, user_agent: str | None, headers_json: str | None) -> dict:
+               protocol_version: str | None, user_agent: str | None, headers_json: str | None,
+               shown_body: str | None = None) -> dict:
         """:meth:`exchange` of the request header values it keeps (the compiled reader reads them ahead:
-        analyzer/ingest/jsonl.py ``_Reader.compiled``), ``headers_json`` the header object's text or None."""
+        analyzer/ingest/jsonl.py ``_Reader.compiled``), ``headers_json`` the header object's text or None;
+        ``shown_body``: the body redacted already (column-wise, in the JSONL reader's worker), or None: redacted here."""
         row = {
             "source": self.source,
             "xid": len(self.exchanges),
@@ -350,7 +352,8 @@ class Builder:
             "end_reason": "open",
             "end_by": None,
             "body_recorded": True,
-            "request_body": redact.text(request_body, self.redact),  # messages below are read from the raw text
+            # (messages below are read from the raw text)
+            "request_body": redact.text(request_body, self.redact) if shown_body is None else shown_body,
             "req_headers": headers_json,
             "resp_headers": None,
             "user_agent": user_agent,

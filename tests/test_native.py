@@ -558,6 +558,8 @@ EXCHANGE_LINES = [
     (json.dumps(_request(body=None)), True),
     (json.dumps(_request(body=5)), False),
     (json.dumps(_request(body="not json")), True),
+    (json.dumps(_request(body='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"api_key":"sk-abcdef123456"}}}')), True),
+    (json.dumps(_request(body="password=hunter22 and token=abcdefgh1234")), True),
     (json.dumps(_request(ts=None)), True),
     (json.dumps({k: v for k, v in _request().items() if k != "ts"}), True),
     (json.dumps(_request(ts="2026-01-01T00:00:01+00:00")), False),

@@ -772,7 +772,8 @@ impl<'a, 'py> Shared<'a, 'py> {
 }
 
 /// The tuple `_Reader.compiled` reads: (0, conn, ts, method, url, body, mcp-session-id, last-event-id,
-/// mcp-protocol-version, user-agent) of a request; (1, conn, status, mcp-session-id, content-type,
+/// mcp-protocol-version, user-agent, None) of a request (the last: the body as the table shows it, once the reader's
+/// worker has redacted it; None until then); (1, conn, status, mcp-session-id, content-type,
 /// x-mcp-replay-epoch) of a response; (2, conn, data) of a body; (3, conn, ts, reason, by) of a close.  ``ts`` is the
 /// record's text (the per-line reader's parse_ts reads it), or None.
 fn taken_tuple<'a, 'py>(s: &mut Shared<'a, 'py>, t: &'a Taken<'_>) -> PyResult<Bound<'py, PyTuple>> {
@@ -785,7 +786,7 @@ fn taken_tuple<'a, 'py>(s: &mut Shared<'a, 'py>, t: &'a Taken<'_>) -> PyResult<B
     match t {
         Taken::Request { conn, ts, method, url, body, h } => PyTuple::new(py, [
             code(0)?, s.text(conn), s.opt(ts), s.text(method), s.opt(url), unique(body), s.opt(&h.session),
-            s.opt(&h.last_event_id), s.opt(&h.protocol), s.opt(&h.user_agent),
+            s.opt(&h.last_event_id), s.opt(&h.protocol), s.opt(&h.user_agent), py.None().into_bound(py),
         ]),
         Taken::Response { conn, status, h } => PyTuple::new(py, [
             code(1)?, s.text(conn), status.into_pyobject(py)?.into_any(), s.opt(&h.session), s.opt(&h.content_type),
