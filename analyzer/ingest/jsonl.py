@@ -20,7 +20,8 @@ A log is read in batches of lines (:mod:`analyzer.ingest.jsonl_typed`): the bulk
 the tables column-wise, whatever the writer's spacing, key order or escapes (the recorder's key order, spaced or
 not, by a grammar and one ``read_ndjson`` of the lines it vets, any other by msgspec Structs tagged by ``kind``); every other line -- the other kinds, and a
 line neither takes -- goes through the per-line reader (``_Reader.line``), which keeps the connection state and
-gets every anomaly.  The result is the per-line reader's, row for row
+gets every anomaly (in the single pass's compact reading, the exchange records the compiled core vets come to it
+parsed already: ``_Reader.compiled``, the same steps on the values it read).  The result is the per-line reader's, row for row
 (``read(..., columns=False)``; tests/test_jsonl_columns.py, which also compares the reader before msgspec,
 ``_grammar``: the recorder's compact ``sse`` lines by a regular expression, :mod:`analyzer.ingest.jsonl_columns`).
 """
@@ -40,7 +41,7 @@ import polars as pl
 from analyzer.decode import content_coding
 from analyzer.decode.http1 import add_header
 from analyzer import compiled, redact
-from analyzer.ingest import jsonl_columns, jsonl_typed
+from analyzer.ingest import jsonl_columns, jsonl_native, jsonl_typed
 from analyzer.ingest.reading import Reading
 from analyzer.anomalies import AnomalyLog
 from analyzer.errors import NotACapture
@@ -288,9 +289,12 @@ class _Reader:
         # the state machine, lines parsed here by json.loads (tests count them: spaced JSON must take the fast paths)
         # the exchange records the compiled core read ahead (compiled: the compact reading alone)
         self.paths = {"columns": 0, "typed": 0, "per_line": 0, "compiled": 0}
+        # whether the batches' exchange records are read by the compiled core (jsonl_native.exchange_records): the
+        # single pass's compact reading keeps none of the header objects the per-line reader would make
+        self.ahead = compiled.ENABLED and reading.compact
 
     def compiled(self, lineno: int, t: tuple) -> None:
-        """An exchange record the compiled core vetted and read ahead (:func:`analyzer.ingest.jsonl_native.read_batch`):
+        """An exchange record the compiled core vetted and read ahead (:func:`analyzer.ingest.jsonl_native.exchange_records`):
         one the per-line reader below reads without an anomaly, in the compact reading (no header objects), as the
         values that reading takes of it.  The same steps as :meth:`line`'s for its kind, on those values."""
         self.records += 1
@@ -298,7 +302,7 @@ class _Reader:
         kind, conn = t[0], t[1]
         current, b = self.current, self.b
         if kind == 0:  # request: (0, conn, ts, method, url, body, session id, Last-Event-ID, protocol version, user agent,
-            # the body redacted by the worker or None: _bodies_redacted)
+            # the body redacted already or None: jsonl_native.exchange_records)
             prev = current.get(conn)
             if prev is not None and prev["end_reason"] == "open" and prev["status"] is not None:
                 prev["end_reason"] = "complete"  # keep-alive: the next request ends the previous exchange
@@ -504,9 +508,7 @@ def _read(source: str, stream: BinaryIO, reading: Reading, columns: bool, decode
     r = _Reader(source, reading)
     limit = reading.limits.line_bytes
     if columns:
-        if decode is None:  # the compact reading keeps no header objects: the compiled core reads its exchange records too
-            decode = functools.partial(jsonl_typed.decode, exchanges=True) if r.b.compact else jsonl_typed.decode
-        _read_batches(r, _lines_in_blocks(stream, limit), decode)
+        _read_batches(r, _lines_in_blocks(stream, limit), decode or jsonl_typed.decode)
     else:
         for lineno, raw in enumerate(_lines(stream, limit), start=1):
             r.line(lineno, raw)
@@ -630,9 +632,11 @@ def _hand_out(r: _Reader, batch: list, fast: pl.DataFrame, records: dict, first:
     (:class:`_Deferred`); and from a slow line that makes a stream suspect (a coded event stream whose
     first record decides whether it is noise) on, the batch is read line by line (:func:`_in_order`)."""
     n = len(batch)
+    slow = pl.repeat(True, n, eager=True).scatter(fast["pos"], False).arg_true().to_list()
+    if r.ahead and slow:  # the exchange records, parsed by the compiled core (here: the decoder's thread is the busier)
+        records = records | jsonl_native.exchange_records(batch, slow, r.b.redact)
     if r.suspect or fast.height == 0:
         return _in_order(r, batch, fast, records, first, 0)
-    slow = pl.repeat(True, n, eager=True).scatter(fast["pos"], False).arg_true().to_list()
     # the state the batch starts from, for the conns its plain records name
     conns = fast["conn"].unique().to_list()
     current = r.current
@@ -688,7 +692,6 @@ def _redacted(decode, lines: list) -> tuple[pl.DataFrame, dict]:
     it (1M events: about a second of the read's wall time).  ``_clean`` marks them; ``_raw`` keeps the raw text of
     an event whose redaction changed it, which the JSON-RPC pass reads (:meth:`analyzer.tables.Builder.finish`)."""
     fast, records = decode(lines)
-    records = _bodies_redacted(records)
     if "digest" not in fast.columns or not fast.height:  # (the Python paths: finish redacts)
         return fast, records
     data = fast.get_column("data")
@@ -702,26 +705,6 @@ def _redacted(decode, lines: list) -> tuple[pl.DataFrame, dict]:
         raw = raw.scatter(idx.filter(changed), part.filter(changed))
         data = done if part is data else data.clone().scatter(idx, done)
     return fast.with_columns(data=data, _clean=took, _raw=raw), records
-
-
-def _bodies_redacted(records: dict) -> dict:
-    """The request records the compiled core read ahead (tuples: :meth:`_Reader.compiled`), each with its body as the
-    exchange table shows it (its last value): redacted here, in the worker thread, by one ``redact.column`` over the
-    batch's bodies (value by value, the ``redact.text`` the Builder would apply on the main thread: 1M events, 59k
-    bodies, about a quarter of a second of the per-line reader's)."""
-    keys = [k for k, t in records.items() if type(t) is tuple and t[0] == 0 and t[5]]
-    if not keys:
-        return records
-    bodies = pl.Series([records[k][5] for k in keys], dtype=pl.String)
-    done = redact.column(bodies)
-    changed = {}
-    if done is not bodies:
-        differ = done.ne_missing(bodies)
-        changed = dict(zip((keys[i] for i in differ.arg_true().to_list()), done.filter(differ).to_list()))
-    for k in keys:
-        t = records[k]
-        records[k] = (*t[:10], changed.get(k, t[5]))
-    return records
 
 
 def _read_batches(r: _Reader, blocks, decode) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import polars as pl
 import pyarrow as pa
 
-from analyzer import compiled
+from analyzer import compiled, redact
 
 # the columns of jsonl_columns.COLUMNS, and the two the compiled pass adds: ``digest`` (the compact digest, UInt64)
 # and ``_method`` (a notification's method; null where event_rpc is to read the data)
@@ -33,17 +33,7 @@ def sse_frame(lines: list) -> tuple[pl.DataFrame, list[int]]:
     """The plain ``sse`` records among ``lines`` (bytes, or an int for a line too long to hold) as :data:`COLUMNS`
     (``pos``: index in ``lines``), and the positions of the other lines that may be ``sse`` records (they hold
     ``"sse"``), as :func:`analyzer.ingest.jsonl_columns.sse_frame` gives them."""
-    frame, maybe, _ = read_batch(lines, False)
-    return frame, maybe
-
-
-def read_batch(lines: list, exchanges: bool) -> tuple[pl.DataFrame, list[int], dict[int, tuple] | None]:
-    """:func:`sse_frame`'s two, and with ``exchanges`` (the compact reading: no header objects) the exchange records
-    among the other lines that the per-line reader would read without an anomaly, by position: each a tuple of the
-    values its state machine reads (``jsonl._Reader.compiled``), parsed here in the same pass, off the GIL.  A line
-    the core declines (a header given twice, a coded response, a raw body, a bad field, a lone surrogate escape, a
-    time it does not vet ...) is not there, and goes to the per-line reader as before.  None without ``exchanges``."""
-    n, pos, conn, ts, eid, event, data, retry, digest, method, maybe, taken = compiled.core.sse_lines(lines, exchanges)
+    n, pos, conn, ts, eid, event, data, retry, digest, method, maybe = compiled.core.sse_lines(lines)
     values, valid, nulls = retry
     table = pa.table({
         "pos": pa.Array.from_buffers(pa.uint32(), n, [None, pa.py_buffer(pos)]),
@@ -57,4 +47,33 @@ def read_batch(lines: list, exchanges: bool) -> tuple[pl.DataFrame, list[int], d
         "digest": pa.Array.from_buffers(pa.uint64(), n, [None, pa.py_buffer(digest)]),
         "_method": compiled.strings(n, method),
     })
-    return pl.from_arrow(table).cast(COLUMNS), maybe, taken
+    return pl.from_arrow(table).cast(COLUMNS), maybe
+
+
+def exchange_records(lines: list, positions: list[int], redact_bodies: bool) -> dict[int, tuple]:
+    """Of the lines at ``positions`` (those the ``sse`` pass did not take), the exchange records the per-line reader
+    would read without an anomaly in the compact reading (no header objects), by position: each a tuple of the values
+    its connection state machine reads (``jsonl._Reader.compiled``), parsed by the core without the GIL.  A line the
+    core declines (a header it keeps given twice, a coded response, a raw body, a field of another type, a lone
+    surrogate escape, a time it does not vet ...) is not there and goes to the per-line reader as before.
+
+    A request's last value is its body as the exchange table shows it: with ``redact_bodies``, the batch's bodies
+    redacted by one ``redact.column`` (value by value the ``redact.text`` the Builder applies; its regex passes
+    without the GIL), else None (the Builder's ``redact.text``, a no-op without redaction)."""
+    got = compiled.core.exchange_lines(lines, positions)
+    if not redact_bodies or not got:
+        return got
+    keys = [k for k, t in got.items() if t[0] == 0 and t[5]]
+    if not keys:
+        return got
+    bodies = pl.Series([got[k][5] for k in keys], dtype=pl.String)
+    done = redact.column(bodies)
+    changed = {}
+    if done is not bodies:
+        differ = done.ne_missing(bodies)
+        changed = dict(zip((keys[i] for i in differ.arg_true().to_list()), done.filter(differ).to_list()))
+    for k in keys:
+        t = got[k]
+        got[k] = (*t[:10], changed.get(k, t[5]))
+    return got
+

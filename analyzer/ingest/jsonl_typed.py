@@ -140,36 +140,28 @@ _SSE_SCHEMA = {"pos": pl.UInt32, "conn": pl.String, "ts": pl.String, "id": pl.St
                "retry": pl.Int64, "truncated": pl.Boolean, "dispatched": pl.Boolean}
 
 
-def decode(lines: list, exchanges: bool = False) -> tuple[pl.DataFrame, dict[int, dict | tuple]]:
+def decode(lines: list) -> tuple[pl.DataFrame, dict[int, dict]]:
     """The batch decoded: the ``sse`` lines by the compiled reader where it is built (:mod:`analyzer.ingest.jsonl_native`:
     any writer's JSON, with each event's digest and notification method: :data:`analyzer.tables.READ_AHEAD`), else the
     ``sse`` lines in the recorder's key order, with any spacing, by its grammar and one
     ``read_ndjson``, column-wise in Polars (:func:`analyzer.ingest.jsonl_columns.sse_frame`: off the GIL, while the
     per-line reader runs), every other line that may be an ``sse`` record by msgspec (:func:`typed`).  On the recorder's logs msgspec alone cost 15 % more CPU than this
     (1M events: 14.9-15.5 against 12.9-13.4 CPU-seconds for the read), its Python work on the GIL; another writer's
-    ``sse`` lines (spacing, key order) are msgspec's.  The other kinds' lines are left to the per-line reader; with
-    ``exchanges`` (the compact reading) and the compiled reader, the exchange records it vets come back too, each as
-    the tuple :func:`analyzer.ingest.jsonl_native.read_batch` makes (the values the state machine reads)."""
+    ``sse`` lines (spacing, key order) are msgspec's.  The other kinds' lines are left to the per-line reader."""
     # (where: the lines that may be sse records of another shape; the other kinds go to the per-line reader as they are
     # (its json.loads of a request or response line is cheap beside its state machine: typing them by msgspec cost 1.5 s
     # of CPU and saved the per-line reader 0.3 s on the 1M-event log)
     native = compiled.ENABLED
-    if native:
-        fast, where, taken = jsonl_native.read_batch(lines, exchanges)
-    else:
-        (fast, where), taken = jsonl_columns.sse_frame(lines), None
-    found: dict[int, dict | tuple] = taken or {}
+    fast, where = jsonl_native.sse_frame(lines) if native else jsonl_columns.sse_frame(lines)
     if not where:
-        return fast, found
+        return fast, {}
     more, records = typed([lines[i] for i in where])
     if more.height:
         more = more.with_columns(pos=pl.Series(where, dtype=pl.UInt32).gather(more["pos"]))
         if native:  # (their digests and JSON-RPC: the Builder's, at the end)
             more = more.with_columns(**{k: pl.lit(None, READ_AHEAD[k]) for k in ("digest", "_method")})
         fast = pl.concat([fast, more]).sort("pos")
-    # (no line is in both: the core's exchange records are lines without "sse", these hold it)
-    found.update((where[i], rec) for i, rec in records.items())
-    return fast, found
+    return fast, {where[i]: rec for i, rec in records.items()}
 
 
 def typed(lines: list) -> tuple[pl.DataFrame, dict[int, dict]]:

@@ -474,7 +474,7 @@ fn opt<'s>(v: &'s Option<Option<Text<'_>>>) -> Option<&'s str> {
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
+    memchr::memmem::find(hay, needle).is_some()
 }
 
 /// One line: taken (its row pushed) or not.
@@ -814,41 +814,41 @@ fn strings<'py>(py: Python<'py>, s: &Strings) -> PyResult<Bound<'py, PyTuple>> {
                       bytes(py, &s.valid).into_any(), s.nulls.into_pyobject(py)?.into_any()])
 }
 
-/// `sse_lines(lines)`: ``lines`` a list of bytes (a line without its newline) or int (a line too long to hold).
-/// Returns (n, pos, conn, ts, id, event, data, retry, digest, method, maybe, exchanges): n rows; pos (u32), ts (i64, µs UTC),
-/// digest (u64) as bytes; conn, id, event, data, method as (offsets i64, values, validity, null count); retry as
-/// (values i64, validity, null count); maybe: the positions of the lines not taken that hold `"sse"` (the Python
-/// paths read them; every other line not taken is no sse record of any shape).  With ``exchanges``, a last item: the
-/// exchange records among the other lines that the per-line reader would read without an anomaly in the compact
-/// reading, as a dict of position to the tuple `taken_tuple` makes; else None.
-#[pyfunction]
-#[pyo3(signature = (lines, exchanges = false))]
-fn sse_lines<'py>(py: Python<'py>, lines: &Bound<'py, PyAny>, exchanges: bool) -> PyResult<Bound<'py, PyTuple>> {
-    // the lines' bytes (immutable Python objects, alive while ``lines`` holds them) read without the GIL
-    let spans: Vec<Option<(usize, usize)>> = if let Ok(lines) = lines.downcast::<PyList>() {
-        lines.iter().map(|item| item.downcast::<PyBytes>().ok().map(|b| {
+/// The lines of a batch as (address, length) spans, readable without the GIL: ``lines`` a list of bytes (a line
+/// without its newline; an int, a line too long to hold, is None here) or a block's `Lines` (analyzer/ingest/jsonl.py:
+/// data, starts, lo, hi).  The bytes are immutable Python objects that ``lines`` holds while the caller runs.
+fn line_spans(lines: &Bound<'_, PyAny>) -> PyResult<Vec<Option<(usize, usize)>>> {
+    if let Ok(lines) = lines.downcast::<PyList>() {
+        return Ok(lines.iter().map(|item| item.downcast::<PyBytes>().ok().map(|b| {
             let s = b.as_bytes();
             (s.as_ptr() as usize, s.len())
-        })).collect()
-    } else {
-        // a block's lines as spans of its bytes (analyzer/ingest/jsonl.py Lines: data, starts, lo, hi)
-        let data = lines.getattr("data")?;
-        let data = data.downcast::<PyBytes>()?.as_bytes();
-        let starts = lines.getattr("starts")?;
-        let starts = starts.downcast::<PyBytes>()?.as_bytes();
-        let (lo, hi): (usize, usize) = (lines.getattr("lo")?.extract()?, lines.getattr("hi")?.extract()?);
-        let at = |i: usize| u64::from_ne_bytes(starts[i * 8..i * 8 + 8].try_into().unwrap()) as usize;
-        if hi < lo || (hi + 1) * 8 > starts.len() || at(hi) > data.len() {
-            return Err(pyo3::exceptions::PyValueError::new_err("lines out of their block"));
-        }
-        (lo..hi).map(|i| {
-            let (a, b) = (at(i), at(i + 1));
-            Some((data.as_ptr() as usize + a, b - a - 1))
-        }).collect()
-    };
-    let (b, taken) = py.allow_threads(|| {
+        })).collect());
+    }
+    let data = lines.getattr("data")?;
+    let data = data.downcast::<PyBytes>()?.as_bytes();
+    let starts = lines.getattr("starts")?;
+    let starts = starts.downcast::<PyBytes>()?.as_bytes();
+    let (lo, hi): (usize, usize) = (lines.getattr("lo")?.extract()?, lines.getattr("hi")?.extract()?);
+    let at = |i: usize| u64::from_ne_bytes(starts[i * 8..i * 8 + 8].try_into().unwrap()) as usize;
+    if hi < lo || (hi + 1) * 8 > starts.len() || at(hi) > data.len() {
+        return Err(pyo3::exceptions::PyValueError::new_err("lines out of their block"));
+    }
+    Ok((lo..hi).map(|i| {
+        let (a, b) = (at(i), at(i + 1));
+        Some((data.as_ptr() as usize + a, b - a - 1))
+    }).collect())
+}
+
+/// `sse_lines(lines)`: ``lines`` a list of bytes (a line without its newline) or int (a line too long to hold).
+/// Returns (n, pos, conn, ts, id, event, data, retry, digest, method, maybe): n rows; pos (u32), ts (i64, µs UTC),
+/// digest (u64) as bytes; conn, id, event, data, method as (offsets i64, values, validity, null count); retry as
+/// (values i64, validity, null count); maybe: the positions of the lines not taken that hold `"sse"` (the Python
+/// paths read them; every other line not taken is no sse record of any shape).
+#[pyfunction]
+fn sse_lines<'py>(py: Python<'py>, lines: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+    let spans = line_spans(lines)?;
+    let b = py.allow_threads(|| {
         let n = spans.len();
-        let mut taken: Vec<(u32, Taken<'_>)> = Vec::new();
         let mut b = Batch {
             pos: Vec::with_capacity(n),
             conn: Strings::new(),
@@ -864,29 +864,12 @@ fn sse_lines<'py>(py: Python<'py>, lines: &Bound<'py, PyAny>, exchanges: bool) -
         for (i, span) in spans.iter().enumerate() {
             let Some((ptr, len)) = *span else { continue };
             let line = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
-            if take(&mut b, i as u32, line) {
-                continue;
-            }
-            if contains(line, b"\"sse\"") {
+            if !take(&mut b, i as u32, line) && contains(line, b"\"sse\"") {
                 b.maybe.push(i as u32);
-            } else if exchanges {
-                if let Some(t) = exchange(line) {
-                    taken.push((i as u32, t));
-                }
             }
         }
-        (b, taken)
+        b
     });
-    let taken = if exchanges {
-        let out = PyDict::new(py);
-        let mut shared = Shared { py, seen: std::collections::HashMap::new() };
-        for (i, t) in &taken {
-            out.set_item(i, taken_tuple(&mut shared, t)?)?;
-        }
-        out.into_any()
-    } else {
-        py.None().into_bound(py)
-    };
     let retry = PyTuple::new(py, [bytes(py, words(&b.retry.values)).into_any(), bytes(py, &b.retry.valid).into_any(),
                                   b.retry.nulls.into_pyobject(py)?.into_any()])?;
     let maybe: Vec<u32> = b.maybe;
@@ -902,8 +885,38 @@ fn sse_lines<'py>(py: Python<'py>, lines: &Bound<'py, PyAny>, exchanges: bool) -
         bytes(py, words(&b.digest)).into_any(),
         strings(py, &b.method)?.into_any(),
         maybe.into_pyobject(py)?.into_any(),
-        taken,
     ])
+}
+
+/// `exchange_lines(lines, positions)`: of the lines at ``positions`` (a batch's lines the sse pass did not take,
+/// in order), the exchange records the per-line reader would read without an anomaly in the compact reading, as a
+/// dict of position to the tuple `taken_tuple` makes.  A line holding `"sse"` is not looked at (msgspec reads it).
+/// The JSONL reader's main thread calls it for each batch before its state machine reads the batch: the parse runs
+/// there without the GIL, while the decoder's thread has the next batch's sse lines to read.
+#[pyfunction]
+fn exchange_lines<'py>(py: Python<'py>, lines: &Bound<'py, PyAny>, positions: Vec<u32>) -> PyResult<Bound<'py, PyDict>> {
+    let spans = line_spans(lines)?;
+    if positions.iter().any(|&i| i as usize >= spans.len()) {
+        return Err(pyo3::exceptions::PyValueError::new_err("a position past the batch"));
+    }
+    let taken: Vec<(u32, Taken<'static>)> = py.allow_threads(|| {
+        positions.iter().filter_map(|&i| {
+            let (ptr, len) = spans[i as usize]?;
+            // (the bytes of a Python object that ``lines`` holds for the whole call: 'static means "as long as the
+            // call" here; nothing read from them outlives it, the tuples are made before it returns)
+            let line: &'static [u8] = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+            if contains(line, b"\"sse\"") {
+                return None;
+            }
+            exchange(line).map(|t| (i, t))
+        }).collect()
+    });
+    let out = PyDict::new(py);
+    let mut shared = Shared { py, seen: std::collections::HashMap::new() };
+    for (i, t) in &taken {
+        out.set_item(i, taken_tuple(&mut shared, t)?)?;
+    }
+    Ok(out)
 }
 
 /// `line_starts(data)`: where each line of ``data`` (bytes that end with a newline) starts, and one past the last
@@ -1090,5 +1103,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(notification_methods, m)?)?;
     m.add_function(wrap_pyfunction!(rpc_messages, m)?)?;
     m.add_function(wrap_pyfunction!(line_starts, m)?)?;
+    m.add_function(wrap_pyfunction!(exchange_lines, m)?)?;
     Ok(())
 }
