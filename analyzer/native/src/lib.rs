@@ -7,7 +7,9 @@
 //! take only what is certain, never to guess.  tests/test_native.py compares both on every kind of line.
 //! `line_starts` splits the log's blocks into those lines (spans, not one bytes object each), `notification_methods`
 //! reads the same methods for any events column, and `rpc_messages` one body's JSON-RPC (analyzer/decode/jsonrpc.py
-//! `extract`).
+//! `extract`).  `exchange_lines`: of the lines `sse_lines` did not take, the exchange records (request, response,
+//! body, close) the per-line reader would read without an anomaly in the compact reading, as tuples of the values
+//! its connection state machine reads (`_Reader.compiled`).
 
 use std::borrow::Cow;
 use std::fmt;
