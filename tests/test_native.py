@@ -650,3 +650,31 @@ def test_sample_logs_exchange_records_are_mostly_read_ahead():
     paths = [_paths(path.read_bytes()) for path in SAMPLES]
     compiled_, per_line = sum(p["compiled"] for p in paths), sum(p["per_line"] for p in paths)
     assert compiled_ > 1000 and compiled_ >= 0.8 * (compiled_ + per_line), (compiled_, per_line)
+
+
+# -- the names' digests (analyzer/document/names.py digests) ---------------------------------------------------------
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(st.characters(codec=None, min_codepoint=0, max_codepoint=0x10FFFF), max_size=60)
+                | st.just("\ud800\udfff") | st.just(""), max_size=30))
+def test_the_cores_name_digests_are_pythons(texts):
+    """A reconnect's or a session's name is kept across runs: the core's sha256 in base32 must be hashlib's, for any
+    text (lone surrogates are hashed as Python's surrogatepass writes them), at both widths."""
+    from analyzer.document import names
+
+    got = {chars: names.digests(texts, chars) for chars in (names.DIGEST_CHARS, names.HEAD_CHARS)}
+    assert got[names.DIGEST_CHARS] == [names.digest(t) for t in texts]
+    assert got[names.HEAD_CHARS] == [names.head(t) for t in texts]
+    assert all(len(d) == 52 for d in got[names.DIGEST_CHARS])
+
+
+def test_name_digests_without_the_core(monkeypatch):
+    from analyzer.document import names
+
+    monkeypatch.setattr(compiled, "ENABLED", False)
+    assert names.digests(["a", ""], names.HEAD_CHARS) == [names.head("a"), names.head("")]
+    # (the digest of the empty text: base32 of sha256(b"") by the standard library)
+    assert names.digests([""]) == [__import__("base64").b32encode(__import__("hashlib").sha256(b"").digest()).decode().lower()[:52]]
+    with pytest.raises(ValueError):
+        names.digests(["a"], 20)

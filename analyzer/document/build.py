@@ -213,11 +213,11 @@ def _reconnect_names(f: Frames, b: pl.DataFrame, key: dict) -> tuple[list[str], 
     what = b.select("gx", "session", "started", "source", "location").join(
         f.exchanges.select("gx", "session_id", "method", "last_event_id", "request_body"), on="gx", how="left", maintain_order="left"
     ).join(_request_order(f.exchanges, b), on="gx", how="left", maintain_order="left").with_columns(_iso("started").alias("started"))
-    idents = [
-        names.digest(names.reconnect_identity(sid, method, cursor, body, order, started))
+    idents = names.digests([
+        names.reconnect_identity(sid, method, cursor, body, order, started)
         for sid, method, cursor, body, order, started in what.select(
             "session_id", "method", "last_event_id", "request_body", "order", "started").iter_rows()
-    ]
+    ])
     sessions = [key[s] for s in what["session"].to_list()]
     where = [f"{s}\x1f{loc}" for s, loc in what.select("source", "location").iter_rows()]
     return names.reconnect_names(sessions, idents, what["started"].to_list(), where), idents

@@ -1094,9 +1094,44 @@ fn rpc_messages<'py>(text: &Bound<'py, pyo3::types::PyString>) -> Option<Vec<Mes
     rpc_message(text.to_str().ok()?)
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// the names of sessions and reconnects (analyzer/document/names.py): a sha256 as lower-case base32
+
+const B32: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
+
+/// The first ``chars`` base32 characters (RFC 4648, lower case, no padding) of the sha256 of ``text``: 52 are
+/// `names.digest`, 12 `names.head`.
+fn name_digest(text: &[u8], chars: usize) -> String {
+    let sum = Sha256::digest(text);
+    let mut out = String::with_capacity(chars);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for &byte in sum.iter() {
+        acc = (acc << 8) | byte as u32;
+        bits += 8;
+        while bits >= 5 && out.len() < chars {
+            bits -= 5;
+            out.push(B32[((acc >> bits) & 31) as usize] as char);
+        }
+        acc &= (1 << bits) - 1;
+    }
+    if out.len() < chars && bits > 0 {
+        out.push(B32[((acc << (5 - bits)) & 31) as usize] as char); // (the last 1 bit and 4 zero bits)
+    }
+    out
+}
+
+/// `name_digests(texts, chars)`: `name_digest` of each text (bytes: the caller's UTF-8, lone surrogates passed).
+#[pyfunction]
+fn name_digests(texts: Vec<Bound<'_, PyBytes>>, chars: usize) -> PyResult<Vec<String>> {
+    if chars > 52 {
+        return Err(pyo3::exceptions::PyValueError::new_err("a sha256 has 52 base32 characters"));
+    }
+    Ok(texts.iter().map(|t| name_digest(t.as_bytes(), chars)).collect())
+}
+
 /// What the Python side expects of this build (analyzer/compiled.py ABI): raised whenever a function is added or
 /// changes what it takes or gives, so that a build older than the code is set aside, not called.
-const ABI: u32 = 6;
+const ABI: u32 = 7;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -1106,5 +1141,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rpc_messages, m)?)?;
     m.add_function(wrap_pyfunction!(line_starts, m)?)?;
     m.add_function(wrap_pyfunction!(exchange_lines, m)?)?;
+    m.add_function(wrap_pyfunction!(name_digests, m)?)?;
     Ok(())
 }
