@@ -332,7 +332,8 @@ class Builder:
                shown_body: str | None = None) -> dict:
         """:meth:`exchange` of the request header values it keeps (the compiled reader reads them ahead:
         analyzer/ingest/jsonl.py ``_Reader.compiled``), ``headers_json`` the header object's text or None;
-        ``shown_body``: the body redacted already (column-wise, in the JSONL reader's worker), or None: redacted here."""
+        ``shown_body``: the body redacted already (column-wise, a batch at a time: jsonl_native.exchange_records), or
+        None: redacted here."""
         row = {
             "source": self.source,
             "xid": len(self.exchanges),

@@ -85,7 +85,7 @@ DIGEST_CHARS = 52  # the characters :func:`digest` gives: the 256 bits of a sha2
 def digests(texts: Sequence[str], chars: int = DIGEST_CHARS) -> list[str]:
     """:func:`digest` of each text (``chars`` :data:`DIGEST_CHARS`) or :func:`head` of each (:data:`HEAD_CHARS`), all
     at once: by the compiled core where it is built (analyzer/native ``name_digests``: 31,000 reconnects' identities
-    at 1M events, 0.11 s of Python here), the same characters (tests/test_names.py compares them)."""
+    at 1M events, 0.11 s of Python here), the same characters (tests/test_native.py compares them)."""
     if chars not in (DIGEST_CHARS, HEAD_CHARS):
         raise ValueError(f"a name's digest has {DIGEST_CHARS} or {HEAD_CHARS} characters, not {chars}")
     if compiled.ENABLED:

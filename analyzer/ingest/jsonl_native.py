@@ -76,4 +76,3 @@ def exchange_records(lines: list, positions: list[int], redact_bodies: bool) -> 
         t = got[k]
         got[k] = (*t[:10], changed.get(k, t[5]))
     return got
-
