@@ -51,7 +51,7 @@ from analyzer.ingest import har as ingest_har, jsonl as ingest_jsonl, pcap as in
 from analyzer import pipeline, tables
 from analyzer.anomalies import CATALOG
 from analyzer.anomalies import SCHEMA as ANOMALY_SCHEMA
-from analyzer.errors import AuditError, InputError
+from analyzer.errors import AuditError, InputError, NotACapture
 from analyzer.decode.sse import SSEParser, parse_all
 from analyzer.ingest.reading import Reading
 
@@ -217,8 +217,24 @@ def nonblank_lines(data: bytes) -> list[int]:
     return [n for n, line in enumerate(data.split(b"\n"), start=1) if line.strip()]
 
 
+def _foreign(raw: bytes) -> bool:
+    """A line the JSONL reader counts as another program's record: a JSON object with no proxy ``kind`` and no ``conn``."""
+    try:
+        rec = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(rec, dict) and rec.get("kind") not in ingest_jsonl.PROXY_KINDS and "conn" not in rec
+
+
 def check_jsonl_accounting(data: bytes, got) -> None:
-    """Every non-blank line is a record, read or rejected with its line number."""
+    """Every non-blank line is a record, read or rejected with its line number -- or, when every one of them is another
+    program's record (a server's own JSON Lines log, walked into from a folder of captures), the file is refused
+    whole as no capture, with their count (tests/test_incident_folder.py): never a file that holds a proxy record."""
+    if isinstance(got, NotACapture):
+        lines = [line for line in data.split(b"\n") if line.strip()]
+        assert lines and all(map(_foreign, lines)), got
+        assert f"none of its {len(lines)} records is a proxy record" in str(got), got
+        return
     assert not isinstance(got, AuditError), got
     check_ingested(got)
     lines = nonblank_lines(data)
@@ -673,6 +689,11 @@ def test_sse_invalid_utf8_is_replaced_and_noted_never_raised():
 
 @fuzz(60)
 @given(st.lists(jsonl_line(), max_size=25), st.sampled_from([b"\n", b"\r\n"]), st.booleans())
+# (a request whose kind became null and whose conn was dropped, alone: no proxy record, so no capture; found in a run)
+@example([b'{"kind": null, "ts": "2026-11-13T09:00:00Z", "method": "GET", "url": "http://h/mcp", "headers": {}, "body": null}'], b"\n", False)
+# (... and beside one proxy record: read, the first line rejected)
+@example([b'{"kind": null, "ts": "2026-11-13T09:00:00Z", "method": "GET", "url": "http://h/mcp", "headers": {}, "body": null}',
+          b'{"kind": "close", "ts": "2026-11-13T09:00:00Z", "conn": "c1", "reason": "eof"}'], b"\n", False)
 def test_jsonl_every_line_is_read_or_rejected(lines, eol, final_eol):
     data = eol.join(lines) + (eol if final_eol and lines else b"")
     got = read(data, ".jsonl", fmt="jsonl")
