@@ -218,9 +218,10 @@ def nonblank_lines(data: bytes) -> list[int]:
 
 
 def _foreign(raw: bytes) -> bool:
-    """A line the JSONL reader counts as another program's record: a JSON object with no proxy ``kind`` and no ``conn``."""
+    """A line the JSONL reader counts as another program's record: a JSON object with no proxy ``kind`` and no ``conn``
+    (bytes that are not UTF-8 read as the reader reads them: replaced, with an anomaly)."""
     try:
-        rec = json.loads(raw.decode("utf-8"))
+        rec = json.loads(raw.decode("utf-8", "replace"))
     except (ValueError, RecursionError):
         return False
     return isinstance(rec, dict) and rec.get("kind") not in ingest_jsonl.PROXY_KINDS and "conn" not in rec
@@ -691,6 +692,8 @@ def test_sse_invalid_utf8_is_replaced_and_noted_never_raised():
 @given(st.lists(jsonl_line(), max_size=25), st.sampled_from([b"\n", b"\r\n"]), st.booleans())
 # (a request whose kind became null and whose conn was dropped, alone: no proxy record, so no capture; found in a run)
 @example([b'{"kind": null, "ts": "2026-11-13T09:00:00Z", "method": "GET", "url": "http://h/mcp", "headers": {}, "body": null}'], b"\n", False)
+# (... with bytes that are not UTF-8 in it: still no proxy record)
+@example([b'{"kind": null, "ts": "2026-11-13T09:00:00Z", "method": "GET", "url": "http://h/\xff\xfemcp", "headers": {}}'], b"\n", False)
 # (... and beside one proxy record: read, the first line rejected)
 @example([b'{"kind": null, "ts": "2026-11-13T09:00:00Z", "method": "GET", "url": "http://h/mcp", "headers": {}, "body": null}',
           b'{"kind": "close", "ts": "2026-11-13T09:00:00Z", "conn": "c1", "reason": "eof"}'], b"\n", False)
