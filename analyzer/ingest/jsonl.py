@@ -303,14 +303,7 @@ class _Reader:
         current, b = self.current, self.b
         if kind == 0:  # request: (0, conn, ts, method, url, body, session id, Last-Event-ID, protocol version, user agent,
             # the body redacted already or None: jsonl_native.exchange_records)
-            prev = current.get(conn)
-            if prev is not None and prev["end_reason"] == "open" and prev["status"] is not None:
-                prev["end_reason"] = "complete"  # keep-alive: the next request ends the previous exchange
-            row = current[conn] = b.opened(conn, f"line {lineno}", parse_ts(t[2]), t[3], t[4], t[5], t[6], t[7], t[8], t[9], None, t[10])
-            if prev is not None:
-                b.seal(prev)
-            if self.moves is not None:
-                self.moves.append((lineno, conn, row["xid"]))
+            self._began(lineno, conn, b.opened(conn, f"line {lineno}", parse_ts(t[2]), t[3], t[4], t[5], t[6], t[7], t[8], t[9], None, t[10]))
             return
         row = current.get(conn)
         if row is None:
@@ -324,10 +317,26 @@ class _Reader:
             row["end_reason"] = t[3]
             row["ended"] = parse_ts(t[2])
             row["end_by"] = t[4]
-            current.pop(conn, None)
-            b.seal(row)
-            if self.moves is not None:
-                self.moves.append((lineno, conn, -1))
+            self._ended(lineno, conn, row)
+
+    def _began(self, lineno: int, conn: str, row: dict) -> None:
+        """``row``, just opened by a request on ``conn``, becomes its current exchange; the one before it, answered and
+        still open, ends complete (keep-alive), and is sealed: no record changes it again."""
+        prev = self.current.get(conn)
+        if prev is not None and prev["end_reason"] == "open" and prev["status"] is not None:
+            prev["end_reason"] = "complete"
+        self.current[conn] = row
+        if prev is not None:
+            self.b.seal(prev)
+        if self.moves is not None:
+            self.moves.append((lineno, conn, row["xid"]))
+
+    def _ended(self, lineno: int, conn: str, row: dict) -> None:
+        """``row``, ``conn``'s current exchange, was closed: the conn has none, and the row is sealed."""
+        self.current.pop(conn, None)
+        self.b.seal(row)
+        if self.moves is not None:
+            self.moves.append((lineno, conn, -1))
 
     def line(self, lineno: int, raw: bytes | int | None, rec: dict | tuple | None = None) -> None:
         """``rec``: the line's record as msgspec read it (:mod:`analyzer.ingest.jsonl_typed`: the dict ``json.loads``
@@ -391,10 +400,7 @@ class _Reader:
             if headers is None or not ok_body or not isinstance(rec.get("method"), str):
                 log.add("jsonl_bad_record", where, "request needs `method` (string), `headers` (object), `body` (string or null)")
                 return
-            prev = current.get(conn)
-            if prev is not None and prev["end_reason"] == "open" and prev["status"] is not None:
-                prev["end_reason"] = "complete"  # keep-alive: the next request ends the previous exchange
-            current[conn] = b.exchange(
+            self._began(lineno, conn, b.exchange(
                 conn=conn,
                 location=where,
                 started=ts,
@@ -402,11 +408,7 @@ class _Reader:
                 url=rec.get("url") if isinstance(rec.get("url"), str) else None,
                 req_headers=headers,
                 request_body=body,
-            )
-            if prev is not None:  # (it is no longer any conn's current exchange: nothing changes it again)
-                b.seal(prev)
-            if self.moves is not None:
-                self.moves.append((lineno, conn, current[conn]["xid"]))
+            ))
             return
 
         if kind not in ("response", "sse", "body", "close"):
@@ -485,10 +487,7 @@ class _Reader:
             if code is not None:  # the recorder undid the stream's Content-Encoding and it did not end complete
                 detail = rec.get("decoding_detail")
                 log.add(code, where, f"{detail[:200] if isinstance(detail, str) else ''} (as the recorder decoded it)".lstrip())
-            current.pop(conn, None)
-            b.seal(row)
-            if self.moves is not None:
-                self.moves.append((lineno, conn, -1))
+            self._ended(lineno, conn, row)
 
 
 def read(source: str, stream: BinaryIO, reading: Reading = Reading(), columns: bool = True) -> Ingested:
