@@ -238,3 +238,37 @@ def test_har_placeholder_mime_type_is_no_content_type():
     jsonl = pipeline.run([str(syn / "gap.jsonl")]).document["exchanges"]
     assert [x["content_type"] for x in har] == [x["content_type"] for x in jsonl]
     assert None in [x["content_type"] for x in har] and "x-unknown" not in {x["content_type"] for x in har}
+
+
+# --- the cyclic collector paused while an input is read (analyzer.ingest.reading.collector_paused) ----------------
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_the_collector_is_paused_for_each_read_and_restored_after(tmp_path, monkeypatch, capture, fails):
+    import gc
+
+    path = tmp_path / "cap.jsonl"
+    path.write_text(capture.initialize().text())
+    during = []
+    read_jsonl = inputs.READERS["jsonl"]
+
+    def spy(source, stream, reading):
+        during.append(gc.isenabled())
+        if fails:
+            raise OSError("the disk went away")
+        return read_jsonl(source, stream, reading)
+
+    monkeypatch.setitem(inputs.READERS, "jsonl", spy)
+    assert gc.isenabled()
+    if fails:
+        with pytest.raises(InputError, match="read failed part-way"):
+            inputs.read_one(str(path))
+    else:
+        assert inputs.read_one(str(path)).exchanges.num_rows == 1
+    assert during == [False] and gc.isenabled()  # (paused for the read, as it was after it, even when it failed)
+    gc.disable()
+    try:
+        inputs.read_one(str(path)) if not fails else None
+        assert not gc.isenabled()  # a caller's own pause is left to it
+    finally:
+        gc.enable()

@@ -34,7 +34,7 @@ from typing import BinaryIO, Callable
 import pyarrow as pa
 
 from analyzer.ingest import har as ingest_har, jsonl as ingest_jsonl, pcap as ingest_pcap
-from analyzer.ingest.reading import Meter, Reading
+from analyzer.ingest.reading import Meter, Reading, collector_paused
 from analyzer import limits
 from analyzer.anomalies import AnomalyLog
 from analyzer.errors import InputError, NotACapture
@@ -426,7 +426,8 @@ def read_one(source: str, reading: Reading = Reading()) -> Ingested:
             log.add("input_empty", "file")
             return READERS[kind](source, io.BytesIO(b""), reading) if kind == "jsonl" else _empty(source, kind, log)
         try:
-            got = READERS[kind](source, stream, reading)
+            with collector_paused():
+                got = READERS[kind](source, stream, reading)
         except (OSError, EOFError, zlib.error) as exc:
             raise InputError(source, f"read failed part-way: {exc}") from None
         if gz is not None and gz.broken is not None:

@@ -9,6 +9,8 @@ ingest beside an analysis -- cannot see each other's.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 from dataclasses import dataclass, field
 
 from analyzer.decode.tls_keys import KeyLog
@@ -54,3 +56,20 @@ class Reading:
     meter: Meter | None = None
     compact: bool = False
     digest_key: str | None = None
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """Python's cyclic garbage collector paused while an input is read, then as it was.
+
+    A read allocates millions of small objects that are not cycles (a batch's exchange tuples, the Builder's rows,
+    a HAR's entries) and that live until the tables are built: the collector rescans them again and again and can
+    free none (1M events' JSONL: 383 collections, 0.16 s of the read's main thread; a pcap: over a quarter of its
+    run).  What a read leaves in cycles (an exception's traceback) is collected when the collector runs again."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
