@@ -98,10 +98,9 @@ def deliveries(f: Frames) -> pl.DataFrame:
 def _strings(f: Frames, rows: pl.DataFrame, *cols: str) -> pl.DataFrame:
     """``rows`` (deliveries' rows, with ``r``) with the events' string columns ``cols`` gathered by ``r``, every
     column in one chunk (a gathered string column beside columns chunked otherwise panicked in Polars 2.1's string
-    functions: rpc.with_gathered)."""
+    functions: rpc.with_gathered); by :meth:`Frames.gathered`."""
     rows = rows.rechunk()
-    r = rows.get_column("r")
-    return rows.with_columns([f.events.get_column(c).gather(r).rechunk() for c in cols])
+    return rows.with_columns(f.gathered(rows.get_column("r"), *cols))
 
 
 def _of_boundaries(d: pl.DataFrame, b: pl.DataFrame, own: list[str] | None, *columns: str, **named: str) -> pl.LazyFrame:
@@ -568,7 +567,7 @@ def foreign_deliveries(f: Frames, b: pl.DataFrame, d: pl.DataFrame | None = None
         .sort(["gx", "ordinal", "o_session_id", "o_location"])
         .unique(["gx", "id", "o_session_id"], keep="first", maintain_order=True)
     )
-    return found.with_columns(location=f.events.get_column("location").gather(found.get_column("r"))).select(cols)
+    return found.with_columns(f.gathered(found.get_column("r"), "location")).select(cols)
 
 
 def undecrypted_before(f: Frames, b: pl.DataFrame) -> pl.DataFrame:
