@@ -176,10 +176,25 @@ class _Main(click.Group):
             click.echo("interrupted", err=True)
             ctx.exit(exits.INTERRUPTED)
         except Exception as exc:  # noqa: BLE001 -- the last line of defence: named, never swallowed
-            if ctx.meta.get("mcp_sse_audit.debug"):
-                click.echo(traceback.format_exc().rstrip("\n"), err=True)
-            click.echo(safe(_internal_error(ctx, exc)), err=True)
-            ctx.exit(exits.INTERNAL)
+            self._internal(ctx, exc)
+        except BaseException as exc:
+            # a panic in compiled code (Polars', PyArrow's or our core's: pyo3 raises it as PanicException, which is
+            # no Exception) is an internal error too: before, it left a traceback and exit 1, which reads as findings
+            if not _is_panic(exc):
+                raise
+            self._internal(ctx, exc)
+
+    @staticmethod
+    def _internal(ctx: click.Context, exc: BaseException) -> None:
+        if ctx.meta.get("mcp_sse_audit.debug"):
+            click.echo(traceback.format_exc().rstrip("\n"), err=True)
+        click.echo(safe(_internal_error(ctx, exc)), err=True)
+        ctx.exit(exits.INTERNAL)
+
+
+def _is_panic(exc: BaseException) -> bool:
+    """A Rust panic raised into Python by a pyo3 module (each module has its own ``pyo3_runtime.PanicException``)."""
+    return type(exc).__name__ == "PanicException" and not isinstance(exc, (SystemExit, KeyboardInterrupt, GeneratorExit))
 
 
 def _internal_error(ctx: click.Context, exc: BaseException) -> str:

@@ -82,6 +82,28 @@ def test_an_error_in_a_worker_thread_exits_3_and_writes_no_json(tmp_path, monkey
     assert not out.exists()
 
 
+def test_a_panic_in_compiled_code_exits_3_in_one_line(tmp_path, monkeypatch):
+    """A Rust panic comes into Python as pyo3's PanicException, a BaseException (each pyo3 module has its own class, so
+    the command tells it by its name): before, it passed the last line of defence, printed a traceback and exited 1,
+    which reads as "findings" (Polars 2.1's pl.format panicked so at 1M events with 8 threads: analyzer/formatted.py).
+    Now one line and exit 3."""
+    from polars.exceptions import PanicException
+
+    from analyzer.signals import boundaries
+
+    assert not issubclass(PanicException, Exception)
+
+    def panics(*_a, **_k):
+        raise PanicException("assertion failed: i < self.len()")
+
+    monkeypatch.setattr(boundaries, "facts", panics)
+    out = tmp_path / "f.json"
+    r = run("analyze", str(SYN / "continuous.jsonl"), "--json", str(out))
+    assert r.exit_code == 3, r.output
+    assert r.stderr.count("\n") == 1 and "internal error" in r.stderr and "PanicException" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and not out.exists()
+
+
 def test_internal_error_in_ingest_exits_3(tmp_path, monkeypatch):
     from analyzer.scale import store
 
