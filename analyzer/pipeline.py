@@ -20,6 +20,7 @@ from analyzer.document.facts import plural, unread
 from analyzer.errors import InputError, NotACapture
 from analyzer.ingest.reading import Reading
 from analyzer.rules.registry import Analysis
+from analyzer.formatted import formatted
 
 def release_freed() -> None:
     """Give back to the system what the read freed but two allocators keep: PyArrow's pool (mimalloc)
@@ -194,7 +195,7 @@ def _in_future(exchanges) -> pl.DataFrame:
     limit = datetime.now(timezone.utc) + FUTURE
     return (x.filter(pl.col("started") > limit)
             .select("source", "location", code=pl.lit("time_in_future"), severity=pl.lit("warning"),
-                    message=pl.format("the exchange starts at {}, more than a day after this run's clock",
+                    message=formatted("the exchange starts at {}, more than a day after this run's clock",
                                       pl.col("started").dt.strftime("%Y-%m-%dT%H:%M:%S%.6fZ")))
             .cast(schema))
 

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from analyzer.decode import jsonrpc
 from analyzer import compiled, redact
 from analyzer.anomalies import CATALOG, EXAMPLES_PER_KIND, AnomalyLog
+from analyzer.formatted import formatted
 
 TS = pa.timestamp("us", tz="UTC")
 # json.dumps(h, sort_keys=True, ensure_ascii=False), without the encoder json.dumps makes for every call
@@ -506,7 +507,7 @@ class Builder:
         frame = one_chunk(frames, schema)
         # "line N" where the reader left the location to the line (2M events: the 30 MiB column made once,
         # after the chunks are joined, not joined from chunks: the read's peak -30 MiB)
-        line = pl.format("line {}", pl.col("_line"))
+        line = formatted("line {}", pl.col("_line"))
         if by_line:
             frame = frame.with_columns(location=line)
         elif frame.get_column("location").null_count():

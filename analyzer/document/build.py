@@ -19,6 +19,7 @@ from analyzer.signals import clients, rpc, streams
 from analyzer.signals.streams import Frames
 from analyzer.tables import digest_expr
 from analyzer.catalog import VERDICT_ORDER
+from analyzer.formatted import formatted
 
 EVIDENCE_EVENTS = 3
 DATA_PREVIEW = 400
@@ -251,11 +252,11 @@ def _boundary_rows(f: Frames, b: pl.DataFrame, key: dict, keep_pos: bool = False
         "boundary_id",
         "session",
         "session_id",
-        pl.format("s{}", pl.col("stream") + 1).alias("stream"),
+        formatted("s{}", pl.col("stream") + 1).alias("stream"),
         pl.struct("source", "location").alias("request"),
-        pl.format("x{}", pl.col("pos") + 1).alias("request_exchange"),
+        formatted("x{}", pl.col("pos") + 1).alias("request_exchange"),
         # (a resume whose stream lies in an undecrypted TLS connection names none: the link the tables offer is a guess)
-        pl.when(~_hidden_stream).then(pl.format("x{}", pl.col("prev_pos") + 1)).alias("resumes_exchange"),
+        pl.when(~_hidden_stream).then(formatted("x{}", pl.col("prev_pos") + 1)).alias("resumes_exchange"),
         pl.when(~_hidden_stream).then(pl.col("resumed_ref")).alias("resumes"),
         pl.col("header").alias("last_event_id"),
         "last_before",
@@ -273,12 +274,12 @@ def _boundary_rows(f: Frames, b: pl.DataFrame, key: dict, keep_pos: bool = False
         # where the client reacted (signals/boundaries.reaction): the old session's next use, or the new session's initialize
         pl.when(pl.col("verdict") == "continuous").then(None)
         .when(pl.col("handled_correctly") == False)  # noqa: E712 (polars expression)
-        .then(pl.format("x{}", pl.col("use_pos") + 1))
+        .then(formatted("x{}", pl.col("use_pos") + 1))
         .when(pl.col("handled_correctly") == True)  # noqa: E712
-        .then(pl.format("x{}", pl.col("init_pos") + 1))
+        .then(formatted("x{}", pl.col("init_pos") + 1))
         .alias("reaction_exchange"),
         # the requests the resumed stream still owed a response (signals/rpc.py): the report shows their findings here
-        pl.col("owed_pos").list.eval(pl.format("x{}", pl.element() + 1)).fill_null(pl.lit([], dtype=pl.List(pl.String))).alias("owed_requests"),
+        pl.col("owed_pos").list.eval(formatted("x{}", pl.element() + 1)).fill_null(pl.lit([], dtype=pl.List(pl.String))).alias("owed_requests"),
         # another call's answer handed to the call that opened the resumed stream (signals/rpc.wrong_results)
         pl.col("_call").alias("call"),
         pl.when(pl.col("_call").is_not_null()).then(pl.col("_answered")).alias("call_answered"),
@@ -407,10 +408,10 @@ def _sessions_and_exchanges(f: Frames, b: pl.DataFrame, rev: pl.DataFrame, key: 
               "status", "content_type", "last_event_id", "end_reason", "body_recorded", "n_events", "n_cut_off", "first_id", "last_id"]
     # (a plan over them: the records are made when the document is written, a slice at a time: records.Records)
     exchanges = streams.attach(x.select(needed), times, "gx").pipe(streams.in_order, ["pos"]).lazy().select(
-        pl.format("x{}", pl.col("pos") + 1).alias("exchange_id"),
+        formatted("x{}", pl.col("pos") + 1).alias("exchange_id"),
         pl.col("session").replace_strict(key, return_dtype=pl.String).alias("session"),
         "session_id",
-        pl.format("s{}", pl.col("stream") + 1).alias("stream"),
+        formatted("s{}", pl.col("stream") + 1).alias("stream"),
         "source",
         "location",
         "conn",

@@ -45,6 +45,7 @@ from analyzer.anomalies import AnomalyLog
 from analyzer.errors import InputError
 from analyzer.ingest.timestamps import parse_ts
 from analyzer.tables import SSE_MEDIA, Builder, Ingested, media_type
+from analyzer.formatted import formatted
 
 
 # JSON may spell a lone UTF-16 surrogate ("\ud800"); Python decodes it into a str that no UTF-8
@@ -438,7 +439,7 @@ class _EventBodies:
         got = sse_columns.parse(self.keys, self.bodies).join(
             pl.DataFrame({"key": self.keys, "entry": self.entries}, schema={"key": pl.Int64, "entry": pl.Int64}),
             on="key", how="left", maintain_order="left",
-        ).with_columns(location=pl.format("entry {} byte {}", pl.col("entry"), pl.col("start")))
+        ).with_columns(location=formatted("entry {} byte {}", pl.col("entry"), pl.col("start")))
         self.keys, self.entries, self.bodies, self.size = [], [], [], 0
         self.batches += 1
         flagged = got.filter((pl.col("anomalies").list.len() > 0) | (pl.col("fate") == "cut_off"))

@@ -18,6 +18,7 @@ import polars as pl
 from analyzer.decode import sse_columns
 from analyzer.ingest.pcap_body import Run
 from analyzer.tables import Builder
+from analyzer.formatted import formatted
 
 MIN_NS, MAX_NS = -62_135_596_800 * 10**9, 253_402_300_799 * 10**9  # years 1 .. 9999: the times a row can hold
 
@@ -117,7 +118,7 @@ def events(b: Builder, runs: list[tuple[int, str, Run]], parsed: pl.DataFrame, n
             ns=pl.when(pl.col("dispatch").is_null()).then(pl.col("close_ts")).otherwise(pl.col("_ts")),
             pkt=pl.when(pl.col("dispatch").is_null()).then(pl.col("close_pkt")).otherwise(pl.col("_pkt")),
         )
-        .with_columns(location=pl.format("packet {}", pl.col("pkt")), ns_ok=pl.col("ns").is_between(MIN_NS, MAX_NS))
+        .with_columns(location=formatted("packet {}", pl.col("pkt")), ns_ok=pl.col("ns").is_between(MIN_NS, MAX_NS))
     )
     # anomaly rows: the parser's codes, blocks the stream ended inside, times out of range
     flagged = ev.filter((pl.col("anomalies").list.len() > 0) | (pl.col("fate") == "cut_off") | (pl.col("ns").is_not_null() & ~pl.col("ns_ok")))

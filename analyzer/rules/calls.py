@@ -9,12 +9,13 @@ from analyzer.rules.shape import either, finding_frame, subject
 from analyzer.signals import keys
 from analyzer.signals.rpc import _tagged, call_label, named, sent_elsewhere
 from analyzer.signals.streams import SSE, Frames, packet_no
+from analyzer.formatted import formatted
 
 
 def _hidden_note(n: pl.Expr, what: str) -> pl.Expr:
     """`` (... may lie in N TLS connection(s) ...)`` when ``n`` > 0, else empty."""
     return pl.when(n.fill_null(0) > 0).then(
-        pl.format(f"; {what} may lie in one of the {{}} TLS connection(s) of this capture that the key log could not decrypt", n)
+        formatted(f"; {what} may lie in one of the {{}} TLS connection(s) of this capture that the key log could not decrypt", n)
     ).otherwise(pl.lit(""))
 
 
@@ -72,7 +73,7 @@ def findings(f: Frames) -> pl.LazyFrame:
         named(left_unanswered, f)
         .join(hidden_n, on="source", how="left", maintain_order="left")
         .with_columns(
-            message=pl.format("{} never got a response, although its stream broke, ended or was resumed", pl.col("call"))
+            message=formatted("{} never got a response, although its stream broke, ended or was resumed", pl.col("call"))
             + _hidden_note(pl.col("n_hidden"), "its response"),
             evidence=pl.concat_list("ref"),
             subject=subject("call"),
@@ -92,8 +93,8 @@ def findings(f: Frames) -> pl.LazyFrame:
     dup_resp = (
         dup_resp
         .join(by_id, on=["session", "rpc_id"], how="left", maintain_order="left")
-        .with_columns(message=pl.format("the response to {} was delivered {} times",
-                                        pl.col("call").fill_null(pl.format("request id {}", pl.col("rpc_id"))), pl.col("n")),
+        .with_columns(message=formatted("the response to {} was delivered {} times",
+                                        pl.col("call").fill_null(formatted("request id {}", pl.col("rpc_id"))), pl.col("n")),
                       subject=subject("rpc_id", "call"))
     )
     server_rows = m.filter(s2c & (pl.col("kind") == "request") & pl.col("rpc_id").is_not_null())
@@ -106,7 +107,7 @@ def findings(f: Frames) -> pl.LazyFrame:
         .join(client_ans, on=["session", "rpc_id"], how="left", maintain_order="left")
         .with_columns(pl.col("answers").fill_null(0))
         .with_columns(
-            message=pl.format("the server's request {} (id {}) was delivered {} times and answered {} times", pl.col("method"), pl.col("rpc_id"), pl.col("n"), pl.col("answers")),
+            message=formatted("the server's request {} (id {}) was delivered {} times and answered {} times", pl.col("method"), pl.col("rpc_id"), pl.col("n"), pl.col("answers")),
             subject=subject("method", "rpc_id"),
         )
     )
@@ -127,7 +128,7 @@ def findings(f: Frames) -> pl.LazyFrame:
             .agg(n_hidden=pl.len()),
             on="gx", how="left", maintain_order="left")
         .with_columns(
-            message=pl.format("a response to request id {} arrived, but this session never sent that request", pl.col("rpc_id"))
+            message=formatted("a response to request id {} arrived, but this session never sent that request", pl.col("rpc_id"))
             + _hidden_note(pl.col("n_hidden"), "its request"),
             evidence=pl.concat_list("ref"),
             subject=subject("rpc_id"),
@@ -143,7 +144,7 @@ def findings(f: Frames) -> pl.LazyFrame:
         .join(req_body, on="req_gx", how="left", maintain_order="left")
         .with_columns(req_call=call_label(pl.col("req_method"), pl.col("req_body"), pl.col("rpc_id")))
         .with_columns(
-            message=pl.format("the response to {} was delivered on another stream than the one its request opened", pl.col("req_call")),
+            message=formatted("the response to {} was delivered on another stream than the one its request opened", pl.col("req_call")),
             evidence=pl.concat_list("req_ref", "ref"),
             subject=subject("req_call", "rpc_id"),
         )

@@ -6,6 +6,7 @@ import polars as pl
 
 from analyzer.rules.shape import finding_frame, ref, subject
 from analyzer.signals.streams import Frames
+from analyzer.formatted import formatted
 
 
 def cursor_claims(b: pl.LazyFrame) -> pl.LazyFrame:
@@ -18,7 +19,7 @@ def cursor_claims(b: pl.LazyFrame) -> pl.LazyFrame:
         pl.col("last_before").is_not_null() & (pl.col("last_before") != pl.col("header")) & pl.col("id_found")
         & (pl.col("verdict") != "gap")
     ).with_columns(
-        message=pl.format(
+        message=formatted(
             "the client resumed with Last-Event-ID {} although the capture shows the stream had already delivered up to {}: "
             "either those events were lost after the capture point (then replaying them is right) or the client "
             "resumed from an older point than it had reached",
@@ -29,7 +30,7 @@ def cursor_claims(b: pl.LazyFrame) -> pl.LazyFrame:
     )
     # when a body of the session was not recorded, the id may well be in it: no finding then
     unknown = with_header.filter(~pl.col("id_found") & ~pl.col("session_has_unrecorded")).with_columns(
-        message=pl.format("Last-Event-ID {} names an event that no capture shows being delivered in this session", pl.col("header")),
+        message=formatted("Last-Event-ID {} names an event that no capture shows being delivered in this session", pl.col("header")),
         evidence=evidence,
         subject=subject("header"),
     )
@@ -52,14 +53,14 @@ def cross_session(f: Frames, b: pl.LazyFrame) -> pl.LazyFrame:
         .filter(pl.col("o_session_id") != pl.col("session_id"))
         .unique("gx")
         .with_columns(
-            message=pl.format("the reconnect sent Last-Event-ID {}, an event of session {}", pl.col("header"), pl.col("o_session_id")),
+            message=formatted("the reconnect sent Last-Event-ID {}, an event of session {}", pl.col("header"), pl.col("o_session_id")),
             evidence=pl.concat_list(ref()),
             subject=subject("header", "o_session_id"),
         )
     )
     # the signal the verdicts read (signals/boundaries.replayed_across_sessions), on the reconnect's row
     replayed = b.filter(pl.col("xs_n").is_not_null()).with_columns(
-        message=pl.format("{} event(s) delivered on this reconnect had been delivered in session {} ({}{})",
+        message=formatted("{} event(s) delivered on this reconnect had been delivered in session {} ({}{})",
                           pl.col("xs_n"), pl.col("xs_other"), pl.col("xs_ids").list.join(", "),
                           pl.when(pl.col("xs_n") > 5).then(pl.lit(", …")).otherwise(pl.lit(""))),
         evidence=pl.col("xs_evidence"),

@@ -8,6 +8,7 @@ from analyzer.rules.shape import either, finding_frame, natural_order, ref, subj
 from analyzer.signals import idschemes
 from analyzer.signals.keys import where_varies
 from analyzer.signals.streams import Frames, keyed_id
+from analyzer.formatted import formatted
 
 
 def id_order(f: Frames) -> pl.LazyFrame:
@@ -81,11 +82,11 @@ def id_order(f: Frames) -> pl.LazyFrame:
         refs=ref().head(5),
     ).with_columns(evidence=pl.concat_list(ref("source", "prev_loc"), pl.col("refs")))
     backwards = per_conn.filter(pl.col("integer")).with_columns(
-        message=pl.format("{} event id(s) on one connection were not above an earlier id (first: {} after {})", pl.col("n"), pl.col("first_id"), pl.col("after")),
+        message=formatted("{} event id(s) on one connection were not above an earlier id (first: {} after {})", pl.col("n"), pl.col("first_id"), pl.col("after")),
         subject=subject("first_id", "after"),
     )
     repeated = per_conn.filter(~pl.col("integer")).with_columns(
-        message=pl.format("{} event id(s) were delivered again on the same connection (first: {})", pl.col("n"), pl.col("first_id")),
+        message=formatted("{} event id(s) were delivered again on the same connection (first: {})", pl.col("n"), pl.col("first_id")),
         subject=subject("first_id"),
     )
     return pl.concat([finding_frame(backwards, "id_not_monotonic", "error"), finding_frame(repeated, "id_repeated", "error")])
@@ -149,8 +150,8 @@ def digest_conflicts(f: Frames, b: pl.LazyFrame) -> pl.LazyFrame:
         one, many = (pl.lit(t) if isinstance(t, str) else t for t in (one, many))
         return (
             pl.when(pl.col("n_ids") == 1)
-            .then(pl.format("event id {} {}", pl.col("first"), one))
-            .otherwise(pl.format("{} event ids ({}{}) {}", pl.col("n_ids"), pl.col("ids"),
+            .then(formatted("event id {} {}", pl.col("first"), one))
+            .otherwise(formatted("{} event ids ({}{}) {}", pl.col("n_ids"), pl.col("ids"),
                                  pl.when(pl.col("n_ids") > 5).then(pl.lit(", …")).otherwise(pl.lit("")), many))
         )
 
@@ -169,8 +170,8 @@ def digest_conflicts(f: Frames, b: pl.LazyFrame) -> pl.LazyFrame:
         .with_columns(
             message=pl.when(pl.col("_same"))
             .then(said("carried different payloads on one stream", "each carried different payloads on one stream"))
-            .otherwise(said(pl.format("was used on {} streams of the session for different events", pl.col("streams")),
-                            pl.format("were used on up to {} streams of the session each, for different events", pl.col("streams")))),
+            .otherwise(said(formatted("was used on {} streams of the session for different events", pl.col("streams")),
+                            formatted("were used on up to {} streams of the session each, for different events", pl.col("streams")))),
             subject=subject("ids"),
         )
         .sort("pos")

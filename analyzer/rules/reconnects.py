@@ -13,6 +13,7 @@ import polars as pl
 from analyzer import catalog
 from analyzer.catalog import SEVERITIES
 from analyzer.rules.shape import subject
+from analyzer.formatted import formatted
 
 # what a foreign answer on a resumed stream did, by the client on the wire (signals/rpc.wrong_results)
 WRONG_RESULT_RULES = ("wrong_result_delivered", "foreign_response_dropped", "foreign_response_on_resume")
@@ -63,7 +64,7 @@ def findings(rows: pl.LazyFrame) -> pl.LazyFrame:
         .when(pl.col("handled_correctly") == True)  # noqa: E712 (polars expression)
         .then(pl.lit("the client re-initialized before using the session again"))
         .when(pl.col("handled_correctly") == False)  # noqa: E712
-        .then(pl.format("the client used the old session again ({}) without re-initializing",
+        .then(formatted("the client used the old session again ({}) without re-initializing",
                         pl.col("next_use").struct.field("location").fill_null("None")))
         .otherwise(pl.lit("the capture ends before the client re-initialized or used the session again"))
     )
@@ -103,7 +104,7 @@ def findings(rows: pl.LazyFrame) -> pl.LazyFrame:
     evidence = pl.concat_list("_base", "_requests").list.unique(maintain_order=True).list.head(
         pl.max_horizontal(pl.col("_base").list.len(), pl.lit(RETRY_EVIDENCE))
     )
-    tried = pl.format(
+    tried = formatted(
         " The client tried this reconnect {} times with the same Last-Event-ID from {} to {}, and nothing was delivered in between.",
         pl.col("attempts"), pl.col("started").fill_null("None"), pl.col("_last_started").fill_null("None"),
     )
@@ -113,7 +114,7 @@ def findings(rows: pl.LazyFrame) -> pl.LazyFrame:
         session=pl.col("session"),
         session_id=pl.col("session_id"),
         boundary=pl.col("boundary_id"),
-        message=pl.format("{}; {}.", pl.col("reason"), handled)
+        message=formatted("{}; {}.", pl.col("reason"), handled)
         + pl.when(pl.col("attempts") > 1).then(tried).otherwise(pl.lit("")),
         effect=pl.col("verdict").replace_strict({v: catalog.effect(v) for v in catalog.VERDICT_ORDER if v != "continuous"},
                                                 default=None, return_dtype=pl.String),

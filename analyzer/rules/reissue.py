@@ -47,6 +47,7 @@ import polars as pl
 from analyzer.rules.shape import either, ref, subject
 from analyzer.signals.eras import READ_ONLY
 from analyzer.signals.streams import Frames
+from analyzer.formatted import formatted
 
 ENDED_OPEN = ["open", "capture_end"]
 BROKE = ["reset", "error", "aborted"]
@@ -173,20 +174,20 @@ def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
         .filter(~(pl.col("is_stateless") & (pl.col("call_key") != "") & pl.col("both")))
         .with_columns(critical=(pl.col("n_progress") > 0) | pl.col("both"))
     )
-    name = pl.when(pl.col("tool").is_not_null()).then(pl.format("{} {}", pl.col("method"), pl.col("tool"))).otherwise(pl.col("method"))
+    name = pl.when(pl.col("tool").is_not_null()).then(formatted("{} {}", pl.col("method"), pl.col("tool"))).otherwise(pl.col("method"))
     # how it ended, in words every format gives alike (a HAR's _error is the JSONL's reset)
     how = pl.when(pl.col("end_reason").is_in(BROKE)).then(pl.lit("broke")).otherwise(pl.lit("ended"))
-    resumed = pl.when(pl.col("resumes") > 0).then(pl.format(" after {} resume(s)", pl.col("resumes"))).otherwise(pl.lit(""))
+    resumed = pl.when(pl.col("resumes") > 0).then(formatted(" after {} resume(s)", pl.col("resumes"))).otherwise(pl.lit(""))
     shown = (
         pl.when(pl.col("both"))
         .then(pl.lit("both attempts were answered: it ran twice"))
         .when(pl.col("n_progress") > 0)
-        .then(pl.format("the first attempt had reported progress {} time(s): the server may have run it twice", pl.col("n_progress")))
+        .then(formatted("the first attempt had reported progress {} time(s): the server may have run it twice", pl.col("n_progress")))
         .otherwise(pl.lit("the server may have run it twice"))
     )
     out = hits.with_columns(
         pos=pl.col("pos_b"),
-        message=pl.format(
+        message=formatted(
             "{} (id {}) was re-issued as id {} after its stream {}{} without a response, although the first attempt had "
             "started ({} event(s) delivered); {}",
             name, pl.col("rpc_id"), pl.col("rpc_id_b"), how, resumed, pl.col("n_events"), shown,

@@ -9,6 +9,7 @@ from analyzer.rules.shape import finding_frame, natural_order, subject
 from analyzer.signals.eras import READ_ONLY
 from analyzer.signals.rpc import call_name
 from analyzer.signals.streams import SSE, Frames
+from analyzer.formatted import formatted
 
 
 def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
@@ -21,7 +22,7 @@ def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
         x.filter(pl.col("resp_session_id").is_not_null())
         .group_by("session", "session_id")
         .agg(pos=pl.col("pos").min(), evidence=ref.head(3), n=pl.len(), rev=pl.col("revision").first())
-        .with_columns(message=pl.format("a {} server minted or echoed Mcp-Session-Id on {} response(s); that revision has no sessions", pl.col("rev"), pl.col("n")),
+        .with_columns(message=formatted("a {} server minted or echoed Mcp-Session-Id on {} response(s); that revision has no sessions", pl.col("rev"), pl.col("n")),
                       subject=subject("rev"))
     )
     ev_count = f.events.group_by("gx").agg(n_ev=pl.len())
@@ -30,7 +31,7 @@ def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
         .join(ev_count, on="gx", how="left", maintain_order="left")
         .filter(pl.col("n_ev").fill_null(0) > 0)
         .with_columns(
-            message=pl.format("a {} server answered a Last-Event-ID reconnect with a replayed stream; that revision has no resumption", pl.col("revision")),
+            message=formatted("a {} server answered a Last-Event-ID reconnect with a replayed stream; that revision has no resumption", pl.col("revision")),
             evidence=pl.concat_list(ref),
             subject=subject("revision", "last_event_id"),
         )
@@ -53,7 +54,7 @@ def findings(f: Frames, rev: pl.LazyFrame) -> pl.LazyFrame:
         .agg(n=pl.col("rpc_id").n_unique(), ids=natural_order(pl.col("rpc_id").unique()).str.join(", "), pos=pl.col("pos").min(),
              evidence=pl.struct("source", "location").head(4), name=call_name(pl.col("method"), pl.col("request_body")).first())
         .filter(pl.col("n") > 1)
-        .with_columns(message=pl.format("{} with the same arguments was issued under {} ids ({}) and answered each time: it ran {} times", pl.col("name"), pl.col("n"), pl.col("ids"), pl.col("n")),
+        .with_columns(message=formatted("{} with the same arguments was issued under {} ids ({}) and answered each time: it ran {} times", pl.col("name"), pl.col("n"), pl.col("ids"), pl.col("n")),
                       # (not the arguments' digest: a fingerprint is printed, and a 4-digit PIN among the arguments came
                       # back from it by brute force; the call's name and ids tell the finding apart as well)
                       subject=subject("name", "ids"))

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from analyzer.rules.shape import finding_frame, ref, subject
+from analyzer.formatted import formatted
 
 MAX_EVIDENCE = 12  # reconnect requests listed as evidence (the count is exact)
 
@@ -42,7 +43,7 @@ def findings(b: pl.LazyFrame, s: Storm) -> pl.LazyFrame:
     )
     busiest = windows.sort("n", "pos", descending=[True, False]).group_by("session", "stream", maintain_order=True).first()
     found = busiest.with_columns(
-        message=pl.format(f"{{}} reconnects of one stream ({{}}) within {s.seconds} s from {{}}: more than {s.reconnects}, a client "
+        message=formatted(f"{{}} reconnects of one stream ({{}}) within {s.seconds} s from {{}}: more than {s.reconnects}, a client "
                           "reconnecting without backing off, or a proxy or server cutting the stream each time",
                           pl.col("n"), pl.col("url"), pl.col("first").dt.strftime("%Y-%m-%dT%H:%M:%S%.6fZ")),
         evidence=pl.col("refs"),

@@ -28,6 +28,7 @@ from analyzer.catalog import CAPTURE_BLIND
 from analyzer.signals import boundaries, idschemes
 from analyzer.signals.boundaries import LIST_CAP
 from analyzer.signals.streams import SSE, Frames
+from analyzer.formatted import formatted
 
 
 
@@ -56,7 +57,7 @@ def decision_chain() -> list[Branch]:
     epoch_changed = pl.col("epoch_before").ne_missing(pl.col("replay_epoch")) & (
         pl.col("epoch_before").is_not_null() | pl.col("replay_epoch").is_not_null()
     )
-    rejected_why = pl.when(pl.col("error_message").is_not_null()).then(pl.format(" ({})", pl.col("error_message"))).otherwise(pl.lit(""))
+    rejected_why = pl.when(pl.col("error_message").is_not_null()).then(formatted(" ({})", pl.col("error_message"))).otherwise(pl.lit(""))
     hist_lost = pl.col("hist_lost_count").fill_null(0) > 0
     B = Branch
     return [
@@ -64,69 +65,69 @@ def decision_chain() -> list[Branch]:
           pl.lit("the reconnect got no response (aborted or connection failed)"),
           "the reconnect got no response (aborted, connection failed)"),
         B("refused", "session_invalid", ~status_ok,
-          pl.format("the reconnect was answered HTTP {}{}", pl.col("status"), rejected_why),
+          formatted("the reconnect was answered HTTP {}{}", pl.col("status"), rejected_why),
           "answered non-2xx (the reason quotes the server: `404 Session not found`, `400 Invalid event ID format`, `409 Conflict`)"),
         B("other_session_id", "session_invalid", other_session,
-          pl.format("the reconnect was answered with another Mcp-Session-Id ({})", pl.col("resp_session_id")),
+          formatted("the reconnect was answered with another Mcp-Session-Id ({})", pl.col("resp_session_id")),
           "answered with another `Mcp-Session-Id`"),
         B("forgotten_session", "session_resurrected", pl.col("resurrected").is_not_null(), pl.col("resurrected"),
           "the old session id was accepted, but before the old process delivers anything again the server answers "
           "`-32600`/`-32602`/\"not initialized\", issues a second `initialize` result, or numbers its own requests from the start"),
         B("epoch_changed", "epoch_change", epoch_changed,
-          pl.format("the replay epoch changed from {} to {}", pl.col("epoch_before").fill_null("(none)"), pl.col("replay_epoch").fill_null("(none)")),
+          formatted("the replay epoch changed from {} to {}", pl.col("epoch_before").fill_null("(none)"), pl.col("replay_epoch").fill_null("(none)")),
           "`X-MCP-Replay-Epoch` differs from the resumed connection's"),
         B("not_an_event_stream", "unverifiable", pl.col("content_type") != SSE,
-          pl.format("the reconnect was answered {} {}, not an event stream", pl.col("status"), pl.col("content_type").fill_null("(no content type)")),
+          formatted("the reconnect was answered {} {}, not an event stream", pl.col("status"), pl.col("content_type").fill_null("(no content type)")),
           "answered 2xx but not `text/event-stream`"),
         B("body_not_recorded", "unverifiable", ~pl.col("body_recorded"),
           pl.lit("the capture did not record the reconnect's body, so its events are unknown"),
           "the capture did not record the body"),
         # Another session's events make every id comparison meaningless (its counter, its stream).
         B("other_sessions_events", "cross_stream_replay", pl.col("xs_n").fill_null(0) > 0,
-          pl.format("{} event(s) on this reconnect are the same events (id and payload) that session {} had been delivered "
+          formatted("{} event(s) on this reconnect are the same events (id and payload) that session {} had been delivered "
                     "earlier (first: {}): another session's stream was replayed here",
                     pl.col("xs_n"), pl.col("xs_other"), pl.col("xs_ids").list.first()),
           "events with the id *and* payload another session was delivered earlier (a store keyed without the session), any id scheme"),
         B("stale_last_event_id", "replay_reset", pl.col("sc_n").fill_null(0) > 0,
-          pl.format(
+          formatted(
               "the python client resumed with Last-Event-ID {}, the cursor of its previous resume of this stream ({}), although "
               "that resume had delivered events after it: the python client (2.3.0) reuses its previous resume's cursor when "
               "a resumed stream breaks again, and the store replayed from it, so the application got {} event(s) twice ({}){}",
               pl.col("header"), pl.col("sc_prev").struct.field("location"), pl.col("sc_n"), pl.col("sc_ids").list.head(5).list.join(", "),
-              pl.when(pl.col("sc_call").is_not_null()).then(pl.format(": {} processed them twice", pl.col("sc_call"))).otherwise(pl.lit("")),
+              pl.when(pl.col("sc_call").is_not_null()).then(formatted(": {} processed them twice", pl.col("sc_call"))).otherwise(pl.lit("")),
           ),
           "a python-client session resumes a stream with the previous resume's Last-Event-ID after that resume delivered "
           "events: the client had them, and they came again (the python client's stale cursor)"),
         B("ids_went_back", "replay_reset", contiguous & (pl.col("first_break") == "replay_reset"),
-          pl.format("event id {} came after {}: ids went back, {} event(s) already processed were delivered again",
+          formatted("event id {} came after {}: ids went back, {} event(s) already processed were delivered again",
                     pl.col("break_id"), pl.col("break_prev"), pl.col("dup_count")),
           "contiguous ids: an id not above the client's Last-Event-ID (or the previous event) anywhere in the resumed connection"),
         B("opaque_redelivered", "replay_reset", ~contiguous & (pl.col("o_dup_count").fill_null(0) > 0),
-          pl.format("{} event id(s) this stream had already delivered were delivered again", pl.col("o_dup_count")),
+          formatted("{} event id(s) this stream had already delivered were delivered again", pl.col("o_dup_count")),
           "opaque ids: an id the stream had delivered at or before the client's Last-Event-ID, delivered again"),
         B("cursor_named_two_events", "replay_reset", pl.col("amb_count").fill_null(0) > 0,
-          pl.format("the client's Last-Event-ID {} named {} different events on this stream (two servers numbering it), and {} "
+          formatted("the client's Last-Event-ID {} named {} different events on this stream (two servers numbering it), and {} "
                     "event(s) it had already been delivered came again, same id and payload (first: {})",
                     pl.col("cursor_str"), pl.col("amb_cursor_n"), pl.col("amb_count"), pl.col("amb_ids").list.first()),
           "any id scheme: the Last-Event-ID had been delivered on the stream with two payloads or more, and events the "
           "stream had delivered before (same id, same payload) came again"),
         B("foreign_stream_ids", "cross_stream_replay", pl.col("foreign_count").fill_null(0) > 0,
-          pl.format("{} event(s) carry ids of another stream (first: {}; the resumed stream is {})",
+          formatted("{} event(s) carry ids of another stream (first: {}; the resumed stream is {})",
                     pl.col("foreign_count"), pl.col("foreign_id"), pl.col("cursor_prefix")),
           "ids that name another stream (go, csharp, typescript ids carry it)"),
         B("response_of_other_stream", "cross_stream_replay", pl.col("rpc_cross").is_not_null(), pl.col("rpc_cross"),
           "a JSON-RPC response whose request opened another stream"),
         B("ids_jumped", "gap", contiguous & (pl.col("first_break") == "gap"),
-          pl.format(
+          formatted(
               "event id {} came after {}: {} event id(s) were never delivered{}",
               pl.col("break_id"), pl.col("break_prev"), pl.col("lost_count"),
               pl.when(pl.col("n_passed").fill_null(0) > 0)
-              .then(pl.format(
+              .then(formatted(
                   " ({} of them left the capture point on the old connection, but the client's own Last-Event-ID {} shows they never arrived)",
                   pl.col("n_passed"), pl.col("cursor_str"),
               ))
               .when(hist_lost)
-              .then(pl.format(
+              .then(formatted(
                   " ({} of them were seen on the resumed connection by {}, but never reached this view)",
                   pl.col("hist_lost_count"), pl.col("hist_sources").list.join(", "),
               ))
@@ -135,7 +136,7 @@ def decision_chain() -> list[Branch]:
           "contiguous ids: `first > last + 1` from the client's Last-Event-ID, anywhere in the resumed connection "
           "(ids another stream of the session took excepted)"),
         B("lost_after_capture_point", "gap", hist_lost & pl.col("hist_passed").fill_null(False),
-          pl.format(
+          formatted(
               "{} event(s) left the capture point on the old connection after the client's Last-Event-ID {} ({}), "
               "but that Last-Event-ID shows they never arrived, and the server resumed past them (shown by {})",
               pl.col("hist_lost_count"), pl.col("cursor_str"), pl.col("hist_lost_ids").list.head(5).list.join(", "),
@@ -143,10 +144,10 @@ def decision_chain() -> list[Branch]:
           ),
           "events that left the capture point after the client's Last-Event-ID (so never reached the client) and were never replayed"),
         B("lost_in_history", "gap", hist_lost,
-          pl.format(
+          formatted(
               "{} event(s) the server emitted on the resumed stream after the cursor never reached the client{} (shown by {})",
               pl.col("hist_lost_count"),
-              pl.when(pl.col("hist_reused") > 0).then(pl.format("; {} of their ids were reused for other events", pl.col("hist_reused"))).otherwise(pl.lit("")),
+              pl.when(pl.col("hist_reused") > 0).then(formatted("; {} of their ids were reused for other events", pl.col("hist_reused"))).otherwise(pl.lit("")),
               pl.col("hist_sources").list.join(", "),
           ),
           "another view (capture, hop) or the cut-off tail shows events emitted after the cursor that never arrived"),
@@ -155,7 +156,7 @@ def decision_chain() -> list[Branch]:
           "reconnect) and jumps at the reconnect by a whole number of steps (1, 2, 3, then 5, 6, 7): the values in between "
           "never arrived"),
         B("owed_nothing_replayed", "gap", (pl.col("n_after") == 0) & (pl.col("owed").fill_null(0) > 0),
-          pl.format("nothing was replayed, yet {} request(s) sent on the resumed stream never got their response ({})", pl.col("owed"), pl.col("owed_ids")),
+          formatted("nothing was replayed, yet {} request(s) sent on the resumed stream never got their response ({})", pl.col("owed"), pl.col("owed_ids")),
           "nothing replayed while the resumed stream still owed a response"),
         B("no_event_after", "unverifiable", pl.col("n_after") == 0,
           pl.lit("no event with an id arrived after the reconnect, so nothing shows the stream resumed"),
@@ -164,20 +165,20 @@ def decision_chain() -> list[Branch]:
           pl.lit("the client sent no Last-Event-ID and the earlier stream delivered no id to compare with"),
           "contiguous ids, but no Last-Event-ID and no earlier id to compare with"),
         B("resumed_undecrypted", "unverifiable", pl.col("tls_hidden").fill_null(0) > 0,
-          pl.format("the stream this reconnect resumes is not in the decrypted traffic, and {} TLS connection(s) of the capture "
+          formatted("the stream this reconnect resumes is not in the decrypted traffic, and {} TLS connection(s) of the capture "
                     "that began before it could not be decrypted (the first at packet {}): what the client had before the "
                     "cursor is unknown", pl.col("tls_hidden"), pl.col("tls_hidden_first")),
           "the resumed stream is not in the decrypted traffic, and TLS connections that began before the reconnect had no key "
           "in the key log: the stream may lie in one of them"),
         B("ids_continue", "continuous", contiguous,
-          pl.format("event ids continue from the cursor {} without a gap or a repeat", pl.col("cursor_str")),
+          formatted("event ids continue from the cursor {} without a gap or a repeat", pl.col("cursor_str")),
           "contiguous ids continue from the client's Last-Event-ID, and every later id keeps validating"),
         B("successor_proven", "continuous", pl.col("successor_source").is_not_null(),
-          pl.format("{} shows that event {} came right after the cursor, and the reconnect starts with it",
+          formatted("{} shows that event {} came right after the cursor, and the reconnect starts with it",
                     pl.col("successor_source"), pl.col("first_event_id_after")),
           "opaque ids: another view, or the old connection itself, shows the reconnect starts with the event that followed the cursor"),
         B("progress_continues", "continuous", pl.col("progress_proof").is_not_null(),
-          pl.format("opaque ids, but the call's own {}", pl.col("progress_proof")),
+          formatted("opaque ids, but the call's own {}", pl.col("progress_proof")),
           "opaque ids: the call's progress (one progressToken) goes on from its last value before the cursor by its fixed step "
           "on the reconnect, the step it cut carries the notifications every other step carries, and the call's own response "
           "arrives after it (a lost log of a tool that logs at some steps only is not seen)"),
@@ -220,15 +221,15 @@ def judge(f: Frames, links: pl.DataFrame, rev: pl.DataFrame) -> pl.DataFrame:
         rule_id=pl.col("_vr").struct.field("rule"),
         evidence=pl.col("_vr").struct.field("rule").replace_strict(EVIDENCE, return_dtype=pl.String),
         reason=pl.when((pl.col("_vr").struct.field("v") == "unverifiable") & pl.col("polling").fill_null(False))
-        .then(pl.format("{} (2025-11-25 polling: the server closed the connection after sending retry)", pl.col("_vr").struct.field("r")))
+        .then(formatted("{} (2025-11-25 polling: the server closed the connection after sending retry)", pl.col("_vr").struct.field("r")))
         .when((pl.col("_vr").struct.field("rule") == FALLBACK[0]) & pl.col("progress_doubt").is_not_null())
-        .then(pl.format("{}; {}", pl.col("_vr").struct.field("r"), pl.col("progress_doubt")))
+        .then(formatted("{}; {}", pl.col("_vr").struct.field("r"), pl.col("progress_doubt")))
         .when(pl.col("overlap"))
-        .then(pl.format("{} (the server first re-sent event {} unchanged: the client must drop that duplicate)", pl.col("_vr").struct.field("r"), pl.col("cursor_str")))
+        .then(formatted("{} (the server first re-sent event {} unchanged: the client must drop that duplicate)", pl.col("_vr").struct.field("r"), pl.col("cursor_str")))
         .otherwise(pl.col("_vr").struct.field("r")),
     ).with_columns(
         reason=pl.when((pl.col("resent_count").fill_null(0) > 0) & (pl.col("rule_id") != "stale_last_event_id"))
-        .then(pl.format(
+        .then(formatted(
             "{}; {} event(s) sent again had already left the capture point after the client's Last-Event-ID {}: "
             "by that Last-Event-ID they never reached the client, and resending them is right; "
             "if the client had them after all (a stale Last-Event-ID), it processes them twice",
@@ -286,7 +287,7 @@ def _one_per_reconnect(b: pl.DataFrame, f: Frames) -> pl.DataFrame:
     small = (
         b.select("resumed_gx", "fp", "gx", "pos", "source", "location").with_row_index("_r")
         .join(nvis, on="resumed_gx", how="left")
-        .with_columns(_key=pl.coalesce(pl.col("fp"), pl.format("solo#{}", pl.col("gx"))))
+        .with_columns(_key=pl.coalesce(pl.col("fp"), formatted("solo#{}", pl.col("gx"))))
     )
     views = small.group_by("_key").agg(views=pl.struct("source", "location").sort_by("pos"), _n=pl.len())
     keep = small.sort(["_nv", "pos"], nulls_last=True).unique("_key", keep="first").join(views, on="_key").sort("pos")

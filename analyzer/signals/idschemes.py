@@ -21,6 +21,7 @@ from __future__ import annotations
 import polars as pl
 
 from analyzer.signals.keys import where_varies
+from analyzer.formatted import formatted
 
 INT_ID = r"^[0-9]{1,18}$"  # fits in Int64; longer digit strings are opaque
 CSHARP_ID = r"^([A-Za-z0-9+/]+={0,2}:[A-Za-z0-9+/]+={0,2}):([0-9]{1,18})$"
@@ -168,4 +169,4 @@ def readings(ids: pl.Series, scheme: pl.Series) -> tuple[pl.Series, pl.Series]:
 def format_ids(prefix_col: pl.Expr, scheme: pl.Expr, seqs: pl.Expr) -> pl.Expr:
     """Write sequence numbers back as ids of the scheme (a list expression)."""
     sep = pl.when(scheme == "stream_seq").then(pl.lit("_")).when(scheme == "csharp").then(pl.lit(":")).otherwise(pl.lit(""))
-    return pl.format("{}{}{}", prefix_col.fill_null(""), sep, seqs)
+    return formatted("{}{}{}", prefix_col.fill_null(""), sep, seqs)

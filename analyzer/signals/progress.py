@@ -32,6 +32,7 @@ import polars as pl
 
 from analyzer.signals import idschemes, rpc
 from analyzer.signals.streams import Frames
+from analyzer.formatted import formatted
 
 PROGRESS = "notifications/progress"
 
@@ -193,7 +194,7 @@ def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame, c: pl.DataFrame | Non
         .join(short, on="gx", how="anti")
         .select(
             "gx",
-            progress_proof=pl.format(
+            progress_proof=formatted(
                 "progress of token {} went on from {} to {} without a jump, and the call's own response (id {}) arrived after the reconnect",
                 pl.col("token"), _num(pl.col("last")), _num(pl.col("values").list.last()), pl.col("call_id"),
             ),
@@ -205,14 +206,14 @@ def proof(f: Frames, b: pl.DataFrame, wrong: pl.DataFrame, c: pl.DataFrame | Non
         # is the tool's own way of counting, not a sign of loss; real-python-uuid-healthy-uneven lost nothing)
         checked.filter(~pl.col("ok") & _even(pl.col("values"))).select(
             "gx",
-            progress_doubt=pl.format(
+            progress_doubt=formatted(
                 "the call's progress went from {} to {} on the reconnect where its step is {}: a progress notification was likely lost",
                 _num(pl.col("last")), _num(pl.col("values").list.first()), _num(pl.col("step")),
             ),
         ),
         checked.filter(pl.col("ok")).join(short, on="gx").select(
             "gx",
-            progress_doubt=pl.format(
+            progress_doubt=formatted(
                 "the call's progress went on, but the step the reconnect cut lacks a {} that every other step of the call "
                 "carries: it was likely lost", pl.col("missing"),
             ),
@@ -261,12 +262,12 @@ def _skipped(before: pl.LazyFrame, after: pl.LazyFrame, keys: pl.LazyFrame, open
     )
     return sk.join(missing, on="gx").select(
         "gx", "ps_count", "ps_values",
-        ps_reason=pl.format(
+        ps_reason=formatted(
             "opaque ids, but the call's own progress (token {}) went {} by {} before the cursor and {} by {} after the "
             "reconnect: {} progress notification(s) in between ({}) never arrived{}",
             pl.col("token"), _nums(pl.col("bvals")), _num(step), _nums(pl.col("values")), _num(step), pl.col("ps_count"),
             pl.col("ps_values").list.join(", ") + pl.when(pl.col("ps_count") > 20).then(pl.lit(", …")).otherwise(pl.lit("")),
-            pl.when(pl.col("v_call").is_not_null()).then(pl.format(": {} lost them", pl.col("v_call"))).otherwise(pl.lit("")),
+            pl.when(pl.col("v_call").is_not_null()).then(formatted(": {} lost them", pl.col("v_call"))).otherwise(pl.lit("")),
         ),
         ps_call="v_call",
     )

@@ -22,6 +22,7 @@ import polars as pl
 from analyzer import catalog
 from analyzer.signals import clients
 from analyzer.signals.streams import SSE, Frames
+from analyzer.formatted import formatted
 
 FORGOT = r"(?i)not initiali[sz]ed|session not found|unknown session|no valid session|invalid session|session.*expired"
 FORGOT_CODES = [-32600, -32602]
@@ -44,12 +45,12 @@ def call_name(method: pl.Expr, body: pl.Expr) -> pl.Expr:
         hit = method.is_in(methods)
         got = pl.when(hit).then(body).str.json_path_match(path)
         target = (pl.when(hit) if target is None else target.when(hit)).then(got)
-    return pl.when(target.is_not_null()).then(pl.format("{} {}", method, target)).otherwise(method.fill_null("request"))
+    return pl.when(target.is_not_null()).then(formatted("{} {}", method, target)).otherwise(method.fill_null("request"))
 
 
 def call_label(method: pl.Expr, body: pl.Expr, rpc_id: pl.Expr) -> pl.Expr:
     """A request by :func:`call_name` and id: ``tools/call slow_count (id 4)``."""
-    return pl.format("{} (id {})", call_name(method, body), rpc_id)
+    return formatted("{} (id {})", call_name(method, body), rpc_id)
 
 
 def by_gx(x: pl.DataFrame | pl.LazyFrame, gx: pl.Expr, *columns: str, **named: str) -> list[pl.Expr] | None:
@@ -250,7 +251,7 @@ def boundary_signals(f: Frames, b: pl.DataFrame, c: pl.DataFrame | None = None) 
         )
         .group_by("gx")
         .agg(
-            rpc_cross=pl.format(
+            rpc_cross=formatted(
                 "the reconnect delivered the response to {}, which was sent on another stream", pl.col("req_call"),
             ).first()
         )
@@ -281,14 +282,14 @@ def boundary_signals(f: Frames, b: pl.DataFrame, c: pl.DataFrame | None = None) 
         & (pl.col("kind") == "error")
         & pl.col("status").is_between(200, 299)
         & (pl.col("error_code").is_in(FORGOT_CODES) | pl.col("error_message").str.contains(FORGOT).fill_null(False))
-    ).select("b_gx", "pos", why=pl.format("after the reconnect the server answered {} error {} \"{}\" under the same session id", pl.col("x_location"), pl.col("error_code"), pl.col("error_message")))
+    ).select("b_gx", "pos", why=formatted("after the reconnect the server answered {} error {} \"{}\" under the same session id", pl.col("x_location"), pl.col("error_code"), pl.col("error_message")))
     # an initialize result is issued only on the exchange that carried an initialize request: the same result
     # replayed on a resumed stream (a store that replays the session's first events) is a replay, not a new
     # process (real-go-client-replica-failover: the other replica replayed the initialize answer, and no
     # initialize was sent again)
     asked = m.filter((pl.col("direction") == "client_to_server") & (pl.col("method") == "initialize")).select("gx").unique()
     issued = (pl.col("direction") == "server_to_client") & (pl.col("kind") == "response") & pl.col("protocol_version").is_not_null()
-    reinit = later.filter(issued).join(asked, on="gx", how="semi").select("b_gx", "pos", why=pl.format("a second initialize result was issued under the same session id ({})", pl.col("x_location")))
+    reinit = later.filter(issued).join(asked, on="gx", how="semi").select("b_gx", "pos", why=formatted("a second initialize result was issued under the same session id ({})", pl.col("x_location")))
     renumbered = (
         later.filter((pl.col("direction") == "server_to_client") & (pl.col("kind") == "request"))
         .join(server_reqs_before, on=["session", "rpc_id"], suffix="_before")
@@ -296,7 +297,7 @@ def boundary_signals(f: Frames, b: pl.DataFrame, c: pl.DataFrame | None = None) 
             (pl.col("first_pos") < pl.col("b_pos"))
             & (pl.col("method").ne_missing(pl.col("method_before")) | pl.col("params_digest").ne_missing(pl.col("params_digest_before")))
         )
-        .select("b_gx", "pos", why=pl.format("the server numbered its own requests from the start again (id {} reused): a new process", pl.col("rpc_id")))
+        .select("b_gx", "pos", why=formatted("the server numbered its own requests from the start again (id {} reused): a new process", pl.col("rpc_id")))
     )
     resurrected = (
         pl.concat([forgot, reinit, renumbered])
@@ -353,9 +354,9 @@ def boundary_signals(f: Frames, b: pl.DataFrame, c: pl.DataFrame | None = None) 
         .select(
             pl.col("b_gx").alias("gx"),
             resurrected_later=pl.when(pl.col("p_init"))
-            .then(pl.format("the server delivered nothing of the old session after this reconnect, and then issued a second "
+            .then(formatted("the server delivered nothing of the old session after this reconnect, and then issued a second "
                             "initialize result under the same session id ({}): a new process", pl.col("p_loc")))
-            .otherwise(pl.format("the server delivered nothing of the old session after this reconnect, and then answered {} "
+            .otherwise(formatted("the server delivered nothing of the old session after this reconnect, and then answered {} "
                                  "error {} \"{}\" under the same session id: a new process that re-created the session uninitialized",
                                  pl.col("p_loc"), pl.col("p_code"), pl.col("p_msg"))),
         )
@@ -557,12 +558,12 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame, fam: pl.Dat
     foreign_call = pl.col("o_session_id").is_not_null()
     got = (
         pl.when(foreign_call & pl.col("o_call").is_not_null())
-        .then(pl.format("{} of session {}", pl.col("o_call"), pl.col("o_session_id")))
+        .then(formatted("{} of session {}", pl.col("o_call"), pl.col("o_session_id")))
         .when(foreign_call)
-        .then(pl.format("a response (id {}) that session {} had been delivered", pl.col("a_id"), pl.col("o_session_id")))
+        .then(formatted("a response (id {}) that session {} had been delivered", pl.col("a_id"), pl.col("o_session_id")))
         .when(pl.col("s_call").is_not_null())
         .then(pl.col("s_call"))
-        .otherwise(pl.format("a response to id {}, which this session never sent", pl.col("a_id")))
+        .otherwise(formatted("a response to id {}, which this session never sent", pl.col("a_id")))
     )
     where = (
         pl.when(foreign_call & pl.col("o_call").is_not_null()).then(pl.col("o_ref").struct.field("location"))
@@ -592,18 +593,18 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame, fam: pl.Dat
         .otherwise(pl.lit("either"))
     )
     cand = cand.with_columns(_outcome=outcome).filter(pl.col("_outcome") != "none")
-    answer = pl.format("{} of {}{}: \"{}\" ({})", what, got, pl.when(where.is_not_null()).then(pl.format(" ({})", where)).otherwise(pl.lit("")),
+    answer = formatted("{} of {}{}: \"{}\" ({})", what, got, pl.when(where.is_not_null()).then(formatted(" ({})", where)).otherwise(pl.lit("")),
                        preview.fill_null(""), pl.col("location"))
     then_ = (
-        pl.when(pl.col("read_after") > 0).then(pl.format("; the client read on ({} more event(s) on that stream)", pl.col("read_after")))
+        pl.when(pl.col("read_after") > 0).then(formatted("; the client read on ({} more event(s) on that stream)", pl.col("read_after")))
         .when(pl.col("end_by") == "client").then(pl.lit("; the client closed the stream right after it"))
         .otherwise(pl.lit(""))
     )
-    agent = pl.format(" ({})", pl.col("user_agent").fill_null("no User-Agent"))
+    agent = formatted(" ({})", pl.col("user_agent").fill_null("no User-Agent"))
     later = pl.when(pl.col("own_later")).then(pl.lit("; its own response came later on the stream")).otherwise(
-        pl.format("; {} never completed", pl.col("v_call")))
+        formatted("; {} never completed", pl.col("v_call")))
     msg = (
-        pl.when(pl.col("_outcome") == "handed").then(pl.format(
+        pl.when(pl.col("_outcome") == "handed").then(formatted(
             "{} was handed {}; the {} client{} gives {}, so the application took it as this call's own{}",
             pl.col("v_call"), answer,
             pl.when(python).then(pl.lit("python")).when(go).then(pl.lit("Go")).otherwise(pl.lit("TypeScript")), agent,
@@ -611,29 +612,29 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame, fam: pl.Dat
             .otherwise(pl.lit("a response to the pending request with its id")),
             then_,
         ))
-        .when(pl.col("_outcome") == "handed_app").then(pl.format(
+        .when(pl.col("_outcome") == "handed_app").then(formatted(
             "the application's own resume of {}, as id {}, was handed {}: the client's request ids skip {} at this reconnect, so "
             "the application resumed with a resumptionToken (that request never reaches the wire; its resume is this GET), "
             "and the TypeScript client{} rewrites the first result on such a resume to it{}; {} itself waits on",
             pl.col("v_call"), pl.col("app_id"), answer, pl.col("app_id"), agent, then_, pl.col("v_call"),
         ))
-        .when(pl.col("_outcome") == "handed_other").then(pl.format(
+        .when(pl.col("_outcome") == "handed_other").then(formatted(
             "{} was handed {}, which arrived on the resumed stream of {}: the TypeScript client{} gives a response to the "
             "pending request with its id{}", pl.col("p_call"), answer, pl.col("v_call"), agent, then_,
         ))
-        .when(pl.col("_outcome") == "dropped").then(pl.format(
+        .when(pl.col("_outcome") == "dropped").then(formatted(
             "{} arrived on the resumed stream of {} and was dropped: the {} client{} keeps a response's id on its "
             "own reconnect, and no pending request has id {} ({}){}{}",
             answer, pl.col("v_call"), pl.when(go).then(pl.lit("Go")).otherwise(pl.lit("TypeScript")), agent, pl.col("a_id"),
             pl.when(go).then(pl.lit("dropped without a word")).otherwise(pl.lit("\"unknown message ID\"")), then_, later,
         ))
-        .otherwise(pl.format(
+        .otherwise(formatted(
             "{} arrived on the resumed stream of {}; what the application got depends on the client{}, which is not known "
             "here: a client that rewrites response ids on a resumed stream (the python SDK's) took it as {}'s result, one "
             "that keeps them (the TypeScript SDK's automatic reconnect) {}{}{}",
             answer, pl.col("v_call"), agent, pl.col("v_call"),
-            pl.when(pl.col("p_call").is_not_null() & ~foreign_call).then(pl.format("gave it to {}, whose answer it is", pl.col("p_call")))
-            .when(pl.col("p_call").is_not_null()).then(pl.format("gave it to {}, which took another session's answer", pl.col("p_call")))
+            pl.when(pl.col("p_call").is_not_null() & ~foreign_call).then(formatted("gave it to {}, whose answer it is", pl.col("p_call")))
+            .when(pl.col("p_call").is_not_null()).then(formatted("gave it to {}, which took another session's answer", pl.col("p_call")))
             .otherwise(pl.lit("dropped it")),
             then_, later,
         ))
@@ -653,7 +654,7 @@ def wrong_results(f: Frames, b: pl.DataFrame, foreign: pl.DataFrame, fam: pl.Dat
     # the call the application saw hurt, and how (the report's "Calls hit")
     hit_call = (
         pl.when(pl.col("_outcome") == "handed_other").then(pl.col("p_call"))
-        .when(pl.col("_outcome") == "handed_app").then(pl.format("the application's resume of {}, as id {} (not on the wire)", pl.col("v_call"), pl.col("app_id")))
+        .when(pl.col("_outcome") == "handed_app").then(formatted("the application's resume of {}, as id {} (not on the wire)", pl.col("v_call"), pl.col("app_id")))
         .otherwise(pl.col("v_call"))
     )
     hit = (

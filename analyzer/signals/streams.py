@@ -25,6 +25,7 @@ import polars as pl
 from analyzer.signals import components, idschemes, views
 from analyzer.signals.frames import Frames, hidden, in_order  # (the rules and signals import Frames from here)
 from analyzer.tables import compact_digest_expr, one_chunk
+from analyzer.formatted import formatted
 
 SSE = "text/event-stream"
 
@@ -117,7 +118,7 @@ def _resume_links(x: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
             .select("session", pl.col("id").alias("last_event_id"), pl.col("gx").alias("by_id_gx"), pl.col("pos").alias("by_id_pos"),
                     (~pl.col("finished")).alias("unfinished"))
         )
-        views_of = x.select("gx", x_pos=pl.col("pos").min().over(pl.coalesce(pl.col("fp"), pl.format("gx#{}", pl.col("gx")))))
+        views_of = x.select("gx", x_pos=pl.col("pos").min().over(pl.coalesce(pl.col("fp"), formatted("gx#{}", pl.col("gx")))))
         nvis = ev.lazy().filter(pl.col("visible")).group_by("gx").agg(_nv=pl.len()).collect()
         cross = (
             with_header.join(joined, on="session", how="semi")

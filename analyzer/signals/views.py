@@ -36,6 +36,7 @@ import polars as pl
 
 from analyzer.signals import components
 from analyzer.signals.frames import Frames
+from analyzer.formatted import formatted
 
 LIST_CAP = 1000
 HOP_WINDOW = timedelta(seconds=2)  # a proxy forwards a request within this of receiving it
@@ -84,7 +85,7 @@ def hops(x: pl.DataFrame) -> pl.DataFrame:
         hx.join(multi, on="source", how="left")
         .with_columns(
             view=pl.when(pl.col("_multi").fill_null(False) & pl.col("_ep").is_not_null())
-            .then(pl.format("{} (hop to {})", pl.col("source"), pl.col("_ep")))
+            .then(formatted("{} (hop to {})", pl.col("source"), pl.col("_ep")))
             .otherwise(pl.col("source"))
         )
         .drop("_ep", "_fpb", "_multi")
@@ -99,7 +100,7 @@ def fingerprint(x: pl.DataFrame) -> pl.DataFrame:
         in_order(x, ["pos"])  # (the exchanges come in that order: no copy of them)
         .with_columns(_fpb=_base())
         .with_columns(_k=pl.int_range(pl.len()).over(["view", "_fpb"]))
-        .with_columns(fp=pl.when(pl.col("session_id") != "").then(pl.format("{}#{}", pl.col("_fpb"), pl.col("_k"))))
+        .with_columns(fp=pl.when(pl.col("session_id") != "").then(formatted("{}#{}", pl.col("_fpb"), pl.col("_k"))))
         .drop("_fpb", "_k")
     )
 
