@@ -68,3 +68,16 @@ def _cwd(monkeypatch):
 def test_the_rule_says_it_so(sample, rule, message):
     said = [f["message"] for f in pipeline.run([sample]).document["findings"] if f["rule"] == rule]
     assert message in said, said
+
+
+def test_an_id_other_sessions_had_names_the_first_of_them(tmp_path, capture, analyze):
+    """A reconnect whose Last-Event-ID many other sessions were delivered names the first of them in history.  The rule
+    kept any one (``unique("gx")``): on a damaged 1M-event log the message and the fingerprint of 14 findings changed
+    in one run of three (``bench/determinism.py``).  This small log does not show that variation; it pins the choice."""
+    sessions = [f"sess-{n:02d}" for n in range(40)]
+    for sid in sessions:
+        capture.initialize(sid=sid).stream(sid=sid, ids=range(1, 8), close="eof")
+    capture.initialize(sid="sess-late").stream(sid="sess-late", last="7", ids=range(8, 10), close="eof")
+    doc = analyze(capture)
+    named = [f for f in doc["findings"] if f["rule"] == "last_event_id_of_other_session"]
+    assert len(named) == 1 and named[0]["message"].endswith("an event of session sess-00"), named

@@ -126,10 +126,13 @@ def after_events(f: Frames, b: pl.DataFrame, claims: pl.DataFrame, d: pl.DataFra
     # looked at (the resumed connections carry most of a capture's events)
     before_digest = (
         d.lazy()
-        .join(b.lazy().select(pl.col("resumed_gx").alias("gx"), pl.col("cursor_str").alias("id")).unique(), on=["gx", "id"], how="semi")
+        # (in delivery order: the cursor's digest is its id's last delivery on that connection, whatever order a join
+        # of many threads leaves)
+        .join(b.lazy().select(pl.col("resumed_gx").alias("gx"), pl.col("cursor_str").alias("id")).unique(), on=["gx", "id"], how="semi",
+              maintain_order="left")
         .select(pl.col("gx").alias("resumed_gx"), pl.col("id").alias("cursor_str"), pl.col("digest").alias("before_digest"))
         .collect()
-        .unique(["resumed_gx", "cursor_str"], keep="last")
+        .unique(["resumed_gx", "cursor_str"], keep="last", maintain_order=True)
     )
     # per boundary, what its events are read against: the cursor, its digest, the cursor's claim (cursor_claims)
     bk = (
@@ -555,7 +558,9 @@ def foreign_deliveries(f: Frames, b: pl.DataFrame, d: pl.DataFrame | None = None
     prefixes = (
         f.pick(pl.col("visible") & pl.col("sprefix").is_not_null() & (pl.col("sprefix") != ""),
                "source", "sprefix", pl.col("session_id").alias("o_session_id"), pl.col("location").alias("o_location"), pl.col("pos").alias("o_pos"))
-        .unique(["source", "sprefix", "o_session_id"])
+        # (each other session's first event of the prefix, in history order: which one the evidence names does not
+        # change from run to run)
+        .unique(["source", "sprefix", "o_session_id"], keep="first", maintain_order=True)
     )
     same_stream = after.filter(pl.col("sprefix").is_not_null() & (pl.col("sprefix") != "")).join(prefixes, on=["source", "sprefix"])
     cols = ["gx", "ordinal", "b_session", "session_id", "b_pos", "source", "id", "location", "o_session_id", "o_location", "o_pos"]
