@@ -455,7 +455,16 @@ class Builder:
         """Events of whole exchanges at once, column-wise: FRAME_COLUMNS in stream order.  The same rows as
         :meth:`event` called once per event."""
         self.flush_values()  # the events added before these stay before them
-        self.event_frames.append(frame.select(*FRAME_COLUMNS, _line=pl.lit(None, pl.Int64)))
+        self.event_frames.append(self.coded(frame.select(*FRAME_COLUMNS, _line=pl.lit(None, pl.Int64))))
+
+    def coded(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """An events frame as it is kept until :meth:`finish`: in the compact reading, its fate, event type and retry
+        already the codes of :data:`COMPACT_EVENTS` (1 and 4 bytes and a flag), not 16-byte string views and a 64-bit
+        integer per event held through the whole read (2M tiny events: 34 bytes an event, 65 MiB).  Else as it is."""
+        if not self.compact:
+            return frame
+        return frame.with_columns(pl.col("fate").cast(COMPACT_EVENTS["fate"]), pl.col("event").cast(COMPACT_EVENTS["event"]),
+                                  retry=retry_flag())
 
     def renumber(self, order: list[int]) -> None:
         """Number the exchanges in ``order`` (old xids, the first first): rows, messages and events follow.
@@ -496,8 +505,13 @@ class Builder:
         if ahead:
             schema |= READ_AHEAD
             frames[:] = [f.with_columns(**{k: pl.lit(None, t) for k, t in READ_AHEAD.items() if k not in f.columns}) for f in frames]
-        if self.compact:  # retry as the flag, chunk by chunk: never a 64-bit column of the whole table
-            frames[:] = [f.with_columns(retry=retry_flag()) for f in frames]
+            # a text read ahead for no event at all (no notification's method, no text redacted: 2M tiny events) is
+            # not joined into a column of nulls, 16 bytes an event (+61 MiB for the two there at the read's peak): the
+            # reader's other columns say the same without it (finish reads None as "none read ahead")
+            for name in ("_method", "_raw"):
+                if all(f.get_column(name).null_count() == f.height for f in frames):
+                    del schema[name]
+                    frames[:] = [f.drop(name) for f in frames]
         # every location left to the line (a JSONL input): none joined (2M nulls are 30 MiB of views too)
         by_line = all(f.select(pl.col("location").null_count()).item() == f.height for f in frames)
         if by_line:
@@ -519,8 +533,8 @@ class Builder:
             frame = frame.sort("xid", maintain_order=True)
         read = None
         if ahead:
-            read = frame.select(*READ_AHEAD)
-            frame = frame.drop(*READ_AHEAD)
+            read = frame.select(*(k for k in READ_AHEAD if k in frame.columns))
+            frame = frame.drop(*READ_AHEAD, strict=False)
         # each exchange's Last-Event-ID, by xid (xids are 0..n-1): gathered per event, no join (a join copies every column)
         if self.compact:
             # the single pass has no per-event cursor (the analysis takes each connection's last one from its
@@ -609,18 +623,18 @@ class Builder:
         # an event at a line of the input (the JSONL reader) has no location yet: "line N" is made from _line
         # once, for the whole table (_events), not per chunk and then copied into the table with the rest
         where = pl.col("where") if chunk.get_column("where").null_count() < chunk.height else pl.lit(None, pl.String)
-        self.event_frames.append(
+        self.event_frames.append(self.coded(
             chunk.with_columns(location=where)
             # _line: the input line, which the JSONL reader orders its two paths' events by
             .select(*FRAME_COLUMNS, _line="line")
-        )
+        ))
 
     def finish(self, fmt: str, records: int, notes: list[str] | None = None) -> Ingested:
         exchanges = self._exchange_table()
         events, ahead = self._events(exchanges)
         methods = clean = raw = None
         if ahead is not None:
-            methods, clean, raw = ahead.get_column("_method"), ahead.get_column("_clean"), ahead.get_column("_raw")
+            methods, clean, raw = (ahead.get_column(k) if k in ahead.columns else None for k in ("_method", "_clean", "_raw"))
             clean = clean if clean.any() else None
         del ahead
         # the events' JSON-RPC messages are Polars work (it releases the GIL) and the exchange and body rows

@@ -743,6 +743,7 @@ def _read_batches(r: _Reader, blocks, decode) -> None:
                 .select(*FRAME_COLUMNS, "_line", *(k for k in READ_AHEAD if k in fast.columns))
                 .collect()
             )
+            got = b.coded(got)
             # the per-line reader's events of this batch and these, in line order: as it would have appended them all
             b.flush_values()
             mine = b.event_frames[frames_before:]
