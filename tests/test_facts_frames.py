@@ -125,3 +125,31 @@ def test_the_rules_leave_the_events_frame_as_they_found_it(tmp_path, capture):
     findings.build_document(frames, b, rev, columnar=True)
     assert frames.events.estimated_size() == whole, {c: (sizes[c], frames.events.select(c).estimated_size())
                                                      for c in frames.events.columns}
+
+
+def _facts_of(tmp_path, cap, name):
+    import dataclasses
+
+    from analyzer import pipeline
+    from analyzer.ingest import inputs
+    from analyzer.ingest.reading import Reading
+    from analyzer.signals import eras, streams
+
+    path = cap.write(tmp_path / name)
+    tables = inputs.concat(pipeline.read_inputs([str(path)], dataclasses.replace(Reading(), compact=True)).parts)
+    frames, links = streams.build(tables)
+    return boundaries.facts(frames, links, eras.revisions(frames))
+
+
+def test_without_a_reconnect_the_facts_are_no_rows_of_the_same_columns(tmp_path):
+    """No reconnect: facts runs its checks over no events (no pass over a healthy capture's every event); the frame is
+    the one the checks give with reconnects, without rows: the same columns and types for the verdicts to read."""
+    from conftest import Capture
+
+    healthy = Capture().initialize()
+    healthy.stream(ids=range(1, 300), close="eof")
+    broken = Capture().initialize()
+    broken.stream(ids=range(1, 200)).stream(last="199", ids=range(150, 300))
+    quiet, judged = _facts_of(tmp_path, healthy, "healthy.jsonl"), _facts_of(tmp_path, broken, "broken.jsonl")
+    assert quiet.height == 0 and judged.height == 1
+    assert quiet.schema == judged.schema
