@@ -506,10 +506,11 @@ class Builder:
             schema |= READ_AHEAD
             frames[:] = [f.with_columns(**{k: pl.lit(None, t) for k, t in READ_AHEAD.items() if k not in f.columns}) for f in frames]
             # a text read ahead for no event at all (no notification's method, no text redacted: 2M tiny events) is
-            # not joined into a column of nulls, 16 bytes an event (+61 MiB for the two there at the read's peak): the
-            # reader's other columns say the same without it (finish reads None as "none read ahead")
+            # not joined into a column of nulls, 16 bytes an event (61 MiB for the two on 2M events): the reader's
+            # other columns say the same without it (finish reads None as "none read ahead").  (Counted by a plan:
+            # get_column would make the frames' one-value null columns whole.)
             for name in ("_method", "_raw"):
-                if all(f.get_column(name).null_count() == f.height for f in frames):
+                if all(f.select(pl.col(name).null_count()).item() == f.height for f in frames):
                     del schema[name]
                     frames[:] = [f.drop(name) for f in frames]
         # every location left to the line (a JSONL input): none joined (2M nulls are 30 MiB of views too)
