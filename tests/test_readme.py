@@ -87,7 +87,8 @@ def test_package_init_files_only_re_export():
 
 # The import order of the stages.  tables.py is the schema the ingesters write through, so it comes
 # before ingest/ in imports although ingest/ feeds it; the scale engines run the pipeline's pieces.
-SHARED = {"__init__.py", "anomalies.py", "atomic.py", "catalog.py", "compiled.py", "errors.py", "exits.py", "limits.py", "redact.py", "window.py"}
+SHARED = {"__init__.py", "anomalies.py", "atomic.py", "catalog.py", "compiled.py", "errors.py", "exits.py", "formatted.py", "limits.py", "redact.py",
+          "window.py"}
 RANK = {"decode": 1, "tables.py": 2, "ingest": 3, "signals": 4, "rules": 5, "document": 6, "report": 7,
         "pipeline.py": 8, "scale": 9, "outputs.py": 9, "options.py": 10, "result.py": 10, "api.py": 12, "terminal.py": 10, "run.py": 11,
         "cli.py": 12, "mitm_addon.py": 12, "__main__.py": 13}
