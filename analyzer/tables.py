@@ -165,12 +165,20 @@ def compact_digest_expr(hex_digest: pl.Expr) -> pl.Expr:
     return hex_digest.str.slice(0, 16).str.to_integer(base=16, dtype=pl.UInt64)
 
 
-def _sse_messages(events: pl.DataFrame, methods: pl.Series | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _sse_messages(events: pl.DataFrame, methods: pl.Series | None, examined: pl.Series | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """:func:`analyzer.decode.jsonrpc.sse_messages` of ``events``; where ``methods`` (a reader's, read ahead: see
-    :data:`READ_AHEAD`) names an event's notification method, that is its message, and ``event_rpc`` reads the rest."""
+    :data:`READ_AHEAD`) names an event's notification method, that is its message, and ``event_rpc`` reads the rest.
+    ``examined``: the events whose method the reader's compiled core looked for already (true), so that a null there
+    says "no notification", not "not read": they are not read for it again."""
     if compiled.ENABLED and events.height:  # the rest's methods by the compiled core (a HAR's, a pcap's: every event's)
         todo = events.get_column("fate") == "dispatched"
-        todo = (todo if methods is None else todo & methods.is_null()).arg_true()
+        if methods is not None:
+            todo = todo & methods.is_null()
+        if examined is not None:
+            # (the events the core read and found no notification in: the same function would read them again here,
+            # to the same nulls; 2M tiny events of plain text, a pass over every one and the read's memory peak)
+            todo = todo & ~examined
+        todo = todo.arg_true()
         if todo.len():
             found = jsonrpc.notification_methods(events.get_column("data").gather(todo))
             base = pl.repeat(None, events.height, dtype=pl.String, eager=True) if methods is None else methods
@@ -190,11 +198,12 @@ def _sse_messages(events: pl.DataFrame, methods: pl.Series | None) -> tuple[pl.D
     return jsonrpc.assemble(rpc._replace(parsed=pl.concat([known, rpc.parsed]).sort("row", maintain_order=True)), events)
 
 
-def _sse_message_table(events: pl.DataFrame, methods: pl.Series | None, redact_secrets: bool) -> tuple[pa.Table, pl.DataFrame]:
+def _sse_message_table(events: pl.DataFrame, methods: pl.Series | None, redact_secrets: bool,
+                       examined: pl.Series | None = None) -> tuple[pa.Table, pl.DataFrame]:
     """:func:`_sse_messages` as a MESSAGES table, their error texts redacted when ``redact_secrets`` (in the Builder's
     worker thread: at 1M events, the million rows' error column taken back from Arrow, redacted and cast again was
     0.1 s of the read's main thread).  Redaction is value by value: the same texts as over all messages at once."""
-    sse, invalid = _sse_messages(events, methods)
+    sse, invalid = _sse_messages(events, methods, examined)
     if redact_secrets:
         errors = sse.get_column("error_message")
         done = redact.column(errors)
@@ -580,7 +589,9 @@ class Builder:
         # one value for every event: added to the frame as it is, Polars keeps it as that value and a length
         # (a plan's collect, a Series or a rechunk makes it a column: 2M events, +30 MiB)
         frame = frame.with_columns(source=pl.lit(self.source, pl.String)).select("source", *names)
-        return frame, (None if read is None else read.drop("digest"))
+        # (an event the compiled core read has its digest read ahead; it looked for its notification's method too, and a
+        # null _method there is none: _examined, which finish's JSON-RPC pass does not read again)
+        return frame, (None if read is None else read.with_columns(_examined=pl.col("digest").is_not_null()).drop("digest"))
 
     def _messages(self, xid: int, origin: str, ordinal: int | None, direction: str, text: str, location: str) -> None:
         try:
@@ -633,9 +644,10 @@ class Builder:
     def finish(self, fmt: str, records: int, notes: list[str] | None = None) -> Ingested:
         exchanges = self._exchange_table()
         events, ahead = self._events(exchanges)
-        methods = clean = raw = None
+        methods = clean = raw = examined = None
         if ahead is not None:
-            methods, clean, raw = (ahead.get_column(k) if k in ahead.columns else None for k in ("_method", "_clean", "_raw"))
+            methods, clean, raw, examined = (ahead.get_column(k) if k in ahead.columns else None
+                                             for k in ("_method", "_clean", "_raw", "_examined"))
             clean = clean if clean.any() else None
         del ahead
         # the events' JSON-RPC messages are Polars work (it releases the GIL) and the exchange and body rows
@@ -643,8 +655,8 @@ class Builder:
         # reader redacted already, it reads the raw text where the redaction changed it
         rpc_events = events if raw is None or raw.null_count() == raw.len() else events.with_columns(pl.coalesce(raw, pl.col("data")).alias("data"))
         with ThreadPoolExecutor(1, thread_name_prefix="sse-messages") as pool:
-            job = pool.submit(_sse_message_table, rpc_events, methods, self.redact)
-            del methods, raw, rpc_events
+            job = pool.submit(_sse_message_table, rpc_events, methods, self.redact, examined)
+            del methods, raw, rpc_events, examined
             self._flush_messages()
             chunks, self._message_chunks = self._message_chunks, []
             bodies = pa.concat_tables(chunks) if chunks else MESSAGES.empty_table()

@@ -324,6 +324,38 @@ def test_the_single_pass_redacts_in_the_worker_what_the_builder_would_and_reads_
 
 # -- one JSON-RPC text (a request's body, a response body): the compiled core's messages are extract's -------------
 
+@needs_native
+@pytest.mark.parametrize("redact", [True, False])
+def test_an_event_the_core_read_is_not_read_for_its_method_again(redact, monkeypatch):
+    """The core looks for each event's notification method as it reads the line; a null method there means "none",
+    so the end of the read looks again only at the events it did not read (here: a time it does not vet, read per
+    line) -- not at every event without a method (2M tiny events of plain text: a second pass over each, and the
+    read's memory peak).  The messages are the Python paths' all the same."""
+    note = '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info"}}'
+    resp = '{"jsonrpc":"2.0","id":1,"result":{}}'
+    recs = [{"kind": "request", "ts": "2026-01-01T00:00:00Z", "conn": "c", "method": "GET", "url": "http://h/mcp", "headers": {}},
+            {"kind": "response", "ts": "2026-01-01T00:00:00Z", "conn": "c", "status": 200, "headers": {"content-type": "text/event-stream"}},
+            {"kind": "sse", "ts": "2026-01-01T00:00:01Z", "conn": "c", "id": "1", "data": resp},
+            {"kind": "sse", "ts": "2026-01-01T00:00:01Z", "conn": "c", "id": "2", "data": "plain text"},
+            {"kind": "sse", "ts": "2026-01-01T00:00:01Z", "conn": "c", "id": "3", "data": note},
+            {"kind": "sse", "ts": "2150-01-01T00:00:01Z", "conn": "c", "id": "4", "data": note},  # (the core's years end at 2099)
+            {"kind": "sse", "ts": "2026-01-01T00:00:01+01:00", "conn": "c", "id": "5", "data": resp}]  # (and it reads UTC alone)
+    data = b"".join(json.dumps(r).encode() + b"\n" for r in recs)
+    looked: list[list] = []
+    real = jsonrpc.notification_methods
+    monkeypatch.setattr(jsonrpc, "notification_methods", lambda texts: looked.append(texts.to_list()) or real(texts))
+    reading = Reading(compact=True, redact=redact)
+    got, paths = ingest_jsonl._read("x.jsonl", io.BytesIO(data), reading, True)
+    assert paths["columns"] == 3 and paths["per_line"] == 2  # (ids 1-3 the core's, 4 and 5 the per-line reader's)
+    assert looked == [[note, resp]]
+    monkeypatch.undo()
+    _assert_same_read(data, reading=reading)
+    kinds = rows(got.messages)
+    assert [(m["ordinal"], m["kind"], m["method"]) for m in kinds] == [
+        (0, "response", None), (2, "notification", "notifications/message"), (3, "notification", "notifications/message"),
+        (4, "response", None)]
+
+
 def _python_rows(text: str):
     """The Python path's messages as tuples, or the NotJsonRpc reason."""
     try:
