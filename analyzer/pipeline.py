@@ -211,7 +211,7 @@ def analyze_tables(
     from them (the frames carry what the rules need), instead of staying beside them for the whole run.
     ``columnar``, ``analysis``: see :func:`run`."""
     n_events = len(tables["events"])
-    n_messages = int(tables["messages"].num_rows)
+    n_messages = len(tables["messages"])  # (an Arrow table, or the single pass's Polars frame)
     in_future = _in_future(tables["exchanges"])
     if consume:
         tables["events"] = streams.owned_events(tables)

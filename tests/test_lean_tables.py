@@ -109,8 +109,25 @@ def test_the_canonical_tables_are_let_go_once_the_frames_exist():
     pipeline.analyze_tables(tables, [], [], [], 1, consume=True)
     assert tables["events"] is None and tables["exchanges"] is None and tables["messages"] is None
     kept = inputs.concat([_read(_log(5))])
+    messages = kept["messages"]
     pipeline.analyze_tables(kept, [], [], [], 1)  # not handed over: the caller's tables stay
-    assert isinstance(kept["exchanges"], pa.Table) and isinstance(kept["messages"], pa.Table)
+    assert isinstance(kept["exchanges"], pa.Table) and kept["messages"] is messages and len(messages) > 0
+    # (the single pass's messages are the Builder's Polars frame, never made Arrow on the way: tables.Ingested)
+    assert isinstance(messages, pl.DataFrame)
+
+
+def test_the_single_pass_keeps_its_messages_polars_and_they_are_the_canonical_table():
+    """The single pass's messages stay the Polars frame the Builder made (no copy into Arrow with 32-bit offsets and
+    back into Polars); asked for, the Arrow table is MESSAGES, row for row the canonical reading's."""
+    data = _log(5)
+    lean, canonical_read = _read(data), _read(data, reading=Reading())
+    assert isinstance(lean.messages_frame, pl.DataFrame) and dict(lean.messages_frame.schema) == canonical.MESSAGES_POLARS
+    assert isinstance(canonical_read.messages_frame, pa.Table)
+    table = lean.messages
+    assert table.schema == canonical.MESSAGES and lean.messages is table  # (made once)
+    assert table.num_rows > 5 and rows(table) == rows(canonical_read.messages)
+    frames, _ = streams.build(inputs.concat([_read(data)]))
+    assert frames.messages.height == table.num_rows
 
 
 def test_the_frames_code_a_message_s_origin_direction_and_kind():

@@ -459,7 +459,7 @@ def _empty(source: str, kind: str, log: AnomalyLog) -> Ingested:
 
 def concat(parts: list[Ingested]) -> dict:
     """The canonical tables of all parts: Arrow tables, and the events as one Polars frame (the
-    ingesters' own, not copied: see tables.Ingested)."""
+    ingesters' own, not copied: see tables.Ingested); the messages too when the parts were read for the single pass."""
     import polars as pl
 
     from analyzer import anomalies, tables
@@ -475,9 +475,18 @@ def concat(parts: list[Ingested]) -> dict:
         # say): all compact, as the analysis compares them
         frames = [f if c else f.select(tables.compact_events_expr())
                   for f, c in zip(frames, compact)]
+    # the messages: the single pass's are Polars frames (tables.Ingested), joined as they are; an Arrow part beside
+    # them (an empty input's) joins them as Polars
+    held = [p.messages_frame for p in parts]
+    if any(isinstance(m, pl.DataFrame) for m in held):
+        messages = pl.concat([m if isinstance(m, pl.DataFrame) else pl.from_arrow(m).cast(tables.MESSAGES_POLARS) for m in held],
+                             rechunk=False)
+    else:
+        messages = cat("messages", tables.MESSAGES)
+    del held
     return {
         "exchanges": cat("exchanges", tables.EXCHANGES),
         "events": pl.concat(frames, rechunk=False) if frames else pl.from_arrow(tables.EVENTS.empty_table()),
-        "messages": cat("messages", tables.MESSAGES),
+        "messages": messages,
         "anomalies": cat("anomalies", anomalies.SCHEMA),
     }

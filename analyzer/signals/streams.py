@@ -319,6 +319,8 @@ def _message_frame(tables: dict, consume: bool) -> pl.DataFrame:
     if consume:
         tables["messages"] = None
     table, columns = held.pop(), []
+    if isinstance(table, pl.DataFrame):  # (the single pass's messages: tables.Ingested)
+        return table.with_columns(pl.col(name).cast(pl.Enum(codes)) for name, codes in MESSAGE_CODES.items())
     for name in table.column_names:
         columns.append((_coded(table.column(name), MESSAGE_CODES[name]) if name in MESSAGE_CODES else pl.from_arrow(table.column(name))).alias(name))
         if consume:
