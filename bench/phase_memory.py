@@ -76,7 +76,7 @@ def main() -> int:
     tables = inputs.concat(got.parts)
     got.parts = []
     pipeline.release_freed()  # as pipeline.run does
-    n_events, n_messages = len(tables["events"]), int(tables["messages"].num_rows)
+    n_events, n_messages = len(tables["events"]), len(tables["messages"])
     tables["events"] = streams.owned_events(tables)
     frames, links = streams.build(tables, consume=True)
     tables["events"] = None  # as pipeline.analyze_tables(consume=True)

@@ -95,7 +95,7 @@ def main() -> None:
     else:
         got = inputs.read_one(a.path, Reading(compact=True))
         res.update(wall=time.perf_counter() - w0, cpu=time.process_time() - p0, records=got.records, rejected=got.rejected,
-                   exchanges=got.exchanges.num_rows, events=got.events_frame.height, messages=got.messages.num_rows,
+                   exchanges=got.exchanges.num_rows, events=got.events_frame.height, messages=len(got.messages_frame),
                    anomalies=got.anomalies.num_rows)
     res["peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if timers:
