@@ -742,8 +742,10 @@ class Builder:
                 row["message"] = head + redact.text(msg[len(head):])
 
 
-# MESSAGES' columns as Polars types, made from it (a frame of them becomes the Arrow table by ``.to_arrow().cast(MESSAGES)``)
-MESSAGES_POLARS = dict(pl.from_arrow(MESSAGES.empty_table()).schema)
+# MESSAGES' columns as Polars types (a frame of them becomes the Arrow table by ``.to_arrow().cast(MESSAGES)``)
+MESSAGES_POLARS = {"source": pl.String, "xid": pl.Int64, "origin": pl.String, "ordinal": pl.Int32, "direction": pl.String,
+                   "kind": pl.String, "rpc_id": pl.String, "method": pl.String, "error_code": pl.Int64, "error_message": pl.String,
+                   "protocol_version": pl.String, "params_digest": pl.String}
 _EVENTS_POLARS = {"source": pl.String, "xid": pl.Int64, "ordinal": pl.Int32, "location": pl.String, "ts": pl.Datetime("us", "UTC"),
                   "id": pl.String, "cursor": pl.String, "event": pl.String, "data": pl.String, "retry": pl.Int64,
                   "fate": pl.String, "digest": pl.String}
