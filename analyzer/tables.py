@@ -742,7 +742,9 @@ class Builder:
                 row["message"] = head + redact.text(msg[len(head):])
 
 
-# MESSAGES' columns as Polars types (a frame of them becomes the Arrow table by ``.to_arrow().cast(MESSAGES)``)
+# MESSAGES' columns as Polars types (a frame of them becomes the Arrow table by ``.to_arrow().cast(MESSAGES)``); written
+# out, not made by pl.from_arrow at import, which lets pyarrow import pandas before the command keeps it out (a test
+# holds the two the same)
 MESSAGES_POLARS = {"source": pl.String, "xid": pl.Int64, "origin": pl.String, "ordinal": pl.Int32, "direction": pl.String,
                    "kind": pl.String, "rpc_id": pl.String, "method": pl.String, "error_code": pl.Int64, "error_message": pl.String,
                    "protocol_version": pl.String, "params_digest": pl.String}

@@ -122,6 +122,7 @@ def test_the_single_pass_keeps_its_messages_polars_and_they_are_the_canonical_ta
     data = _log(5)
     lean, canonical_read = _read(data), _read(data, reading=Reading())
     assert isinstance(lean.messages_frame, pl.DataFrame) and dict(lean.messages_frame.schema) == canonical.MESSAGES_POLARS
+    assert canonical.MESSAGES_POLARS == dict(pl.from_arrow(canonical.MESSAGES.empty_table()).schema)  # (written out twice)
     assert isinstance(canonical_read.messages_frame, pa.Table)
     table = lean.messages
     assert table.schema == canonical.MESSAGES and lean.messages is table  # (made once)
