@@ -407,6 +407,11 @@ class Builder:
         if len(self._sealed) >= self.seal_chunk:
             self._flush_sealed()
 
+    def add_sealed(self, frame: pl.DataFrame) -> None:
+        """Sealed exchange rows made column-wise (the JSONL reader's ``_machine``: gathers from the batch's records, no
+        dict per row), in :data:`EXCHANGES`' columns and order: one Arrow chunk beside the others."""
+        self._exchange_chunks.append(frame.to_arrow().cast(EXCHANGES))
+
     def _flush_sealed(self) -> None:
         if self._sealed:
             self._exchange_chunks.append(_values_table(self._sealed))

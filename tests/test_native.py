@@ -684,6 +684,89 @@ def test_sample_logs_exchange_records_are_mostly_read_ahead():
     assert compiled_ > 1000 and compiled_ >= 0.8 * (compiled_ + per_line), (compiled_, per_line)
 
 
+# -- the connection state machine over a batch's columns (jsonl._machine) ------------------------------------------
+
+def _by_machine(data: bytes, machine: bool, batch_lines: int | None, reading: Reading):
+    """The compact reading with the core, its exchange records read by ``jsonl._machine`` where a batch allows it
+    (``machine``) or one tuple at a time (``_Reader.compiled``) everywhere; and how many batches the machine read."""
+    mp = pytest.MonkeyPatch()
+    ran = []
+    if batch_lines:
+        mp.setattr(ingest_jsonl, "BATCH_LINES", batch_lines)
+    if machine:
+        real = ingest_jsonl._machine
+        mp.setattr(ingest_jsonl, "_machine", lambda *a: (ran.append(1), real(*a))[1])
+    else:
+        mp.setattr(ingest_jsonl, "_settled", lambda *a: False)
+    try:
+        return ingest_jsonl.read("x.jsonl", io.BytesIO(data), reading), len(ran)
+    finally:
+        mp.undo()
+
+
+def _assert_same_machine(data: bytes, batch_lines: int | None, reading: Reading) -> int:
+    (new, ran), (old, _) = _by_machine(data, True, batch_lines, reading), _by_machine(data, False, batch_lines, reading)
+    assert (new.records, new.rejected) == (old.records, old.rejected)
+    for name in ("exchanges", "messages", "anomalies"):
+        assert rows(getattr(new, name)) == rows(getattr(old, name)), name
+    assert new.events_polars().to_dicts() == old.events_polars().to_dicts()
+    return ran
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(st.lists(exchange_record(), max_size=40), st.sampled_from([None, 1, 2, 7]), st.lists(st.sampled_from(_CONNS), unique=True),
+       st.booleans())
+def test_the_state_machine_over_a_batchs_columns_gives_the_per_record_tables(lines, batch_lines, opened, redact):
+    """Random interleavings of requests (keep-alive across batches), responses (one or several), bodies under any
+    content type, closes, orphans, cut-off and damaged lines: the batches the machine reads (every slow line an
+    exchange record the core vets, or a line that changes no state) give the tables of the per-record state machine,
+    row for row, anomaly for anomaly, message for message, with and without redaction."""
+    _assert_same_machine(opening(opened) + b"".join(lines), batch_lines, Reading(compact=True, redact=redact))
+
+
+def _exchanges(n: int) -> bytes:
+    """``n`` POST exchanges (answered with JSON, some closed, the others ended by the next request on their conn), a
+    GET stream open throughout with events between them, a cut-off event, a blank line, an orphan body."""
+    out = [dict(kind="request", ts="2026-01-01T00:00:01Z", conn="g", method="get", url="http://x/mcp?token=abcdef123456",
+                headers={"mcp-session-id": "s", "last-event-id": "3"}),
+           dict(kind="response", ts="2026-01-01T00:00:01Z", conn="g", status=200, headers={"content-type": "text/event-stream"})]
+    for i in range(n):
+        c = f"c{i % 5}"
+        out += [dict(kind="request", ts=f"2026-01-01T00:00:{i % 60:02d}.{i:06d}Z", conn=c, method="POST", url="http://x/mcp",
+                     headers={"mcp-session-id": "s", "User-Agent": "python-httpx/0.28"},
+                     body=json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "t", "arguments": {"api_key": "sk-abcdef123456"}}})),
+                dict(kind="sse", ts="2026-01-01T00:00:02Z", conn="g", id=str(i), data=json.dumps({"jsonrpc": "2.0", "method": "notifications/message"})),
+                dict(kind="response", ts="2026-01-01T00:00:02Z", conn=c, status=200, headers={"Content-Type": "application/json; charset=utf-8"}),
+                dict(kind="body", ts="2026-01-01T00:00:02Z", conn=c, data=json.dumps({"jsonrpc": "2.0", "id": i, "result": {}}))]
+        if i % 4 == 0:
+            out.append(dict(kind="close", ts="2026-01-01T00:00:03Z", conn=c, reason="eof", by="server"))
+        if i % 9 == 0:
+            out.append(dict(kind="sse", ts="2026-01-01T00:00:02Z", conn="g", id="x", data="{\"jsonr", truncated=True))
+    out.append(dict(kind="body", conn="nobody", data="{}"))
+    return b"\n".join(json.dumps(r).encode() for r in out[:40]) + b"\n\n" + b"\n".join(json.dumps(r).encode() for r in out[40:]) + b"\n"
+
+
+@needs_native
+@pytest.mark.parametrize("batch_lines", [None, 3, 16, 64])
+def test_the_state_machine_reads_every_batch_of_a_log_of_exchanges(batch_lines):
+    """Not a vacuous comparison: on a log of exchanges, events, a cut-off event, a blank line and an orphan, every
+    batch is read by the machine, to the per-record tables (secrets in URLs and bodies redacted alike)."""
+    data = _exchanges(120)
+    ran = _assert_same_machine(data, batch_lines, Reading(compact=True))
+    batches = -(-data.count(b"\n") // (batch_lines or ingest_jsonl.BATCH_LINES))
+    assert ran >= batches - 1, (ran, batches)  # (a batch of plain sse records alone has no slow line: nothing to read)
+    got = _by_machine(data, True, batch_lines, Reading(compact=True))[0]
+    assert got.exchanges.num_rows == 121 and "sk-abcdef123456" not in str(rows(got.exchanges))
+
+
+@needs_native
+def test_sample_logs_batches_are_mostly_the_machines():
+    """On the recorded logs, most batches with exchange records are read by the machine, to the same tables."""
+    ran = sum(_assert_same_machine(path.read_bytes(), None, Reading(compact=True)) for path in SAMPLES)
+    assert ran >= 0.9 * len(SAMPLES), ran
+
+
 # -- the names' digests (analyzer/document/names.py digests) ---------------------------------------------------------
 
 @needs_native

@@ -76,3 +76,39 @@ def exchange_records(lines: list, positions: list[int], redact_bodies: bool) -> 
         t = got[k]
         got[k] = (*t[:10], changed.get(k, t[5]))
     return got
+
+
+# what exchange_frame gives: exchange_columns' columns, and ``shown``, a request's body as the exchange table shows it
+EXCHANGE_COLUMNS = {"pos": pl.UInt32, "kind": pl.UInt8, "conn": pl.String, "ts": pl.Datetime("us", "UTC"), "method": pl.String,
+                    "url": pl.String, "body": pl.String, "session": pl.String, "last_event_id": pl.String,
+                    "protocol": pl.String, "user_agent": pl.String, "status": pl.Int64, "content_type": pl.String,
+                    "epoch": pl.String, "data": pl.String, "reason": pl.String, "by": pl.String, "shown": pl.String}
+
+
+def exchange_frame(lines: list, positions: list[int], redact_bodies: bool) -> pl.DataFrame:
+    """The records :func:`exchange_records` takes, as one frame of :data:`EXCHANGE_COLUMNS` in line order (a row per
+    record, every kind's columns, null where its kind has none: ``kind`` 0 request, 1 response, 2 body, 3 close),
+    parsed by the core without the GIL and made Arrow from its buffers: no Python object per value.  ``shown``: a
+    request's body redacted by one ``redact.column`` when ``redact_bodies`` (value by value the Builder's
+    ``redact.text``), else the body."""
+    got = compiled.core.exchange_columns(lines, positions)
+    n = got[0]
+
+    def ints(t: tuple, typ) -> pa.Array:
+        values, valid, nulls = t
+        return pa.Array.from_buffers(typ, n, [pa.py_buffer(valid) if nulls else None, pa.py_buffer(values)], null_count=nulls)
+
+    names = ["conn", "method", "url", "body", "session", "last_event_id", "protocol", "user_agent"]
+    table = pa.table({
+        "pos": pa.Array.from_buffers(pa.uint32(), n, [None, pa.py_buffer(got[1])]),
+        "kind": pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(got[2])]),
+        "conn": compiled.strings(n, got[3]),
+        "ts": ints(got[4], pa.timestamp("us", "UTC")),
+        **{name: compiled.strings(n, got[5 + i]) for i, name in enumerate(names[1:])},
+        "status": ints(got[12], pa.int64()),
+        **{name: compiled.strings(n, got[13 + i]) for i, name in enumerate(["content_type", "epoch", "data", "reason", "by"])},
+    })
+    frame = pl.from_arrow(table)
+    body = frame.get_column("body")
+    shown = redact.column(body) if redact_bodies and body.null_count() < n else body
+    return frame.with_columns(shown.alias("shown")).cast(EXCHANGE_COLUMNS)

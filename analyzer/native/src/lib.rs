@@ -922,6 +922,134 @@ fn exchange_lines<'py>(py: Python<'py>, lines: &Bound<'py, PyAny>, positions: Ve
     Ok(out)
 }
 
+/// The columns `exchange_columns` gives: one row per exchange record it vets, every column of every kind (null where the
+/// kind has none).
+#[derive(Default)]
+struct ExchangeColumns {
+    pos: Vec<u32>,
+    kind: Vec<u8>,
+    conn: Strings,
+    ts: Ints,
+    method: Strings,
+    url: Strings,
+    body: Strings,
+    session: Strings,
+    last_event_id: Strings,
+    protocol: Strings,
+    user_agent: Strings,
+    status: Ints,
+    content_type: Strings,
+    epoch: Strings,
+    data: Strings,
+    reason: Strings,
+    by: Strings,
+}
+
+fn text_of<'s>(v: &'s Option<Text<'_>>) -> Option<&'s str> {
+    v.as_ref().map(|t| t.0.as_ref())
+}
+
+impl ExchangeColumns {
+    fn new() -> Self {
+        let s = Strings::new;
+        ExchangeColumns {
+            conn: s(), method: s(), url: s(), body: s(), session: s(), last_event_id: s(), protocol: s(), user_agent: s(),
+            content_type: s(), epoch: s(), data: s(), reason: s(), by: s(), ..Default::default()
+        }
+    }
+    fn push(&mut self, at: u32, t: &Taken<'_>) {
+        self.pos.push(at);
+        let none = Default::default();
+        let (kind, conn, ts, h): (u8, &Text<'_>, Option<i64>, &Headers<'_>) = match t {
+            Taken::Request { conn, ts, h, .. } => (0, conn, ts.as_ref().and_then(|t| timestamp(&t.0)), h),
+            Taken::Response { conn, h, .. } => (1, conn, None, h),
+            Taken::Body { conn, .. } => (2, conn, None, &none),
+            Taken::Close { conn, ts, .. } => (3, conn, ts.as_ref().and_then(|t| timestamp(&t.0)), &none),
+        };
+        self.kind.push(kind);
+        self.conn.push(Some(conn.0.as_ref()));
+        self.ts.push(ts);
+        let request = matches!(t, Taken::Request { .. });
+        self.session.push(text_of(&h.session));
+        self.last_event_id.push(if request { text_of(&h.last_event_id) } else { None });
+        self.protocol.push(if request { text_of(&h.protocol) } else { None });
+        self.user_agent.push(if request { text_of(&h.user_agent) } else { None });
+        self.content_type.push(if request { None } else { text_of(&h.content_type) });
+        self.epoch.push(if request { None } else { text_of(&h.epoch) });
+        match t {
+            Taken::Request { method, url, body, .. } => {
+                self.method.push(Some(method.0.as_ref()));
+                self.url.push(text_of(url));
+                self.body.push(text_of(body));
+            }
+            _ => {
+                self.method.push(None);
+                self.url.push(None);
+                self.body.push(None);
+            }
+        }
+        self.status.push(match t { Taken::Response { status, .. } => Some(*status), _ => None });
+        self.data.push(match t { Taken::Body { data, .. } => Some(data.0.as_ref()), _ => None });
+        let (reason, by) = match t { Taken::Close { reason, by, .. } => (Some(reason.0.as_ref()), *by), _ => (None, None) };
+        self.reason.push(reason);
+        self.by.push(by);
+    }
+}
+
+fn ints<'py>(py: Python<'py>, v: &Ints) -> PyResult<Bound<'py, PyTuple>> {
+    PyTuple::new(py, [bytes(py, words(&v.values)).into_any(), bytes(py, &v.valid).into_any(), v.nulls.into_pyobject(py)?.into_any()])
+}
+
+/// `exchange_columns(lines, positions)`: the records `exchange_lines` takes, as columns (Arrow buffers) instead of a
+/// tuple of Python objects each: (n, pos u32, kind u8 (0 request, 1 response, 2 body, 3 close), conn, ts (µs UTC, as
+/// the per-line reader's parse_ts reads the record's text), method, url, body, mcp-session-id (a request's or a
+/// response's), last-event-id, mcp-protocol-version, user-agent, status, content-type, x-mcp-replay-epoch, data (a
+/// body's), reason, by (a close's)); strings as (offsets i64, values, validity, null count), ts and status as (values
+/// i64, validity, null count).  The single pass's connection state machine reads a batch of them at once
+/// (analyzer/ingest/jsonl.py `_machine`): no Python object per value, and the sealed exchanges become Arrow by gathers.
+#[pyfunction]
+fn exchange_columns<'py>(py: Python<'py>, lines: &Bound<'py, PyAny>, positions: Vec<u32>) -> PyResult<Bound<'py, PyTuple>> {
+    let spans = line_spans(lines)?;
+    if positions.iter().any(|&i| i as usize >= spans.len()) {
+        return Err(pyo3::exceptions::PyValueError::new_err("a position past the batch"));
+    }
+    let c = py.allow_threads(|| {
+        let mut c = ExchangeColumns::new();
+        for &i in &positions {
+            let Some((ptr, len)) = spans[i as usize] else { continue };
+            // (bytes ``lines`` holds for the whole call; nothing read from them outlives it)
+            let line: &[u8] = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+            if contains(line, b"\"sse\"") {
+                continue;
+            }
+            if let Some(t) = exchange(line) {
+                c.push(i, &t);
+            }
+        }
+        c
+    });
+    PyTuple::new(py, [
+        c.pos.len().into_pyobject(py)?.into_any(),
+        bytes(py, words(&c.pos)).into_any(),
+        bytes(py, &c.kind).into_any(),
+        strings(py, &c.conn)?.into_any(),
+        ints(py, &c.ts)?.into_any(),
+        strings(py, &c.method)?.into_any(),
+        strings(py, &c.url)?.into_any(),
+        strings(py, &c.body)?.into_any(),
+        strings(py, &c.session)?.into_any(),
+        strings(py, &c.last_event_id)?.into_any(),
+        strings(py, &c.protocol)?.into_any(),
+        strings(py, &c.user_agent)?.into_any(),
+        ints(py, &c.status)?.into_any(),
+        strings(py, &c.content_type)?.into_any(),
+        strings(py, &c.epoch)?.into_any(),
+        strings(py, &c.data)?.into_any(),
+        strings(py, &c.reason)?.into_any(),
+        strings(py, &c.by)?.into_any(),
+    ])
+}
+
 /// `line_starts(data)`: where each line of ``data`` (bytes that end with a newline) starts, and one past the last
 /// newline, as u64 bytes (``n + 1`` values for ``n`` lines); and the longest line's length, its newline not counted.
 /// The JSONL reader's blocks are split here (memchr, without the GIL), not into one bytes object per line.
@@ -1132,7 +1260,7 @@ fn name_digests(texts: Vec<Bound<'_, PyBytes>>, chars: usize) -> PyResult<Vec<St
 
 /// What the Python side expects of this build (analyzer/compiled.py ABI): raised whenever a function is added or
 /// changes what it takes or gives, so that a build older than the code is set aside, not called.
-const ABI: u32 = 7;
+const ABI: u32 = 8;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -1142,6 +1270,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rpc_messages, m)?)?;
     m.add_function(wrap_pyfunction!(line_starts, m)?)?;
     m.add_function(wrap_pyfunction!(exchange_lines, m)?)?;
+    m.add_function(wrap_pyfunction!(exchange_columns, m)?)?;
     m.add_function(wrap_pyfunction!(name_digests, m)?)?;
     Ok(())
 }
