@@ -11,7 +11,7 @@ import warnings
 
 # what this code expects of the build (analyzer/native/src/lib.rs ABI): an editable install whose Rust was built
 # before a pull has an older core, whose functions this code would call wrongly or miss
-ABI = 8
+ABI = 9
 
 try:
     from analyzer import _native as core

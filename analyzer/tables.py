@@ -412,6 +412,12 @@ class Builder:
         dict per row), in :data:`EXCHANGES`' columns and order: one Arrow chunk beside the others."""
         self._exchange_chunks.append(frame.to_arrow().cast(EXCHANGES))
 
+    def add_messages(self, frame: pl.DataFrame) -> None:
+        """JSON-RPC messages of bodies made column-wise (the JSONL reader's ``_machine``), in :data:`MESSAGES`' columns
+        and order, after every message added before them."""
+        self._flush_messages()
+        self._message_chunks.append(frame.to_arrow().cast(MESSAGES))
+
     def _flush_sealed(self) -> None:
         if self._sealed:
             self._exchange_chunks.append(_values_table(self._sealed))

@@ -52,18 +52,19 @@ def test_finished_exchanges_and_messages_leave_python_while_the_log_is_read(monk
 
     def spy(self, *args, **kwargs):
         held.append((sum(r is not None for r in self.exchanges), sum(c.num_rows for c in self._exchange_chunks),
-                     len(self._sealed), len(self.messages["xid"]), len(self._message_chunks)))
+                     len(self._sealed), len(self.messages["xid"]), sum(c.num_rows for c in self._message_chunks)))
         return finish(self, *args, **kwargs)
 
     monkeypatch.setattr(canonical.Builder, "finish", spy)
     got = _read(_log(40))
-    rows_held, in_chunks, waiting, messages_held, message_chunks = held[0]
+    rows_held, in_chunks, waiting, messages_held, messages_in_chunks = held[0]
     # of 56 exchanges, the GET stream, the last request and the 14 keep-alive requests still open stay rows; the 40
     # that ended are Arrow chunks, but for fewer than a chunk of them waiting as tuples (the per-record reader seals
     # them in chunks of 8; the compact reading's state machine, jsonl._machine, makes a batch's ended ones one chunk
-    # by gathers); the 94 body messages in chunks of 8 (the 40 of the events come column-wise, after the read)
+    # by gathers); the 94 body messages in Arrow chunks, fewer than a chunk of 8 waiting as lists (the machine's: one
+    # chunk a batch); the 40 of the events come column-wise, after the read
     assert got.exchanges.num_rows == 56 and rows_held == 16 and in_chunks + waiting == 40 and waiting < 8
-    assert got.messages.num_rows == 94 + 40 and messages_held < 8 and message_chunks == 11
+    assert got.messages.num_rows == 94 + 40 and messages_held < 8 and messages_in_chunks + messages_held == 94
 
 
 def test_sealed_rows_give_the_same_tables(monkeypatch):

@@ -727,7 +727,8 @@ def test_the_state_machine_over_a_batchs_columns_gives_the_per_record_tables(lin
 
 def _exchanges(n: int) -> bytes:
     """``n`` POST exchanges (answered with JSON, some closed, the others ended by the next request on their conn), a
-    GET stream open throughout with events between them, a cut-off event, a blank line, an orphan body."""
+    GET stream open throughout with events between them, a cut-off event, a blank line, an orphan body, bodies that are
+    no JSON-RPC and JSON-RPC batches (the core leaves those to the Python path)."""
     out = [dict(kind="request", ts="2026-01-01T00:00:01Z", conn="g", method="get", url="http://x/mcp?token=abcdef123456",
                 headers={"mcp-session-id": "s", "last-event-id": "3"}),
            dict(kind="response", ts="2026-01-01T00:00:01Z", conn="g", status=200, headers={"content-type": "text/event-stream"})]
@@ -738,7 +739,10 @@ def _exchanges(n: int) -> bytes:
                      body=json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "t", "arguments": {"api_key": "sk-abcdef123456"}}})),
                 dict(kind="sse", ts="2026-01-01T00:00:02Z", conn="g", id=str(i), data=json.dumps({"jsonrpc": "2.0", "method": "notifications/message"})),
                 dict(kind="response", ts="2026-01-01T00:00:02Z", conn=c, status=200, headers={"Content-Type": "application/json; charset=utf-8"}),
-                dict(kind="body", ts="2026-01-01T00:00:02Z", conn=c, data=json.dumps({"jsonrpc": "2.0", "id": i, "result": {}}))]
+                dict(kind="body", ts="2026-01-01T00:00:02Z", conn=c, data=(
+                    "not json" if i % 7 == 3  # (jsonrpc_invalid, at its line among the others)
+                    else json.dumps([{"jsonrpc": "2.0", "id": i, "result": {}}, {"jsonrpc": "2.0", "method": "m"}]) if i % 11 == 5  # (a batch: Python's)
+                    else json.dumps({"jsonrpc": "2.0", "id": i, "result": {}})))]
         if i % 4 == 0:
             out.append(dict(kind="close", ts="2026-01-01T00:00:03Z", conn=c, reason="eof", by="server"))
         if i % 9 == 0:
@@ -758,6 +762,9 @@ def test_the_state_machine_reads_every_batch_of_a_log_of_exchanges(batch_lines):
     assert ran >= batches - 1, (ran, batches)  # (a batch of plain sse records alone has no slow line: nothing to read)
     got = _by_machine(data, True, batch_lines, Reading(compact=True))[0]
     assert got.exchanges.num_rows == 121 and "sk-abcdef123456" not in str(rows(got.exchanges))
+    codes = [a["code"] for a in rows(got.anomalies)]
+    assert codes.count("jsonrpc_invalid") == 17 and codes.count("jsonl_orphan_record") == 1, codes
+    assert sum(m["kind"] == "notification" and m["origin"] == "response_body" for m in rows(got.messages)) == 9  # (i % 11 == 5 and not i % 7 == 3)
 
 
 @needs_native

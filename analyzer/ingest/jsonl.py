@@ -45,7 +45,7 @@ from analyzer.ingest import jsonl_columns, jsonl_native, jsonl_typed
 from analyzer.ingest.reading import Reading
 from analyzer.anomalies import AnomalyLog
 from analyzer.errors import NotACapture
-from analyzer.decode.jsonrpc import loads, text_safe
+from analyzer.decode.jsonrpc import NotJsonRpc, extract_rows, loads, text_safe
 from analyzer.decode.sse import parse_all
 from analyzer.ingest.timestamps import parse_ts
 from analyzer.formatted import formatted
@@ -679,6 +679,7 @@ def _machine(r: _Reader, batch, slow: list[int], xs: pl.DataFrame, records: dict
     new_req: list[int] = []  # the request (row of xs) of each exchange the batch opens, in xid order
     resp_of: dict[int, int] = {}  # new exchange -> its last response (row of xs)
     close_of: dict[int, int] = {}  # new exchange -> its close
+    jobs: list[tuple[int, int, int, int]] = []  # the texts whose messages are taken, in order: (row of xs, xid, origin, position)
     j, nx = 0, len(pos)
     for p in slow:
         deferred.at = p
@@ -701,7 +702,7 @@ def _machine(r: _Reader, batch, slow: list[int], xs: pl.DataFrame, records: dict
                 b.seal(prev)
             moves.append((lineno, c, xid))
             if bodies[j]:  # (Builder.opened: the messages of the raw text)
-                b._messages(xid, "request_body", None, "client_to_server", bodies[j], f"line {lineno}")
+                jobs.append((j, xid, 0, p))
             j += 1
             continue
         row = current.get(c)
@@ -721,8 +722,10 @@ def _machine(r: _Reader, batch, slow: list[int], xs: pl.DataFrame, records: dict
                 row["content_type"] = media[ct]
                 row["status"] = True
                 resp_of[new] = j
-        elif k == 2:
-            b.body(row, datas[j], f"line {lineno}")
+        elif k == 2:  # (Builder.body: a JSON body's messages, or an event stream's or another type's none)
+            ct = row["content_type"]
+            if ct in ("application/json", None) or (ct or "").endswith("+json"):
+                jobs.append((j, row["xid"], 1, p))
         else:
             if new is None:
                 t = xs.row(j, named=True)
@@ -736,8 +739,51 @@ def _machine(r: _Reader, batch, slow: list[int], xs: pl.DataFrame, records: dict
                 current.pop(c, None)
             moves.append((lineno, c, -1))
         j += 1
+    if jobs:
+        _body_messages(b, xs, jobs, first, log)
+        deferred.calls.sort(key=lambda call: call[0])  # (the messages' anomalies, among the others in line order)
     if new_req:
         _new_exchanges(b, current, xs, new_req, resp_of, close_of, base, first)
+
+
+_ORIGINS = (("request_body", "client_to_server"), ("response_body", "server_to_client"))
+
+
+def _body_messages(b: Builder, xs: pl.DataFrame, jobs: list[tuple[int, int, int, int]], first: int, log) -> None:
+    """The JSON-RPC messages of the batch's request and response bodies (``jobs``, in record order: :meth:`Builder._messages`
+    of each), read by the core at once (:func:`analyzer.ingest.jsonl_native.message_frame`; a text it leaves, by
+    ``jsonrpc.extract_rows``, with its ``jsonrpc_invalid`` at its line), as one chunk of the Builder's messages after
+    the ones before it."""
+    rows, xids, origins, at = (list(col) for col in zip(*jobs))
+    texts = xs.get_column("body").fill_null(xs.get_column("data")).gather(rows)
+    got, declined = jsonl_native.message_frame(texts)
+    if declined:
+        more = []
+        for t in declined:
+            log.at = at[t]
+            try:
+                found = extract_rows(texts[t])
+            except NotJsonRpc as exc:
+                log.add("jsonrpc_invalid", f"line {first + at[t]}", str(exc))
+                continue
+            more += [(t, *m) for m in found]
+        if more:
+            extra = pl.DataFrame(more, schema=jsonl_native.MESSAGE_COLUMNS, orient="row")
+            got = pl.concat([got, extra]).sort("_text", maintain_order=True)
+    if not got.height:
+        return
+    t = got.get_column("_text")
+    origin = pl.Series(origins, dtype=pl.UInt8).gather(t)
+    frame = got.select(
+        source=pl.lit(b.source, pl.String),
+        xid=pl.Series(xids, dtype=pl.Int64).gather(t),
+        origin=pl.Series([o for o, _ in _ORIGINS], dtype=pl.String).gather(origin),
+        ordinal=pl.lit(None, pl.Int32),
+        direction=pl.Series([d for _, d in _ORIGINS], dtype=pl.String).gather(origin),
+        kind="kind", rpc_id="rpc_id", method="method", error_code="error_code", error_message="error_message",
+        protocol_version="protocol_version", params_digest="params_digest",
+    )
+    b.add_messages(frame)
 
 
 def _datetime(v) -> datetime | None:

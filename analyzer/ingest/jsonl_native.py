@@ -112,3 +112,28 @@ def exchange_frame(lines: list, positions: list[int], redact_bodies: bool) -> pl
     body = frame.get_column("body")
     shown = redact.column(body) if redact_bodies and body.null_count() < n else body
     return frame.with_columns(shown.alias("shown")).cast(EXCHANGE_COLUMNS)
+
+
+# what message_frame gives per message: the text's index, and the JSON-RPC columns of analyzer.tables.MESSAGES
+MESSAGE_COLUMNS = {"_text": pl.UInt32, "kind": pl.String, "rpc_id": pl.String, "method": pl.String, "error_code": pl.Int64,
+                   "error_message": pl.String, "protocol_version": pl.String, "params_digest": pl.String}
+
+
+def message_frame(texts: pl.Series) -> tuple[pl.DataFrame, list[int]]:
+    """The JSON-RPC messages of each text (bodies: a request's, a response's), as ``jsonrpc.extract_rows`` reads them
+    with the core (``rpc_message``, the same function), as one frame of :data:`MESSAGE_COLUMNS` in text order; and the
+    indexes of the texts it leaves to the Python path (``extract_rows`` reads those, and says why one is not
+    JSON-RPC).  A null text has none."""
+    n, idx, kind, rpc_id, method, code, message, version, digest, declined = compiled.core.rpc_message_columns(*compiled.buffers(texts))
+    values, valid, nulls = code
+    table = pa.table({
+        "_text": pa.Array.from_buffers(pa.uint32(), n, [None, pa.py_buffer(idx)]),
+        "kind": compiled.strings(n, kind),
+        "rpc_id": compiled.strings(n, rpc_id),
+        "method": compiled.strings(n, method),
+        "error_code": pa.Array.from_buffers(pa.int64(), n, [pa.py_buffer(valid) if nulls else None, pa.py_buffer(values)], null_count=nulls),
+        "error_message": compiled.strings(n, message),
+        "protocol_version": compiled.strings(n, version),
+        "params_digest": compiled.strings(n, digest),
+    })
+    return pl.from_arrow(table).cast(MESSAGE_COLUMNS), declined

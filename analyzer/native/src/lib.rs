@@ -1223,6 +1223,70 @@ fn rpc_messages<'py>(text: &Bound<'py, pyo3::types::PyString>) -> Option<Vec<Mes
     rpc_message(text.to_str().ok()?)
 }
 
+/// `rpc_message_columns(n, offset, validity, offsets, values)`: `rpc_message` of each of ``n`` texts of a LargeUtf8
+/// Arrow array (as `notification_methods` takes it), as columns: (text u32 (the text's index, a row per message, in
+/// order), kind, rpc_id, method, error_code (values i64, validity, null count), error_message, protocol_version,
+/// params_digest, declined: the indexes of the texts it leaves to the Python path (a null text has no message)).
+/// The single pass's state machine reads a batch's bodies so (analyzer/ingest/jsonl.py `_machine`): no tuple and
+/// twelve list appends per message.
+#[pyfunction]
+#[pyo3(signature = (n, offset, validity, offsets, values))]
+fn rpc_message_columns<'py>(py: Python<'py>, n: usize, offset: usize, validity: Option<PyBuffer<u8>>, offsets: PyBuffer<u8>,
+                            values: PyBuffer<u8>) -> PyResult<Bound<'py, PyTuple>> {
+    let valid = validity.as_ref().map(readable).transpose()?;
+    let offs = readable(&offsets)?;
+    let vals = readable(&values)?;
+    if offs.len() < (offset + n + 1) * 8 {
+        return Err(pyo3::exceptions::PyValueError::new_err("offsets shorter than the array"));
+    }
+    let (vptr, vlen) = (vals.as_ptr() as usize, vals.len());
+    let (optr, vbits) = (offs.as_ptr() as usize, valid.map(|v| (v.as_ptr() as usize, v.len())));
+    let (text, kind, rpc_id, method, code, message, version, digest, declined) = py.allow_threads(move || {
+        let offs = unsafe { std::slice::from_raw_parts(optr as *const u8, (offset + n + 1) * 8) };
+        let vals = unsafe { std::slice::from_raw_parts(vptr as *const u8, vlen) };
+        let bits = vbits.map(|(p, l)| unsafe { std::slice::from_raw_parts(p as *const u8, l) });
+        let at = |i: usize| i64::from_le_bytes(offs[i * 8..i * 8 + 8].try_into().unwrap()) as usize;
+        let (mut text, mut declined) = (Vec::<u32>::new(), Vec::<u32>::new());
+        let (mut kind, mut rpc_id, mut method) = (Strings::new(), Strings::new(), Strings::new());
+        let (mut code, mut message, mut version, mut digest) = (Ints::default(), Strings::new(), Strings::new(), Strings::new());
+        for i in 0..n {
+            let j = offset + i;
+            if !bits.is_none_or(|b| b.get(j / 8).is_some_and(|byte| byte >> (j % 8) & 1 == 1)) {
+                continue;
+            }
+            let (start, end) = (at(j), at(j + 1));
+            let got = if start <= end && end <= vals.len() { std::str::from_utf8(&vals[start..end]).ok().and_then(rpc_message) } else { None };
+            let Some(found) = got else {
+                declined.push(i as u32);
+                continue;
+            };
+            for (k, id, m, c, msg, v, d) in &found {
+                text.push(i as u32);
+                kind.push(Some(k));
+                rpc_id.push(id.as_deref());
+                method.push(m.as_deref());
+                code.push(*c);
+                message.push(msg.as_deref());
+                version.push(v.as_deref());
+                digest.push(d.as_deref());
+            }
+        }
+        (text, kind, rpc_id, method, code, message, version, digest, declined)
+    });
+    PyTuple::new(py, [
+        text.len().into_pyobject(py)?.into_any(),
+        bytes(py, words(&text)).into_any(),
+        strings(py, &kind)?.into_any(),
+        strings(py, &rpc_id)?.into_any(),
+        strings(py, &method)?.into_any(),
+        ints(py, &code)?.into_any(),
+        strings(py, &message)?.into_any(),
+        strings(py, &version)?.into_any(),
+        strings(py, &digest)?.into_any(),
+        declined.into_pyobject(py)?.into_any(),
+    ])
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // the names of sessions and reconnects (analyzer/document/names.py): a sha256 as lower-case base32
 
@@ -1260,7 +1324,7 @@ fn name_digests(texts: Vec<Bound<'_, PyBytes>>, chars: usize) -> PyResult<Vec<St
 
 /// What the Python side expects of this build (analyzer/compiled.py ABI): raised whenever a function is added or
 /// changes what it takes or gives, so that a build older than the code is set aside, not called.
-const ABI: u32 = 8;
+const ABI: u32 = 9;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -1271,6 +1335,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(line_starts, m)?)?;
     m.add_function(wrap_pyfunction!(exchange_lines, m)?)?;
     m.add_function(wrap_pyfunction!(exchange_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(rpc_message_columns, m)?)?;
     m.add_function(wrap_pyfunction!(name_digests, m)?)?;
     Ok(())
 }
