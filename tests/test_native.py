@@ -9,6 +9,7 @@ import io
 import json
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import polars as pl
@@ -765,6 +766,23 @@ def test_the_state_machine_reads_every_batch_of_a_log_of_exchanges(batch_lines):
     codes = [a["code"] for a in rows(got.anomalies)]
     assert codes.count("jsonrpc_invalid") == 17 and codes.count("jsonl_orphan_record") == 1, codes
     assert sum(m["kind"] == "notification" and m["origin"] == "response_body" for m in rows(got.messages)) == 9  # (i % 11 == 5 and not i % 7 == 3)
+
+
+@needs_native
+def test_a_batch_of_exchanges_is_parsed_by_the_decoder_and_one_of_events_by_the_main_thread(monkeypatch):
+    """Where the core parses a batch's exchange records: in the decoder's thread when the batch is mostly exchange
+    records (its own pass was short), in the main thread when it is mostly events (the decoder is the busier); the
+    tables the same either way."""
+    where = []
+    real = jsonl_native.exchange_frame
+    monkeypatch.setattr(jsonl_native, "exchange_frame", lambda *a: (where.append(threading.current_thread().name), real(*a))[1])
+    events = b"".join(json.dumps(dict(kind="sse", ts="2026-01-01T00:00:02Z", conn="g", id=str(i), data="x")).encode() + b"\n"
+                      for i in range(200))
+    for data, thread in ((_exchanges(60), "jsonl-columns"), (_exchanges(4) + events, "MainThread")):
+        where.clear()
+        for batch_lines in (None, 50):
+            _assert_same_machine(data, batch_lines, Reading(compact=True))
+        assert where and where[0].startswith(thread), where
 
 
 @needs_native

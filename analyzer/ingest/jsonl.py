@@ -863,7 +863,7 @@ def _mapped(values: pl.Series, fn) -> pl.Series:
     return values.replace_strict(keys, [fn(k) for k in keys], default=None, return_dtype=pl.String)
 
 
-def _hand_out(r: _Reader, batch: list, fast: pl.DataFrame, records: dict, first: int) -> pl.DataFrame:
+def _hand_out(r: _Reader, batch: list, fast: pl.DataFrame, records: dict, first: int, xs: pl.DataFrame | None = None) -> pl.DataFrame:
     """Reads the batch's slow lines and says which exchange each plain ``sse`` record of ``fast`` belongs
     to (``pos``, ``xid``): the records the per-line reader would have attached to an exchange.
 
@@ -878,9 +878,9 @@ def _hand_out(r: _Reader, batch: list, fast: pl.DataFrame, records: dict, first:
     slow = pl.repeat(True, n, eager=True).scatter(fast["pos"], False).arg_true().to_list()
     # the exchange records, parsed by the compiled core (here: the decoder's thread is the busier); read as columns by
     # _machine when every other slow line is a plain record that changes no connection's state, else one by one
-    xs = None
     if r.ahead and slow and not r.suspect:
-        xs = jsonl_native.exchange_frame(batch, slow, r.b.redact)
+        if xs is None:  # (not parsed ahead by the decoder: _exchanges_ahead)
+            xs = jsonl_native.exchange_frame(batch, slow, r.b.redact)
         if not _settled(batch, slow, xs.get_column("pos").to_list(), records):
             xs = None
     if r.ahead and slow and xs is None:
@@ -964,6 +964,21 @@ def _redacted(decode, lines: list) -> tuple[pl.DataFrame, dict]:
     return fast.with_columns(data=data, _clean=took, _raw=raw), records
 
 
+def _exchanges_ahead(decode, redact_bodies: bool, lines: list) -> tuple:
+    """``decode``, and for a batch whose lines are mostly exchange records (fewer plain ``sse`` records than other
+    lines: the decoder's own pass was short) the core's parse of them too (``jsonl_native.exchange_frame``), in the
+    worker thread: a log of POST exchanges (rpc-post, 2M records: 0.9 s of the core's parse) then reads on both cores.
+    A batch of events leaves them to the main thread, where :func:`_hand_out` parses them: there the decoder is the
+    busier (the 1M bench log)."""
+    fast, records = decode(lines)
+    if fast.height * 2 >= len(lines):
+        return fast, records
+    slow = pl.repeat(True, len(lines), eager=True).scatter(fast["pos"], False).arg_true().to_list()
+    if not slow:
+        return fast, records
+    return fast, records, jsonl_native.exchange_frame(lines, slow, redact_bodies)
+
+
 def _read_batches(r: _Reader, blocks, decode) -> None:
     """The log in batches: its plain ``sse`` records column-wise (:mod:`analyzer.ingest.jsonl_columns`), the rest per line.
 
@@ -976,13 +991,15 @@ def _read_batches(r: _Reader, blocks, decode) -> None:
     first = 1
     if b.redact and b.compact:  # the single pass: its plain events' data redacted in the worker thread (_redacted)
         decode = functools.partial(_redacted, decode)
+    if r.ahead:  # the exchange records of a batch of few events parsed in the worker thread too (_exchanges_ahead)
+        decode = functools.partial(_exchanges_ahead, decode, b.redact)
     for batch, decoded in _with_columns(_batches(blocks), decode):
         if type(batch) is Blank:  # blank lines are no records: only the line numbers after them move
             first += batch
             continue
-        fast, records = decoded
+        fast, records, *ahead = decoded
         frames_before = len(b.event_frames)
-        taken = _hand_out(r, batch, fast, records, first)
+        taken = _hand_out(r, batch, fast, records, first, *ahead)
         del records
         r.records += taken.height
         r.paths["columns"] += taken.height
