@@ -21,7 +21,9 @@ the tables column-wise, whatever the writer's spacing, key order or escapes (the
 not, by a grammar and one ``read_ndjson`` of the lines it vets, any other by msgspec Structs tagged by ``kind``); every other line -- the other kinds, and a
 line neither takes -- goes through the per-line reader (``_Reader.line``), which keeps the connection state and
 gets every anomaly (in the single pass's compact reading, the exchange records the compiled core vets come to it
-parsed already: ``_Reader.compiled``, the same steps on the values it read).  The result is the per-line reader's, row for row
+parsed already: ``_Reader.compiled``, the same steps on the values it read; and a batch whose other slow lines change
+no connection's state is read by ``_machine``, the same steps over the batch's columns, its ended exchanges and its
+bodies' messages made Arrow by the core and by gathers).  The result is the per-line reader's, row for row
 (``read(..., columns=False)``; tests/test_jsonl_columns.py, which also compares the reader before msgspec,
 ``_grammar``: the recorder's compact ``sse`` lines by a regular expression, :mod:`analyzer.ingest.jsonl_columns`).
 """
