@@ -877,7 +877,7 @@ def _hand_out(r: _Reader, batch: list, fast: pl.DataFrame, records: dict, first:
     (:class:`_Deferred`); and from a slow line that makes a stream suspect (a coded event stream whose
     first record decides whether it is noise) on, the batch is read line by line (:func:`_in_order`)."""
     n = len(batch)
-    slow = pl.repeat(True, n, eager=True).scatter(fast["pos"], False).arg_true().to_list()
+    slow = _slow(n, fast)
     # the exchange records, parsed by the compiled core (here: the decoder's thread is the busier); read as columns by
     # _machine when every other slow line is a plain record that changes no connection's state, else one by one
     if r.ahead and slow and not r.suspect:
@@ -966,6 +966,11 @@ def _redacted(decode, lines: list) -> tuple[pl.DataFrame, dict]:
     return fast.with_columns(data=data, _clean=took, _raw=raw), records
 
 
+def _slow(n: int, fast: pl.DataFrame) -> list[int]:
+    """The positions of a batch's ``n`` lines that ``fast`` (its plain ``sse`` records, by ``pos``) does not hold."""
+    return pl.repeat(True, n, eager=True).scatter(fast["pos"], False).arg_true().to_list()
+
+
 def _exchanges_ahead(decode, redact_bodies: bool, lines: list) -> tuple:
     """``decode``, and for a batch whose lines are mostly exchange records (fewer plain ``sse`` records than other
     lines: the decoder's own pass was short) the core's parse of them too (``jsonl_native.exchange_frame``), in the
@@ -975,7 +980,7 @@ def _exchanges_ahead(decode, redact_bodies: bool, lines: list) -> tuple:
     fast, records = decode(lines)
     if fast.height * 2 >= len(lines):
         return fast, records
-    slow = pl.repeat(True, len(lines), eager=True).scatter(fast["pos"], False).arg_true().to_list()
+    slow = _slow(len(lines), fast)
     if not slow:
         return fast, records
     return fast, records, jsonl_native.exchange_frame(lines, slow, redact_bodies)
