@@ -1078,6 +1078,45 @@ fn readable<'a>(buf: &'a PyBuffer<u8>) -> PyResult<&'a [u8]> {
     Ok(unsafe { std::slice::from_raw_parts(buf.buf_ptr() as *const u8, buf.len_bytes()) })
 }
 
+/// The ``n`` texts of a LargeUtf8 Arrow array given as buffers (its ``offset``, its validity bitmap or None, its i64
+/// offsets and its bytes), readable without the GIL while the caller's buffers are held (addresses, not borrows).
+#[derive(Clone, Copy)]
+struct TextArray {
+    n: usize,
+    offset: usize,
+    offsets: usize,
+    values: (usize, usize),
+    validity: Option<(usize, usize)>,
+}
+
+impl TextArray {
+    fn new(n: usize, offset: usize, validity: &Option<PyBuffer<u8>>, offsets: &PyBuffer<u8>, values: &PyBuffer<u8>) -> PyResult<Self> {
+        let valid = validity.as_ref().map(readable).transpose()?;
+        let (offs, vals) = (readable(offsets)?, readable(values)?);
+        if offs.len() < (offset + n + 1) * 8 {
+            return Err(pyo3::exceptions::PyValueError::new_err("offsets shorter than the array"));
+        }
+        Ok(TextArray { n, offset, offsets: offs.as_ptr() as usize, values: (vals.as_ptr() as usize, vals.len()),
+                       validity: valid.map(|v| (v.as_ptr() as usize, v.len())) })
+    }
+
+    /// Text ``i``: None where it is null, Some(None) where it is not UTF-8 or out of the bytes.
+    fn get(&self, i: usize) -> Option<Option<&str>> {
+        let j = self.offset + i;
+        let offs = unsafe { std::slice::from_raw_parts(self.offsets as *const u8, (self.offset + self.n + 1) * 8) };
+        let vals = unsafe { std::slice::from_raw_parts(self.values.0 as *const u8, self.values.1) };
+        if let Some((p, l)) = self.validity {
+            let bits = unsafe { std::slice::from_raw_parts(p as *const u8, l) };
+            if !bits.get(j / 8).is_some_and(|byte| byte >> (j % 8) & 1 == 1) {
+                return None;
+            }
+        }
+        let at = |k: usize| i64::from_le_bytes(offs[k * 8..k * 8 + 8].try_into().unwrap()) as usize;
+        let (start, end) = (at(j), at(j + 1));
+        Some(if start <= end && end <= vals.len() { std::str::from_utf8(&vals[start..end]).ok() } else { None })
+    }
+}
+
 /// `notification_methods(n, offset, validity, offsets, values)`: of ``n`` texts of a LargeUtf8 Arrow array (its
 /// ``offset``, its validity bitmap or None, its i64 offsets and its bytes, as buffers), the method of each one that
 /// is a JSON-RPC notification as `sse_lines` reads it, else null: (offsets i64, values, validity, null count).
@@ -1085,26 +1124,11 @@ fn readable<'a>(buf: &'a PyBuffer<u8>) -> PyResult<&'a [u8]> {
 #[pyo3(signature = (n, offset, validity, offsets, values))]
 fn notification_methods<'py>(py: Python<'py>, n: usize, offset: usize, validity: Option<PyBuffer<u8>>, offsets: PyBuffer<u8>,
                              values: PyBuffer<u8>) -> PyResult<Bound<'py, PyTuple>> {
-    let valid = validity.as_ref().map(readable).transpose()?;
-    let offs = readable(&offsets)?;
-    let vals = readable(&values)?;
-    if offs.len() < (offset + n + 1) * 8 {
-        return Err(pyo3::exceptions::PyValueError::new_err("offsets shorter than the array"));
-    }
-    let (vptr, vlen) = (vals.as_ptr() as usize, vals.len());
-    let (optr, vbits) = (offs.as_ptr() as usize, valid.map(|v| (v.as_ptr() as usize, v.len())));
+    let texts = TextArray::new(n, offset, &validity, &offsets, &values)?;
     let out = py.allow_threads(move || {
-        let offs = unsafe { std::slice::from_raw_parts(optr as *const u8, (offset + n + 1) * 8) };
-        let vals = unsafe { std::slice::from_raw_parts(vptr as *const u8, vlen) };
-        let bits = vbits.map(|(p, l)| unsafe { std::slice::from_raw_parts(p as *const u8, l) });
-        let at = |i: usize| i64::from_le_bytes(offs[i * 8..i * 8 + 8].try_into().unwrap()) as usize;
         let mut out = Strings::new();
         for i in 0..n {
-            let j = offset + i;
-            let present = bits.is_none_or(|b| b.get(j / 8).is_some_and(|byte| byte >> (j % 8) & 1 == 1));
-            let (start, end) = (at(j), at(j + 1));
-            let text = if present && start <= end && end <= vals.len() { std::str::from_utf8(&vals[start..end]).ok() } else { None };
-            out.push(text.and_then(notification_method).as_deref());
+            out.push(texts.get(i).flatten().and_then(notification_method).as_deref());
         }
         out
     });
@@ -1233,30 +1257,14 @@ fn rpc_messages<'py>(text: &Bound<'py, pyo3::types::PyString>) -> Option<Vec<Mes
 #[pyo3(signature = (n, offset, validity, offsets, values))]
 fn rpc_message_columns<'py>(py: Python<'py>, n: usize, offset: usize, validity: Option<PyBuffer<u8>>, offsets: PyBuffer<u8>,
                             values: PyBuffer<u8>) -> PyResult<Bound<'py, PyTuple>> {
-    let valid = validity.as_ref().map(readable).transpose()?;
-    let offs = readable(&offsets)?;
-    let vals = readable(&values)?;
-    if offs.len() < (offset + n + 1) * 8 {
-        return Err(pyo3::exceptions::PyValueError::new_err("offsets shorter than the array"));
-    }
-    let (vptr, vlen) = (vals.as_ptr() as usize, vals.len());
-    let (optr, vbits) = (offs.as_ptr() as usize, valid.map(|v| (v.as_ptr() as usize, v.len())));
+    let texts = TextArray::new(n, offset, &validity, &offsets, &values)?;
     let (text, kind, rpc_id, method, code, message, version, digest, declined) = py.allow_threads(move || {
-        let offs = unsafe { std::slice::from_raw_parts(optr as *const u8, (offset + n + 1) * 8) };
-        let vals = unsafe { std::slice::from_raw_parts(vptr as *const u8, vlen) };
-        let bits = vbits.map(|(p, l)| unsafe { std::slice::from_raw_parts(p as *const u8, l) });
-        let at = |i: usize| i64::from_le_bytes(offs[i * 8..i * 8 + 8].try_into().unwrap()) as usize;
         let (mut text, mut declined) = (Vec::<u32>::new(), Vec::<u32>::new());
         let (mut kind, mut rpc_id, mut method) = (Strings::new(), Strings::new(), Strings::new());
         let (mut code, mut message, mut version, mut digest) = (Ints::default(), Strings::new(), Strings::new(), Strings::new());
         for i in 0..n {
-            let j = offset + i;
-            if !bits.is_none_or(|b| b.get(j / 8).is_some_and(|byte| byte >> (j % 8) & 1 == 1)) {
-                continue;
-            }
-            let (start, end) = (at(j), at(j + 1));
-            let got = if start <= end && end <= vals.len() { std::str::from_utf8(&vals[start..end]).ok().and_then(rpc_message) } else { None };
-            let Some(found) = got else {
+            let Some(one) = texts.get(i) else { continue }; // (a null text: no message)
+            let Some(found) = one.and_then(rpc_message) else {
                 declined.push(i as u32);
                 continue;
             };
