@@ -60,7 +60,7 @@ def test_finished_exchanges_and_messages_leave_python_while_the_log_is_read(monk
     rows_held, in_chunks, waiting, messages_held, messages_in_chunks = held[0]
     # of 56 exchanges, the GET stream, the last request and the 14 keep-alive requests still open stay rows; the 40
     # that ended are Arrow chunks, but for fewer than a chunk of them waiting as tuples (the per-record reader seals
-    # them in chunks of 8; the compact reading's state machine, jsonl._machine, makes a batch's ended ones one chunk
+    # them in chunks of 8; the compact reading's state machine, jsonl_machine.run, makes a batch's ended ones one chunk
     # by gathers); the 94 body messages in Arrow chunks, fewer than a chunk of 8 waiting as lists (the machine's: one
     # chunk a batch); the 40 of the events come column-wise, after the read
     assert got.exchanges.num_rows == 56 and rows_held == 16 and in_chunks + waiting == 40 and waiting < 8

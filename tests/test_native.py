@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from analyzer import compiled
 from analyzer.decode import jsonrpc
-from analyzer.ingest import inputs, jsonl as ingest_jsonl, jsonl_columns, jsonl_native, jsonl_typed
+from analyzer.ingest import inputs, jsonl as ingest_jsonl, jsonl_columns, jsonl_machine, jsonl_native, jsonl_typed
 from analyzer.ingest.reading import Reading
 from analyzer.tables import compact_digest_expr, digest_expr
 from test_fuzz import rows
@@ -685,20 +685,20 @@ def test_sample_logs_exchange_records_are_mostly_read_ahead():
     assert compiled_ > 1000 and compiled_ >= 0.8 * (compiled_ + per_line), (compiled_, per_line)
 
 
-# -- the connection state machine over a batch's columns (jsonl._machine) ------------------------------------------
+# -- the connection state machine over a batch's columns (jsonl_machine.run) ------------------------------------------
 
 def _by_machine(data: bytes, machine: bool, batch_lines: int | None, reading: Reading):
-    """The compact reading with the core, its exchange records read by ``jsonl._machine`` where a batch allows it
+    """The compact reading with the core, its exchange records read by ``jsonl_machine.run`` where a batch allows it
     (``machine``) or one tuple at a time (``_Reader.compiled``) everywhere; and how many batches the machine read."""
     mp = pytest.MonkeyPatch()
     ran = []
     if batch_lines:
         mp.setattr(ingest_jsonl, "BATCH_LINES", batch_lines)
     if machine:
-        real = ingest_jsonl._machine
-        mp.setattr(ingest_jsonl, "_machine", lambda *a: (ran.append(1), real(*a))[1])
+        real = jsonl_machine.run
+        mp.setattr(jsonl_machine, "run", lambda *a: (ran.append(1), real(*a))[1])
     else:
-        mp.setattr(ingest_jsonl, "_settled", lambda *a: False)
+        mp.setattr(jsonl_machine, "settled", lambda *a: False)
     try:
         return ingest_jsonl.read("x.jsonl", io.BytesIO(data), reading), len(ran)
     finally:

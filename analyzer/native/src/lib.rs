@@ -1006,7 +1006,7 @@ fn ints<'py>(py: Python<'py>, v: &Ints) -> PyResult<Bound<'py, PyTuple>> {
 /// response's), last-event-id, mcp-protocol-version, user-agent, status, content-type, x-mcp-replay-epoch, data (a
 /// body's), reason, by (a close's)); strings as (offsets i64, values, validity, null count), ts and status as (values
 /// i64, validity, null count).  The single pass's connection state machine reads a batch of them at once
-/// (analyzer/ingest/jsonl.py `_machine`): no Python object per value, and the sealed exchanges become Arrow by gathers.
+/// (analyzer/ingest/jsonl_machine.py `run`): no Python object per value, and the sealed exchanges become Arrow by gathers.
 #[pyfunction]
 fn exchange_columns<'py>(py: Python<'py>, lines: &Bound<'py, PyAny>, positions: Vec<u32>) -> PyResult<Bound<'py, PyTuple>> {
     let spans = line_spans(lines)?;
@@ -1251,7 +1251,7 @@ fn rpc_messages<'py>(text: &Bound<'py, pyo3::types::PyString>) -> Option<Vec<Mes
 /// Arrow array (as `notification_methods` takes it), as columns: (text u32 (the text's index, a row per message, in
 /// order), kind, rpc_id, method, error_code (values i64, validity, null count), error_message, protocol_version,
 /// params_digest, declined: the indexes of the texts it leaves to the Python path (a null text has no message)).
-/// The single pass's state machine reads a batch's bodies so (analyzer/ingest/jsonl.py `_machine`): no tuple and
+/// The single pass's state machine reads a batch's bodies so (analyzer/ingest/jsonl_machine.py `run`): no tuple and
 /// twelve list appends per message.
 #[pyfunction]
 #[pyo3(signature = (n, offset, validity, offsets, values))]
