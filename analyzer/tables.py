@@ -408,13 +408,13 @@ class Builder:
             self._flush_sealed()
 
     def add_sealed(self, frame: pl.DataFrame) -> None:
-        """Sealed exchange rows made column-wise (the JSONL reader's ``jsonl_machine.run``: gathers from the batch's records, no
-        dict per row), in :data:`EXCHANGES`' columns and order: one Arrow chunk beside the others."""
+        """Sealed exchange rows made column-wise (the JSONL reader's ``jsonl_machine.run``: gathers from the batch's
+        records, no dict per row), in :data:`EXCHANGES`' columns and order: one Arrow chunk beside the others."""
         self._exchange_chunks.append(frame.to_arrow().cast(EXCHANGES))
 
     def add_messages(self, frame: pl.DataFrame) -> None:
-        """JSON-RPC messages of bodies made column-wise (the JSONL reader's ``jsonl_machine.run``), in :data:`MESSAGES`' columns
-        and order, after every message added before them."""
+        """JSON-RPC messages of bodies made column-wise (the JSONL reader's ``jsonl_machine.run``), in :data:`MESSAGES`'
+        columns and order, after every message added before them."""
         self._flush_messages()
         self._message_chunks.append(frame.to_arrow().cast(MESSAGES))
 
