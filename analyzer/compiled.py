@@ -56,3 +56,12 @@ def strings(n: int, got: tuple):
     offsets, values, valid, nulls = got
     return pa.Array.from_buffers(pa.large_string(), n, [pa.py_buffer(valid) if nulls else None, pa.py_buffer(offsets),
                                                         pa.py_buffer(values)], null_count=nulls)
+
+
+def ints(n: int, got: tuple, typ):
+    """An Arrow array of ``n`` 64-bit values of type ``typ`` (int64, a timestamp) from the compiled core's (values,
+    validity, null count)."""
+    import pyarrow as pa
+
+    values, valid, nulls = got
+    return pa.Array.from_buffers(typ, n, [pa.py_buffer(valid) if nulls else None, pa.py_buffer(values)], null_count=nulls)

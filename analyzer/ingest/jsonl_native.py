@@ -34,7 +34,6 @@ def sse_frame(lines: list) -> tuple[pl.DataFrame, list[int]]:
     (``pos``: index in ``lines``), and the positions of the other lines that may be ``sse`` records (they hold
     ``"sse"``), as :func:`analyzer.ingest.jsonl_columns.sse_frame` gives them."""
     n, pos, conn, ts, eid, event, data, retry, digest, method, maybe = compiled.core.sse_lines(lines)
-    values, valid, nulls = retry
     table = pa.table({
         "pos": pa.Array.from_buffers(pa.uint32(), n, [None, pa.py_buffer(pos)]),
         "conn": compiled.strings(n, conn),
@@ -42,8 +41,7 @@ def sse_frame(lines: list) -> tuple[pl.DataFrame, list[int]]:
         "id": compiled.strings(n, eid),
         "event": compiled.strings(n, event),
         "data": compiled.strings(n, data),
-        "retry": pa.Array.from_buffers(pa.int64(), n, [pa.py_buffer(valid) if nulls else None, pa.py_buffer(values)],
-                                       null_count=nulls),
+        "retry": compiled.ints(n, retry, pa.int64()),
         "digest": pa.Array.from_buffers(pa.uint64(), n, [None, pa.py_buffer(digest)]),
         "_method": compiled.strings(n, method),
     })
@@ -93,19 +91,14 @@ def exchange_frame(lines: list, positions: list[int], redact_bodies: bool) -> pl
     ``redact.text``), else the body."""
     got = compiled.core.exchange_columns(lines, positions)
     n = got[0]
-
-    def ints(t: tuple, typ) -> pa.Array:
-        values, valid, nulls = t
-        return pa.Array.from_buffers(typ, n, [pa.py_buffer(valid) if nulls else None, pa.py_buffer(values)], null_count=nulls)
-
     names = ["conn", "method", "url", "body", "session", "last_event_id", "protocol", "user_agent"]
     table = pa.table({
         "pos": pa.Array.from_buffers(pa.uint32(), n, [None, pa.py_buffer(got[1])]),
         "kind": pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(got[2])]),
         "conn": compiled.strings(n, got[3]),
-        "ts": ints(got[4], pa.timestamp("us", "UTC")),
+        "ts": compiled.ints(n, got[4], pa.timestamp("us", "UTC")),
         **{name: compiled.strings(n, got[5 + i]) for i, name in enumerate(names[1:])},
-        "status": ints(got[12], pa.int64()),
+        "status": compiled.ints(n, got[12], pa.int64()),
         **{name: compiled.strings(n, got[13 + i]) for i, name in enumerate(["content_type", "epoch", "data", "reason", "by"])},
     })
     frame = pl.from_arrow(table)
@@ -125,13 +118,12 @@ def message_frame(texts: pl.Series) -> tuple[pl.DataFrame, list[int]]:
     indexes of the texts it leaves to the Python path (``extract_rows`` reads those, and says why one is not
     JSON-RPC).  A null text has none."""
     n, idx, kind, rpc_id, method, code, message, version, digest, declined = compiled.core.rpc_message_columns(*compiled.buffers(texts))
-    values, valid, nulls = code
     table = pa.table({
         "_text": pa.Array.from_buffers(pa.uint32(), n, [None, pa.py_buffer(idx)]),
         "kind": compiled.strings(n, kind),
         "rpc_id": compiled.strings(n, rpc_id),
         "method": compiled.strings(n, method),
-        "error_code": pa.Array.from_buffers(pa.int64(), n, [pa.py_buffer(valid) if nulls else None, pa.py_buffer(values)], null_count=nulls),
+        "error_code": compiled.ints(n, code, pa.int64()),
         "error_message": compiled.strings(n, message),
         "protocol_version": compiled.strings(n, version),
         "params_digest": compiled.strings(n, digest),
