@@ -59,8 +59,8 @@ def run(r, batch, slow: list[int], xs: pl.DataFrame, records: dict, first: int, 
     they come.  Every other slow line changes no state (:func:`settled`) and is read by the per-line reader
     (``_Reader.line``) where it stands.
 
-    An exchange this batch opens is a small dict (its xid, its row among the batch's new ones, its content type and
-    whether it was answered) while it is read; once ended (closed, or the next request on its conn began) its row is
+    An exchange this batch opens is a small dict (its xid, its row among the batch's new ones, its content type: what
+    a body and an ``sse`` line read of it; whether it was answered is ``resp_of``) while it is read; once ended (closed, or the next request on its conn began) its row is
     made by gathers from ``xs``, all of the batch's at once, and joins the Builder's sealed chunks as Arrow; one still
     open at the batch's end becomes the Builder's row (a dict), as the per-record reader leaves it.  Exchanges opened
     before the batch are the Builder's dicts, changed by the Builder's own steps.  No Python object per value: rpc-post's
@@ -93,7 +93,7 @@ def run(r, batch, slow: list[int], xs: pl.DataFrame, records: dict, first: int, 
         paths["compiled"] += 1
         if k == 0:
             xid = base + len(new_req)
-            row = {"xid": xid, "_new": len(new_req), "content_type": None, "status": None}
+            row = {"xid": xid, "_new": len(new_req), "content_type": None}
             new_req.append(j)
             prev = current.get(c)
             current[c] = row
@@ -121,7 +121,6 @@ def run(r, batch, slow: list[int], xs: pl.DataFrame, records: dict, first: int, 
                 if ct not in media:
                     media[ct] = media_type(ct)
                 row["content_type"] = media[ct]
-                row["status"] = True
                 resp_of[new] = j
         elif k == 2:  # (Builder.body: a JSON body's messages, or an event stream's or another type's none)
             ct = row["content_type"]
