@@ -103,3 +103,53 @@ def test_real_python_stale_cursor(fmt, name, again, monkeypatch):
         assert second["duplicated_event_ids"] == again
     assert "tools/call slow_count (id 2) processed them twice" in second["reason"]
     assert not [f for f in doc["findings"] if f["rule"] == "gap"]
+
+
+PY = "python-httpx/0.28.1"  # the python SDK client's User-Agent (signals/clients.py)
+
+
+def _message(i: int, tag: str) -> str:
+    return __import__("json").dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"n": i, "tag": tag}})
+
+
+def test_a_reopen_between_two_resumes_is_no_stale_cursor(capture, analyze):
+    """The stale cursor is the previous *resume*'s (reference point 3).  Resumed from 5, the stream broke, was reopened
+    without Last-Event-ID by a server that numbered from 1 again, and was resumed from that connection's 5: the client's
+    cursor is what it last received, not a stale one, and ids 6-8 of the new process are new events (bench/out/
+    truth-1000k.json had two such reconnects judged replay_reset, "the application got 34 event(s) twice")."""
+    capture.user_agent = PY
+    capture.initialize()
+    capture.stream(ids=range(1, 6), data=lambda i: _message(i, "a"))
+    capture.stream(last="5", ids=range(6, 10), data=lambda i: _message(i, "a"))
+    capture.stream(ids=range(1, 6), data=lambda i: _message(i, "b"))  # a new process numbers from 1
+    capture.stream(last="5", ids=range(6, 9), data=lambda i: _message(i, "b"), close="eof")
+    doc = analyze(capture)
+    first, reopen, third = doc["boundaries"]
+    assert (first["verdict"], reopen["verdict"]) == ("continuous", "replay_reset")
+    assert (third["verdict"], third["rule_id"], third["duplicated_count"], third["lost_count"]) == ("continuous", "ids_continue", 0, 0), third["reason"]
+    assert "twice" not in third["reason"]
+
+
+def test_a_stale_cursor_with_other_events_under_its_ids_is_no_double_delivery(capture, analyze):
+    """Resumed twice from 5 (the python client's stale cursor), but the second time ids 6-8 carried other payloads: the
+    application did not get the same events twice (a digest conflict says what it got), so no stale_last_event_id."""
+    capture.user_agent = PY
+    capture.initialize()
+    capture.stream(ids=range(1, 6), data=lambda i: _message(i, "a"))
+    capture.stream(last="5", ids=range(6, 10), data=lambda i: _message(i, "a"))
+    capture.stream(last="5", ids=range(6, 9), data=lambda i: _message(i, "b"), close="eof")
+    doc = analyze(capture)
+    second = doc["boundaries"][1]
+    assert second["rule_id"] != "stale_last_event_id" and "processed them twice" not in second["reason"], second["reason"]
+    assert [f["rule"] for f in doc["findings"]] == ["digest_conflict"]
+
+
+def test_the_same_stale_cursor_with_the_same_events_is_one(capture, analyze):
+    """The control of the two above: the same payloads again are the stale cursor's double delivery."""
+    capture.user_agent = PY
+    capture.initialize()
+    capture.stream(ids=range(1, 6), data=lambda i: _message(i, "a"))
+    capture.stream(last="5", ids=range(6, 10), data=lambda i: _message(i, "a"))
+    capture.stream(last="5", ids=range(6, 9), data=lambda i: _message(i, "a"), close="eof")
+    second = analyze(capture)["boundaries"][1]
+    assert (second["verdict"], second["rule_id"], second["duplicated_count"]) == ("replay_reset", "stale_last_event_id", 3), second["reason"]

@@ -96,8 +96,9 @@ def decision_chain() -> list[Branch]:
               pl.col("header"), pl.col("sc_prev").struct.field("location"), pl.col("sc_n"), pl.col("sc_ids").list.head(5).list.join(", "),
               pl.when(pl.col("sc_call").is_not_null()).then(formatted(": {} processed them twice", pl.col("sc_call"))).otherwise(pl.lit("")),
           ),
-          "a python-client session resumes a stream with the previous resume's Last-Event-ID after that resume delivered "
-          "events: the client had them, and they came again (the python client's stale cursor)"),
+          "a python-client session resumes a stream with the Last-Event-ID of the stream's reconnect just before, a resume "
+          "that delivered events: the client had them, and the same events (id and payload) came again (the python "
+          "client's stale cursor)"),
         B("ids_went_back", "replay_reset", contiguous & (pl.col("first_break") == "replay_reset"),
           formatted("event id {} came after {}: ids went back, {} event(s) already processed were delivered again",
                     pl.col("break_id"), pl.col("break_prev"), pl.col("dup_count")),

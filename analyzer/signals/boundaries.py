@@ -652,23 +652,27 @@ def stale_cursor(f: Frames, b: pl.DataFrame, after: pl.DataFrame, fam: pl.DataFr
     sessions (made here when not given); ``d``: :func:`deliveries` (the events' own table when not given); ``c``: the
     calls of ``b``'s sessions or more (rpc.boundary_calls), when made."""
     python = (clients.sessions(f, b) if fam is None else fam).filter(pl.col("client") == clients.PYTHON).select("session")
+    # (the previous reconnect is the stream's reconnect just before, with a cursor or without: a reopen without
+    # Last-Event-ID between two resumes is no resume, and the client's cursor after it is what that connection
+    # delivered -- after a restart numbered from 1 again, the same id string names another event)
     keys = (
-        b.lazy().filter(pl.col("header").is_not_null() & (pl.col("header") != ""))
+        b.lazy()
         .join(python.lazy(), on="session", how="semi")
         .select("gx", "pos", "session", "sk", "stream", "header")
         .sort("pos")
         .with_columns(p_gx=pl.col("gx").shift(1).over("session", "stream"), p_header=pl.col("header").shift(1).over("session", "stream"))
-        .filter(pl.col("p_gx").is_not_null() & (pl.col("p_header") == pl.col("header")))
+        .filter(pl.col("header").is_not_null() & (pl.col("header") != "") & pl.col("p_gx").is_not_null() & (pl.col("p_header") == pl.col("header")))
     )
-    # what the previous reconnect's connection delivered (ids, visible, with data), and which of them came again
+    # what the previous reconnect's connection delivered (ids, visible, with data), and which of them came again: the
+    # same event (its id and its digest), not another that has its id
     had = (
         (f.events.lazy().filter(pl.col("visible") & pl.col("has_id") & (pl.col("data") != "")) if d is None else d.lazy().filter(pl.col("has_data")))
         .select(pl.col("gx").alias("p_gx"), "id", "digest")
         .join(keys.select("p_gx", "gx"), on="p_gx")
     )
     again = (
-        after.lazy().filter(~pl.col("overlap")).select("gx", "id", "ordinal")
-        .join(had.select("gx", "id").unique(), on=["gx", "id"], how="semi")
+        after.lazy().filter(~pl.col("overlap")).select("gx", "id", "digest", "ordinal")
+        .join(had.select("gx", "id", "digest").unique(), on=["gx", "id", "digest"], how="semi")
         .sort("gx", "ordinal")
         .group_by("gx")
         .agg(sc_ids=pl.col("id").unique(maintain_order=True).head(LIST_CAP), sc_n=pl.col("id").n_unique())
