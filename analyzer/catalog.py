@@ -270,9 +270,10 @@ EVIDENCE_KINDS: tuple[tuple[str, str], ...] = (
 EVIDENCE = dict(EVIDENCE_KINDS)
 
 # branches of the decision chain that are unverifiable because the capture lacks what the client received (no
-# body recorded; the resumed stream in TLS no key decrypted): the client saw its events and may rightly have gone
-# on, so its reaction is not judged (handled_correctly null), unlike an unverifiable the client could not verify either
-CAPTURE_BLIND = frozenset({"body_not_recorded", "resumed_undecrypted"})
+# body recorded, the reconnect's or that of the stream it reopens without a cursor; the resumed stream in TLS no key
+# decrypted): the client saw its events and may rightly have gone on, so its reaction is not judged (handled_correctly
+# null), unlike an unverifiable the client could not verify either
+CAPTURE_BLIND = frozenset({"body_not_recorded", "resumed_not_recorded", "resumed_undecrypted"})
 
 
 def evidence_markdown() -> str:

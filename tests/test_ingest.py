@@ -113,6 +113,25 @@ def test_har_empty_sse_body_means_not_recorded(analyze):
     assert doc["exchanges"][1]["body_recorded"] is False
 
 
+def test_har_reopen_of_an_unrecorded_stream_is_not_judged(analyze):
+    """A reopen without Last-Event-ID of a stream whose body the HAR did not keep (an event stream that ended empty, or
+    was still open): what the client had received is unknown, so the reopen is unverifiable for the capture's blind spot
+    and the client's reaction is not judged -- going on with the session after it is no error (it was `no_cursor`,
+    "the earlier stream delivered no id", and `handled_correctly` false)."""
+    doc = analyze(har([
+        entry("2026-11-13T09:00:01Z", headers=[("Mcp-Session-Id", SID)], text="id: 1\ndata: a\n\nid: 2\ndata: b\n\n"),
+        entry("2026-11-13T09:00:05Z", headers=[("Mcp-Session-Id", SID), ("Last-Event-ID", "2")], text=""),
+        entry("2026-11-13T09:00:09Z", headers=[("Mcp-Session-Id", SID)], text="id: 7\ndata: g\n\n"),
+        entry("2026-11-13T09:00:12Z", method="POST", headers=[("Mcp-Session-Id", SID)], resp_headers=(("Content-Type", "application/json"),),
+              text=json.dumps({"jsonrpc": "2.0", "id": 1, "result": {}})),
+    ]), "r.har")
+    resumed, reopened = doc["boundaries"]
+    assert (resumed["rule_id"], resumed["handled_correctly"]) == ("body_not_recorded", None)
+    assert (reopened["verdict"], reopened["rule_id"], reopened["evidence"], reopened["handled_correctly"]) == (
+        "unverifiable", "resumed_not_recorded", "none", None), reopened["reason"]
+    assert "did not record the body of the stream it reopened" in reopened["reason"]
+
+
 def test_har_aborted_variants(analyze):
     doc = analyze(har([
         entry("2026-11-13T09:00:01Z", status=0, resp_headers=(), _error="net::ERR_ABORTED"),

@@ -162,6 +162,14 @@ def decision_chain() -> list[Branch]:
         B("no_event_after", "unverifiable", pl.col("n_after") == 0,
           pl.lit("no event with an id arrived after the reconnect, so nothing shows the stream resumed"),
           "no event with an id after the reconnect"),
+        # (before no_cursor: an earlier stream whose body the capture did not record delivered ids the capture cannot
+        # show, and the client had them: the capture's blind spot, not the client's, so its reaction is not judged)
+        B("resumed_not_recorded", "unverifiable",
+          contiguous & pl.col("cursor_seq").is_null() & (pl.col("header").fill_null("") == "") & (pl.col("prev_body_recorded") == False),  # noqa: E712
+          pl.lit("the client sent no Last-Event-ID and the capture did not record the body of the stream it reopened, so what "
+                 "the client had received is unknown"),
+          "contiguous ids, no Last-Event-ID, and the capture did not record the body of the stream the reconnect reopens (a HAR "
+          "keeps none of an event stream that ended empty or was still open)"),
         B("no_cursor", "unverifiable", contiguous & pl.col("cursor_seq").is_null(),
           pl.lit("the client sent no Last-Event-ID and the earlier stream delivered no id to compare with"),
           "contiguous ids, but no Last-Event-ID and no earlier id to compare with"),
@@ -195,7 +203,7 @@ EVIDENCE = {
     "epoch_changed": "http", "not_an_event_stream": "http", "body_not_recorded": "none", "other_sessions_events": "content",
     "stale_last_event_id": "ids", "ids_went_back": "ids", "opaque_redelivered": "ids", "cursor_named_two_events": "ids", "foreign_stream_ids": "ids", "response_of_other_stream": "jsonrpc",
     "ids_jumped": "ids", "lost_after_capture_point": "second_view", "lost_in_history": "second_view",
-    "progress_skipped": "progress_skipped", "owed_nothing_replayed": "jsonrpc", "no_event_after": "none", "no_cursor": "none", "resumed_undecrypted": "none", "ids_continue": "ids",
+    "progress_skipped": "progress_skipped", "owed_nothing_replayed": "jsonrpc", "no_event_after": "none", "resumed_not_recorded": "none", "no_cursor": "none", "resumed_undecrypted": "none", "ids_continue": "ids",
     "successor_proven": "second_view", "progress_continues": "progress_and_response", "opaque_unproven": "none",
 }
 
