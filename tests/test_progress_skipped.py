@@ -5,6 +5,8 @@ a ``gap`` with evidence ``progress_skipped``, the skipped steps counted as lost 
 (1, 2, 5, 6, 10) proves nothing; a call with no progress stays ``unverifiable``, never ``continuous``."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from test_progress_proof import boundary, log, progress, result, resumed
@@ -109,7 +111,7 @@ PY = "python-httpx/0.28.1"  # the python SDK client's User-Agent (signals/client
 
 
 def _message(i: int, tag: str) -> str:
-    return __import__("json").dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"n": i, "tag": tag}})
+    return json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"n": i, "tag": tag}})
 
 
 def test_a_reopen_between_two_resumes_is_no_stale_cursor(capture, analyze):

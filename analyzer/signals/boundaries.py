@@ -645,9 +645,9 @@ def stale_cursor(f: Frames, b: pl.DataFrame, after: pl.DataFrame, fam: pl.DataFr
     """The python client's stale cursor (shared/reference/mcp-transport-facts.md point 3): when a *resumed* stream
     breaks again, it resumes with the cursor of its previous resume, not the last id it received
     (``_handle_reconnection``'s ``except`` branch).  A reconnect of a python-client session whose Last-Event-ID is
-    the previous reconnect's of the same stream, after that reconnect's connection delivered events with ids: the
-    client had those events, and a correct store sends them again (real-python-stale-cursor*: the client log shows
-    them twice).  Per such boundary: ``sc_prev`` (the previous reconnect's request), ``sc_ids`` / ``sc_n`` (the events
+    that of the stream's reconnect just before it (a resume, then: a reopen without one resets the client's cursor),
+    after that reconnect's connection delivered events with ids: the client had those events, and a correct store
+    sends them again, the same ids and payloads (real-python-stale-cursor*: the client log shows them twice).  Per such boundary: ``sc_prev`` (the previous reconnect's request), ``sc_ids`` / ``sc_n`` (the events
     delivered again, their ids), ``sc_call`` (the call that opened the stream).  ``fam``: clients.sessions of ``b``'s
     sessions (made here when not given); ``d``: :func:`deliveries` (the events' own table when not given); ``c``: the
     calls of ``b``'s sessions or more (rpc.boundary_calls), when made."""
