@@ -361,9 +361,23 @@ class Builder:
         analyzer/ingest/jsonl.py ``_Reader.compiled``), ``headers_json`` the header object's text or None;
         ``shown_body``: the body redacted already (column-wise, a batch at a time: jsonl_native.exchange_records), or
         None: redacted here."""
-        row = {
+        shown = redact.text(request_body, self.redact) if shown_body is None else shown_body
+        row = self.request_row(len(self.exchanges), conn, location, started, method, url, session_id, last_event_id,
+                               protocol_version, user_agent, headers_json, shown)
+        self.exchanges.append(row)
+        if request_body:
+            self._messages(row["xid"], "request_body", None, "client_to_server", request_body, location)
+        return row
+
+    def request_row(self, xid: int, conn: str, location: str, started: datetime | None, method: str | None, url: str | None,
+                    session_id: str | None, last_event_id: str | None, protocol_version: str | None, user_agent: str | None,
+                    headers_json: str | None, shown_body: str | None) -> dict:
+        """The row an exchange opens with, its response fields empty (``shown_body``: the request body as the table
+        shows it, redacted already): :meth:`opened`'s, and the column-wise state machine's for an exchange still open
+        at its batch's end (analyzer/ingest/jsonl_machine.py)."""
+        return {
             "source": self.source,
-            "xid": len(self.exchanges),
+            "xid": xid,
             "conn": conn,
             "location": location,
             "started": started,
@@ -380,16 +394,11 @@ class Builder:
             "end_reason": "open",
             "end_by": None,
             "body_recorded": True,
-            # (messages below are read from the raw text)
-            "request_body": redact.text(request_body, self.redact) if shown_body is None else shown_body,
+            "request_body": shown_body,
             "req_headers": headers_json,
             "resp_headers": None,
             "user_agent": user_agent,
         }
-        self.exchanges.append(row)
-        if request_body:
-            self._messages(row["xid"], "request_body", None, "client_to_server", request_body, location)
-        return row
 
     def seal(self, row: dict) -> None:
         """``row`` will not change again (its connection closed, or the next request on it began): it leaves

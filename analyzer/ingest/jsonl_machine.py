@@ -241,14 +241,8 @@ def _new_exchanges(b: Builder, current: dict, xs: pl.DataFrame, new_req: list[in
     for i, c in open_at.items():
         q = xs.row(new_req[i], named=True)
         lineno = first + q["pos"]
-        row = {
-            "source": b.source, "xid": base + i, "conn": c, "location": f"line {lineno}", "started": _datetime(q["ts"]),
-            "ended": None, "method": (q["method"] or "").upper() or None, "url": redact.url(q["url"], b.redact),
-            "status": None, "req_session_id": q["session"], "resp_session_id": None, "last_event_id": q["last_event_id"],
-            "protocol_version": q["protocol"], "content_type": None, "replay_epoch": None, "end_reason": "open",
-            "end_by": None, "body_recorded": True, "request_body": q["shown"], "req_headers": None, "resp_headers": None,
-            "user_agent": q["user_agent"],
-        }
+        row = b.request_row(base + i, c, f"line {lineno}", _datetime(q["ts"]), q["method"], q["url"], q["session"],
+                            q["last_event_id"], q["protocol"], q["user_agent"], None, q["shown"])
         if i in resp_of:
             t = xs.row(resp_of[i], named=True)
             b.answered(row, t["status"], t["session"], t["content_type"], t["epoch"])
